@@ -1,0 +1,151 @@
+# vmtraced: one Makefile, no generator. `make help` lists the targets.
+# Libraries are found with pkg-config; V=1 shows the commands.
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+DESTDIR    ?=
+
+O          ?= build
+CC         ?= cc
+CLANG      ?= clang
+PKG_CONFIG ?= pkg-config
+CFLAGS     ?= -O2 -g
+VERSION    := 0.1.0
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+ifeq ($(SAN),1)
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+
+PKGS       := libsystemd libtracefs libtraceevent libzstd yaml-0.1
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+TCMD_LIBS  := $(shell $(PKG_CONFIG) --libs libtracecmd 2>/dev/null)
+TCMD_CFLAGS:= $(shell $(PKG_CONFIG) --cflags libtracecmd 2>/dev/null)
+CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+
+WARN       := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2
+BASE_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DVMT_VERSION='"$(VERSION)"' \
+	-DVMT_HAVE_JOURNAL -Ilib $(SANFLAGS)
+ALL_CFLAGS := $(BASE_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS     := $(PKG_LIBS) -lpthread
+
+LIB_SRCS    := $(wildcard lib/*.c)
+DAEMON_SRCS := $(wildcard daemon/*.c)
+CTL_SRCS    := $(wildcard ctl/*.c)
+AGENT_SRCS  := $(wildcard agent/*.c)
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+INTEG_SRCS  := $(wildcard tests/integration/test_*.c)
+TESTLIB_SRCS:= $(wildcard tests/lib/*.c)
+
+LIB_OBJS    := $(LIB_SRCS:%.c=$(O)/%.o)
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(O)/%.o)
+CTL_OBJS    := $(CTL_SRCS:%.c=$(O)/%.o)
+TESTLIB_OBJS:= $(TESTLIB_SRCS:%.c=$(O)/%.o)
+UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
+INTEG_BINS  := $(INTEG_SRCS:tests/integration/%.c=$(O)/tests/%)
+
+LIBVMT      := $(O)/libvmt.a
+PROGS       := $(O)/vmtraced $(O)/vmtracectl $(O)/vmtrace-agent
+
+.PHONY: all tests check check-unit check-integration check-e2e demo deps install clean help bench
+all: $(PROGS)
+
+help:
+	@echo "make            build vmtraced, vmtracectl, vmtrace-agent into $(O)/"
+	@echo "make check      install missing packages (as root), run every test suite"
+	@echo "make demo       boot a small guest under QEMU, record it, dump, merge, report"
+	@echo "make install    install programs, config, units, man pages (DESTDIR, PREFIX)"
+	@echo "make bench      run the benchmarks under bench/"
+	@echo "make deps       install the Debian packages that are missing (root only)"
+	@echo "make clean      remove $(O)/"
+
+$(O)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<" $(if $(Q),,)
+	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIBVMT): $(LIB_OBJS)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/vmtracectl: $(CTL_OBJS) $(LIBVMT)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The agent runs in a minimal guest initramfs: a static binary with no
+# sanitizer (static ASan is not supported), built on its own.
+AGENT_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DVMT_VERSION='"$(VERSION)"' -Ilib \
+	$(shell $(PKG_CONFIG) --cflags libtracefs 2>/dev/null) -O2 -g
+AGENT_LIB_SRCS := lib/proto.c lib/util.c lib/meta.c lib/log.c
+$(O)/agent-objs/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (agent)"
+	$(Q)$(CC) $(AGENT_CFLAGS) -MMD -MP -c -o $@ $<
+$(O)/vmtrace-agent: $(AGENT_SRCS:%.c=$(O)/agent-objs/%.o) $(AGENT_LIB_SRCS:%.c=$(O)/agent-objs/%.o)
+	@echo "  LD      $@ (static)"
+	$(Q)$(CC) -static -o $@ $^ $(shell $(PKG_CONFIG) --static --libs libtracefs 2>/dev/null) -lpthread
+
+# Tests: each tests/unit/test_X.c is one Check suite linked with libvmt.
+$(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(LIBVMT)
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
+$(O)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(LIBVMT)
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
+
+tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS)
+
+# `make check`: packages, then a sanitizer build of everything in build/san,
+# then every suite. The summary line at the end counts tests.
+check: deps
+	$(Q)$(MAKE) --no-print-directory O=$(O)/san SAN=1 tests
+	$(Q)$(MAKE) --no-print-directory O=$(O)/plain tests
+	$(Q)VMT_BUILD=$(O)/san VMT_AGENT=$(O)/plain/vmtrace-agent tests/run-tests.sh
+
+check-unit check-integration check-e2e: deps
+	$(Q)$(MAKE) --no-print-directory O=$(O)/san SAN=1 tests
+	$(Q)$(MAKE) --no-print-directory O=$(O)/plain tests
+	$(Q)VMT_BUILD=$(O)/san VMT_AGENT=$(O)/plain/vmtrace-agent tests/run-tests.sh $(@:check-%=%)
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory O=$(O)/plain all
+	$(Q)VMT_BUILD=$(O)/plain tests/guest/demo.sh
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory O=$(O)/plain all
+	$(Q)VMT_BUILD=$(O)/plain bench/run.sh
+
+deps:
+	$(Q)tools/deps.sh
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/vmtraced \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR)
+	install -m 755 $(O)/vmtraced $(DESTDIR)$(SBINDIR)/vmtraced
+	install -m 755 $(O)/vmtracectl $(DESTDIR)$(BINDIR)/vmtracectl
+	install -m 755 $(O)/vmtrace-agent $(DESTDIR)$(BINDIR)/vmtrace-agent
+	install -m 644 conf/vmtraced.yaml $(DESTDIR)$(SYSCONFDIR)/vmtraced/vmtraced.yaml
+	for f in docs/man/*.5; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(MANDIR)/man5/; done; true
+	for f in docs/man/*.8; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(MANDIR)/man8/; done; true
+	for f in units/*.service units/*.socket; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(UNITDIR)/; done; true
+
+clean:
+	rm -rf $(O)
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

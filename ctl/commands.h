@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* The vmtracectl commands; each returns the process exit code. */
+#ifndef VMT_COMMANDS_H
+#define VMT_COMMANDS_H
+
+#include <stdbool.h>
+
+struct vmt_ctl_opts {
+	const char *socket;
+	bool json;
+};
+
+int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv);
+int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv);
+int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv);
+
+#endif

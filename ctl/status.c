@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/* vmtracectl status and dump: ask, then print tables or JSON. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "commands.h"
+#include "ctlproto.h"
+#include "vfile.h"
+
+enum tag_kind { K_I32, K_U32, K_U64, K_STR };
+
+static const struct {
+	const char *name;
+	enum tag_kind kind;
+} tag_info[] = {
+#define K_i32 K_I32
+#define K_u32 K_U32
+#define K_u64 K_U64
+#define K_str K_STR
+#define X(n, v, k) [v] = { #n, K_##k },
+	VMT_CTL_TAGS(X)
+#undef X
+};
+
+/* The record's values, looked up by tag. */
+struct rec {
+	uint64_t num[64];
+	char str[64][512];
+	bool have[64];
+};
+
+static void rec_parse(const struct vmt_ctl_record *r, struct rec *out)
+{
+	struct vmt_tlv t;
+	size_t pos = 0;
+
+	memset(out->have, 0, sizeof(out->have));
+	while (tlv_next(r->payload, r->len, &pos, &t) > 0) {
+		uint32_t u32;
+
+		if (t.tag >= 64 || !tag_info[t.tag].name)
+			continue;	/* newer daemon: skip what we do not know */
+		switch (tag_info[t.tag].kind) {
+		case K_U32:
+		case K_I32:
+			if (tlv_u32(&t, &u32) < 0)
+				continue;
+			out->num[t.tag] = u32;
+			break;
+		case K_U64:
+			if (tlv_u64(&t, &out->num[t.tag]) < 0)
+				continue;
+			break;
+		case K_STR:
+			if (tlv_str(&t, out->str[t.tag], sizeof(out->str[t.tag])) < 0)
+				continue;
+			break;
+		}
+		out->have[t.tag] = true;
+	}
+}
+
+static void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void rec_json(const struct rec *r)
+{
+	bool first = true;
+
+	putchar('{');
+	for (unsigned t = 0; t < 64; t++) {
+		if (!r->have[t])
+			continue;
+		printf("%s\"", first ? "" : ", ");
+		for (const char *n = tag_info[t].name; *n; n++)
+			putchar(*n >= 'A' && *n <= 'Z' ? *n - 'A' + 'a' : *n);
+		printf("\": ");
+		if (tag_info[t].kind == K_STR)
+			json_string(r->str[t]);
+		else
+			printf("%" PRIu64, r->num[t]);
+		first = false;
+	}
+	putchar('}');
+}
+
+static void human_bytes(char *out, size_t n, uint64_t b)
+{
+	static const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int i = 0;
+
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(out, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+static int connect_or_explain(struct vmt_ctl_client *c, const char *path)
+{
+	int r = client_connect(c, path);
+
+	if (r == -ENOENT || r == -ECONNREFUSED)
+		fprintf(stderr, "vmtracectl: vmtraced is not running (no listener on %s)\n", path);
+	else if (r == -EACCES || r == -EPERM)
+		fprintf(stderr, "vmtracectl: not allowed to talk to vmtraced on %s (try as root)\n", path);
+	else if (r < 0)
+		fprintf(stderr, "vmtracectl: cannot connect to %s: %s\n", path, strerror(-r));
+	return r;
+}
+
+static int finish(struct vmt_ctl_client *c, int r)
+{
+	if (r < 0)
+		fprintf(stderr, "vmtracectl: %s\n",
+			r == -ETIMEDOUT ? "no answer from vmtraced" : c->error[0] ? c->error : strerror(-r));
+	client_close(c);
+	return r < 0 ? 1 : 0;
+}
+
+int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	struct vmt_ctl_client c;
+	struct vmt_ctl_record rec;
+	struct vmt_buf b = { 0 };
+	struct rec *v = malloc(sizeof(*v));
+	bool first_guest = true;
+	int r;
+
+	if (!v)
+		return 1;
+	if (argc > 1) {
+		fprintf(stderr, "usage: vmtracectl status\n");
+		free(v);
+		return 2;
+	}
+	if (connect_or_explain(&c, o->socket) < 0) {
+		free(v);
+		return 1;
+	}
+	ctl_msg_begin(&b, VMT_CTL_STATUS, 1);
+	r = client_request(&c, &b);
+	buf_free(&b);
+	if (o->json)
+		printf("{");
+	while (r >= 0 && (r = client_next(&c, &rec, 10000)) > 0) {
+		rec_parse(&rec, v);
+		if (rec.type == VMT_CTL_DAEMON) {
+			char mem[32];
+			if (o->json) {
+				printf("\"daemon\": ");
+				rec_json(v);
+				printf(", \"guests\": [");
+				continue;
+			}
+			human_bytes(mem, sizeof(mem), v->num[VMT_CTAG_MEM_USED]);
+			printf("vmtraced %s, up %" PRIu64 " s, rings %s, dumps %" PRIu64 " (%" PRIu64
+			       " failed), samples in %s\n\n",
+			       v->str[VMT_CTAG_VERSION], v->num[VMT_CTAG_UPTIME_NS] / 1000000000,
+			       mem, v->num[VMT_CTAG_DUMPS], v->num[VMT_CTAG_DUMP_ERRORS],
+			       v->str[VMT_CTAG_PATH]);
+			printf("%-16s %-11s %4s %15s %9s %10s %11s %10s %9s %s\n", "GUEST", "STATE",
+			       "CPUS", "PAGES/CAPACITY", "WINDOW", "PAGES-IN", "OVERWRITTEN",
+			       "GUEST-LOST", "REJECTED", "LAST DUMP");
+		} else if (rec.type == VMT_CTL_GUEST) {
+			char fill[40], win[24], rej[24];
+			if (o->json) {
+				printf("%s", first_guest ? "" : ", ");
+				rec_json(v);
+				first_guest = false;
+				continue;
+			}
+			snprintf(fill, sizeof(fill), "%" PRIu64 "/%" PRIu64, v->num[VMT_CTAG_PAGES],
+				 v->num[VMT_CTAG_CAPACITY]);
+			if (v->have[VMT_CTAG_FIRST_TS])
+				snprintf(win, sizeof(win), "%.3fs",
+					 (double)(v->num[VMT_CTAG_LAST_TS] - v->num[VMT_CTAG_FIRST_TS]) / 1e9);
+			else
+				snprintf(win, sizeof(win), "-");
+			human_bytes(rej, sizeof(rej),
+				    v->num[VMT_CTAG_BYTES_REJECTED] + v->num[VMT_CTAG_CTL_REJECTED]);
+			printf("%-16s %-11s %4" PRIu64 " %15s %9s %10" PRIu64 " %11" PRIu64 " %10" PRIu64
+			       " %9s %s\n",
+			       v->str[VMT_CTAG_GUEST], v->str[VMT_CTAG_STATE], v->num[VMT_CTAG_NCPUS],
+			       fill, win, v->num[VMT_CTAG_PAGES_IN], v->num[VMT_CTAG_PAGES_OVERWRITTEN],
+			       v->num[VMT_CTAG_PAGES_GUEST_LOST], rej,
+			       v->have[VMT_CTAG_LAST_DUMP] ? v->str[VMT_CTAG_LAST_DUMP] : "-");
+		}
+	}
+	if (o->json && r == 0)
+		printf("]}\n");
+	free(v);
+	return finish(&c, r);
+}
+
+int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "reason", required_argument, NULL, 'r' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ 0 },
+	};
+	struct vmt_ctl_client c;
+	struct vmt_ctl_record rec;
+	struct vmt_buf b = { 0 };
+	const char *reason = NULL;
+	int timeout_s = 300, opt, r, files = 0;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "r:t:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'r': reason = optarg; break;
+		case 't': timeout_s = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: vmtracectl dump [GUEST...] [--reason TEXT] [--timeout SEC]\n");
+			return 2;
+		}
+	}
+	if (connect_or_explain(&c, o->socket) < 0)
+		return 1;
+	ctl_msg_begin(&b, VMT_CTL_DUMP, 1);
+	for (int i = optind; i < argc; i++)
+		tlv_put_str(&b, VMT_CTAG_GUEST, argv[i]);
+	if (reason)
+		tlv_put_str(&b, VMT_CTAG_REASON, reason);
+	r = client_request(&c, &b);
+	buf_free(&b);
+	if (o->json)
+		printf("{\"files\": [");
+	while (r >= 0 && (r = client_next(&c, &rec, timeout_s * 1000)) > 0) {
+		struct vmt_tlv t;
+		size_t pos = 0;
+		char path[4400];
+
+		if (rec.type != VMT_CTL_FILE)
+			continue;
+		while (tlv_next(rec.payload, rec.len, &pos, &t) > 0)
+			if (t.tag == VMT_CTAG_PATH && tlv_str(&t, path, sizeof(path)) == 0) {
+				if (o->json) {
+					printf("%s", files ? ", " : "");
+					json_string(path);
+				} else {
+					printf("%s\n", path);
+				}
+				files++;
+			}
+	}
+	if (o->json && r == 0)
+		printf("]}\n");
+	if (r == 0 && !files)
+		fprintf(stderr, "vmtracectl: nothing recorded yet: no sample written\n");
+	return finish(&c, r);
+}

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "ctlproto.h"
+#include "guest.h"
+#include "log.h"
+#include "manager.h"
+#include "vfile.h"
+
+#define MAX_CLIENTS 256
+#define MAX_DUMP_GUESTS 64
+
+struct vmt_client {
+	struct vmt_control *ctl;
+	int fd;
+	uid_t uid;
+	pid_t pid;
+	sd_event_source *src;
+	struct vmt_client *next;
+};
+
+struct vmt_control {
+	struct vmt_manager *m;
+	int fd;
+	char path[108];
+	sd_event_source *src;
+	struct vmt_client *clients;
+	unsigned nclients;
+	uint64_t refused;
+	uint64_t bad_requests;
+};
+
+static void client_free(struct vmt_client *cl)
+{
+	struct vmt_control *c = cl->ctl;
+	struct vmt_client **pp;
+
+	manager_forget_client(c->m, cl);
+	for (pp = &c->clients; *pp; pp = &(*pp)->next)
+		if (*pp == cl) {
+			*pp = cl->next;
+			break;
+		}
+	c->nclients--;
+	sd_event_source_disable_unref(cl->src);
+	close(cl->fd);
+	free(cl);
+}
+
+static void client_send(struct vmt_client *cl, struct vmt_buf *b)
+{
+	if (ctl_msg_end(b) < 0)
+		return;
+	/* a client that does not read its answers loses them, not the daemon */
+	if (send(cl->fd, b->data, b->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		log_debug("control: answer to pid %d lost: %s", cl->pid, strerror(errno));
+}
+
+static void client_error(struct vmt_client *cl, uint32_t id, int err, const char *msg)
+{
+	struct vmt_buf b = { 0 };
+
+	ctl_msg_begin(&b, VMT_CTL_ERROR, id);
+	tlv_put_u32(&b, VMT_CTAG_ERRNO, (uint32_t)(err < 0 ? -err : err));
+	tlv_put_str(&b, VMT_CTAG_MESSAGE, msg);
+	client_send(cl, &b);
+	buf_free(&b);
+}
+
+static void client_end(struct vmt_client *cl, uint32_t id)
+{
+	struct vmt_buf b = { 0 };
+
+	ctl_msg_begin(&b, VMT_CTL_END, id);
+	client_send(cl, &b);
+	buf_free(&b);
+}
+
+static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
+{
+	uint64_t now = now_monotonic_ns();
+	uint64_t pages = 0, cap = 0, in = 0, ow = 0, lost = 0, rej = 0, bytes = 0, ev = 0, prej = 0;
+	uint64_t elost = 0, back = 0;
+
+	for (uint32_t i = 0; i < g->nrings; i++) {
+		const struct vmt_ring *r = &g->rings[i];
+		pages += r->count;
+		cap += r->nr_pages;
+		in += r->c.pages_in;
+		ow += r->c.pages_overwritten;
+		lost += r->c.pages_guest_lost;
+		elost += r->c.events_guest_lost;
+		rej += r->c.bytes_rejected;
+		prej += r->c.pages_rejected;
+		bytes += r->c.bytes_in;
+		ev += r->c.events_in;
+		back += r->c.ts_backwards;
+	}
+	tlv_put_str(b, VMT_CTAG_GUEST, g->conf.name);
+	tlv_put_str(b, VMT_CTAG_STATE, guest_state_name(g->state));
+	tlv_put_u64(b, VMT_CTAG_UPTIME_NS, now - g->state_since_ns);
+	tlv_put_u32(b, VMT_CTAG_NCPUS, g->nrings);
+	if (g->have_hello)
+		tlv_put_str(b, VMT_CTAG_RELEASE, g->hello.release);
+	if (g->have_aux)
+		tlv_put_u32(b, VMT_CTAG_AUX_VERSION, g->aux.version);
+	tlv_put_u64(b, VMT_CTAG_PAGES, pages);
+	tlv_put_u64(b, VMT_CTAG_CAPACITY, cap);
+	tlv_put_u64(b, VMT_CTAG_MEM_USED, guest_mem(g));
+	tlv_put_u64(b, VMT_CTAG_BYTES_IN, bytes);
+	tlv_put_u64(b, VMT_CTAG_PAGES_IN, in);
+	tlv_put_u64(b, VMT_CTAG_EVENTS_IN, ev);
+	tlv_put_u64(b, VMT_CTAG_PAGES_OVERWRITTEN, ow);
+	tlv_put_u64(b, VMT_CTAG_PAGES_GUEST_LOST, lost);
+	tlv_put_u64(b, VMT_CTAG_EVENTS_GUEST_LOST, elost);
+	tlv_put_u64(b, VMT_CTAG_PAGES_REJECTED, prej);
+	tlv_put_u64(b, VMT_CTAG_BYTES_REJECTED, rej + g->c.stale_bytes);
+	tlv_put_u64(b, VMT_CTAG_CTL_REJECTED, guest_ctl_rejected_bytes(g));
+	tlv_put_u64(b, VMT_CTAG_TS_BACKWARDS, back);
+	/* the window: from the oldest page held to the newest, over all CPUs */
+	if (pages) {
+		uint64_t first = UINT64_MAX, last = 0;
+		for (uint32_t i = 0; i < g->nrings; i++) {
+			const struct vmt_ring *r = &g->rings[i];
+			if (!r->count)
+				continue;
+			first = VMT_MIN(first, ring_slot(r, 0)->first_ts);
+			last = VMT_MAX(last, ring_slot(r, r->count - 1)->last_ts);
+		}
+		tlv_put_u64(b, VMT_CTAG_FIRST_TS, first);
+		tlv_put_u64(b, VMT_CTAG_LAST_TS, last);
+	}
+	if (g->last_dump[0])
+		tlv_put_str(b, VMT_CTAG_LAST_DUMP, g->last_dump);
+}
+
+static void handle_status(struct vmt_client *cl, uint32_t id, bool with_daemon)
+{
+	struct vmt_manager *m = cl->ctl->m;
+	struct vmt_buf b = { 0 };
+
+	if (with_daemon) {
+		ctl_msg_begin(&b, VMT_CTL_DAEMON, id);
+		tlv_put_str(&b, VMT_CTAG_VERSION, VMT_VERSION);
+		tlv_put_u64(&b, VMT_CTAG_UPTIME_NS, now_monotonic_ns() - m->start_ns);
+		tlv_put_u64(&b, VMT_CTAG_MEM_USED, m->mem_used);
+		tlv_put_u64(&b, VMT_CTAG_DUMPS, m->dumps);
+		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dump_errors);
+		tlv_put_str(&b, VMT_CTAG_PATH, m->conf.state_dir);
+		client_send(cl, &b);
+	}
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		ctl_msg_begin(&b, VMT_CTL_GUEST, id);
+		put_guest(&b, m->guests[i]);
+		client_send(cl, &b);
+	}
+	buf_free(&b);
+	client_end(cl, id);
+}
+
+static void handle_dump(struct vmt_client *cl, uint32_t id, const uint8_t *p, uint32_t len)
+{
+	struct vmt_trigger t = { .kind = VMT_TRIGGER_CONTROL, .pid = (uint32_t)cl->pid,
+				 .time_ns = now_realtime_ns() };
+	char names[MAX_DUMP_GUESTS][VMT_NAME_MAX];
+	char *ptrs[MAX_DUMP_GUESTS];
+	uint32_t n = 0;
+	struct vmt_tlv tv;
+	size_t pos = 0;
+	int r;
+
+	snprintf(t.reason, sizeof(t.reason), "vmtracectl dump (pid %d)", cl->pid);
+	while (tlv_next(p, len, &pos, &tv) > 0) {
+		if (tv.tag == VMT_CTAG_GUEST) {
+			if (n == MAX_DUMP_GUESTS) {
+				client_error(cl, id, E2BIG, "too many guests in one request");
+				return;
+			}
+			if (tlv_str(&tv, names[n], sizeof(names[n])) < 0 || !name_is_valid(names[n])) {
+				client_error(cl, id, EINVAL, "invalid guest name");
+				return;
+			}
+			ptrs[n] = names[n];
+			n++;
+		} else if (tv.tag == VMT_CTAG_REASON) {
+			char reason[VMT_REASON_MAX - 40];
+			if (tlv_str(&tv, reason, sizeof(reason)) < 0) {
+				client_error(cl, id, EINVAL, "invalid reason");
+				return;
+			}
+			snprintf(t.reason, sizeof(t.reason), "%s (vmtracectl, pid %d)", reason, cl->pid);
+		}
+	}
+	r = manager_request_dump(cl->ctl->m, ptrs, n, &t, cl, id);
+	if (r == -ENOENT)
+		client_error(cl, id, ENOENT, "no such guest");
+	else if (r < 0)
+		client_error(cl, id, -r, strerror(-r));
+}
+
+void control_answer_dump(struct vmt_control *c, struct vmt_client *cl, uint32_t id,
+			 char *const *files, uint32_t nfiles, int error)
+{
+	struct vmt_buf b = { 0 };
+
+	if (!nfiles && error < 0) {
+		client_error(cl, id, error, strerror(-error));
+		return;
+	}
+	for (uint32_t i = 0; i < nfiles; i++) {
+		ctl_msg_begin(&b, VMT_CTL_FILE, id);
+		tlv_put_str(&b, VMT_CTAG_PATH, files[i]);
+		client_send(cl, &b);
+	}
+	buf_free(&b);
+	if (error < 0)
+		client_error(cl, id, error, "some samples could not be written");
+	else
+		client_end(cl, id);
+}
+
+static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_client *cl = userdata;
+	uint8_t buf[VMT_CTL_MAX_MSG];
+	const uint8_t *payload;
+	uint32_t id = 0, plen;
+	unsigned type;
+	ssize_t n;
+
+	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (n <= 0) {
+		client_free(cl);
+		return 0;
+	}
+	if ((size_t)n > sizeof(buf)) {
+		cl->ctl->bad_requests++;
+		client_error(cl, 0, EMSGSIZE, "request too large");
+		return 0;
+	}
+	if (ctl_msg_parse(buf, (size_t)n, &type, &id, &payload, &plen) < 0) {
+		cl->ctl->bad_requests++;
+		client_error(cl, 0, EBADMSG, "malformed request");
+		return 0;
+	}
+	switch (type) {
+	case VMT_CTL_STATUS:
+		handle_status(cl, id, true);
+		break;
+	case VMT_CTL_GUESTS:
+		handle_status(cl, id, false);
+		break;
+	case VMT_CTL_DUMP:
+		handle_dump(cl, id, payload, plen);
+		break;
+	default:
+		cl->ctl->bad_requests++;
+		client_error(cl, id, EOPNOTSUPP, "not a request");
+		break;
+	}
+	return 0;
+}
+
+static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_control *c = userdata;
+	struct ucred cred;
+	socklen_t cl_len = sizeof(cred);
+	struct vmt_client *cl;
+	int cfd, r;
+
+	cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (cfd < 0)
+		return 0;
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl_len) < 0 ||
+	    (cred.uid != 0 && cred.uid != geteuid())) {
+		c->refused++;
+		log_warning("control: refused a client (uid %u, pid %d)", cred.uid, cred.pid);
+		close(cfd);
+		return 0;
+	}
+	if (c->nclients >= MAX_CLIENTS) {
+		c->refused++;
+		close(cfd);
+		return 0;
+	}
+	cl = calloc(1, sizeof(*cl));
+	if (!cl) {
+		close(cfd);
+		return 0;
+	}
+	cl->ctl = c;
+	cl->fd = cfd;
+	cl->uid = cred.uid;
+	cl->pid = cred.pid;
+	r = sd_event_add_io(c->m->event, &cl->src, cfd, EPOLLIN, client_cb, cl);
+	if (r < 0) {
+		close(cfd);
+		free(cl);
+		return 0;
+	}
+	cl->next = c->clients;
+	c->clients = cl;
+	c->nclients++;
+	return 0;
+}
+
+static int mkdir_parent(const char *path)
+{
+	char d[108];
+	char *s;
+
+	snprintf(d, sizeof(d), "%s", path);
+	s = strrchr(d, '/');
+	if (!s || s == d)
+		return 0;
+	*s = 0;
+	if (mkdir(d, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int control_new(struct vmt_control **out, struct vmt_manager *m, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct vmt_control *c;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return log_error_errno(-ENAMETOOLONG, "control socket path too long: %s", path);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->m = m;
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	strcpy(sa.sun_path, path);
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	mkdir_parent(path);
+	unlink(path);
+	if (bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(c->fd, 64) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	chmod(path, 0660);
+	r = sd_event_add_io(m->event, &c->src, c->fd, EPOLLIN, accept_cb, c);
+	if (r < 0)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	log_error_errno(r, "cannot listen on %s: %m", path);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+	return r;
+}
+
+void control_free(struct vmt_control *c)
+{
+	if (!c)
+		return;
+	while (c->clients)
+		client_free(c->clients);
+	sd_event_source_disable_unref(c->src);
+	close(c->fd);
+	unlink(c->path);
+	free(c);
+}

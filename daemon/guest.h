@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * guest: one guest's channels, agent session and rings.
+ *
+ * Session: open channels -> drop stale bytes -> HOST_HELLO -> HELLO ->
+ * START -> STARTED -> META_BEGIN/DATA/END (bounded by metadata_max,
+ * CRC-checked, validated) -> aux version settled -> STREAMING: pages flow
+ * into the per-CPU rings. Everything the guest sends is checked; what is
+ * refused is logged (rate-limited) and counted. A failure of any channel
+ * closes the session; the rings stay and can be dumped.
+ */
+#ifndef VMT_GUEST_H
+#define VMT_GUEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "aux.h"
+#include "channel.h"
+#include "config.h"
+#include "proto.h"
+#include "ring.h"
+#include "util.h"
+
+struct vmt_manager;
+
+#define VMT_GUEST_STATES(X)   \
+	X(OFFLINE, "offline")      /* channels not there or not open */ \
+	X(WAIT_HELLO, "connecting") /* HOST_HELLO sent, waiting for HELLO */ \
+	X(STARTING, "starting")    /* START sent, waiting for STARTED and metadata */ \
+	X(STREAMING, "streaming")  \
+	X(FAILED, "failed")        /* the agent refused or misbehaved; retried later */
+
+enum vmt_guest_state {
+#define X(n, t) GUEST_##n,
+	VMT_GUEST_STATES(X)
+#undef X
+};
+const char *guest_state_name(enum vmt_guest_state s);
+
+struct vmt_guest_counters {
+	uint64_t sessions;	/* HELLOs that led to START */
+	uint64_t stale_bytes;	/* data bytes dropped outside a session */
+	uint64_t meta_rejected;	/* metadata bundles refused */
+	uint64_t msgs_unexpected;	/* well-formed messages out of place */
+	uint64_t flush_timeouts;
+	uint64_t flush_bad;	/* FLUSHED that did not fit the stream */
+	uint64_t errors_from_agent;
+	uint64_t triggers_from_agent;
+};
+
+struct vmt_guest {
+	struct vmt_manager *m;
+	struct vmt_guest_conf conf;
+	enum vmt_guest_state state;
+
+	struct vmt_channel ctl;
+	sd_event_source *ctl_src;
+	struct vmt_proto_rx *rx;
+	struct vmt_buf out;	/* control bytes not yet written */
+	uint32_t nchan;
+	struct vmt_channel *data;
+	sd_event_source **data_src;
+	sd_event_source *timer;	/* reconnect / resend / session timeout */
+	uint64_t state_since_ns;
+
+	struct vmt_hello hello;
+	bool have_hello;
+
+	/* rings: allocated at the first HELLO, kept across sessions */
+	struct vmt_page_layout layout;
+	struct vmt_ring *rings;
+	uint32_t nrings;
+	uint64_t *stream_base;	/* ring seq where this session's stream began */
+
+	/* metadata being received */
+	struct vmt_buf meta;
+	uint64_t meta_total;
+	bool meta_open;
+
+	/* aux in force: the pages in the rings decode with it */
+	struct vmt_aux aux;
+	bool have_aux;
+
+	/* flush for the dump in progress */
+	uint64_t flush_id;
+	bool flush_wait;	/* FLUSH sent, waiting */
+	bool flushed;		/* FLUSHED came and the bytes are in */
+	bool have_target;
+	uint64_t *target_seq;	/* per ring: pages before this seq belong to the window */
+	struct vmt_cpu_stats *stats;	/* last FLUSHED */
+	bool have_stats;
+
+	struct vmt_guest_counters c;
+	uint64_t ctl_rejected_bytes_base;
+	uint64_t log_budget_ns;	/* rate limit for complaints */
+	unsigned log_burst;
+	char last_dump[PATH_MAX + 400];
+};
+
+int guest_new(struct vmt_manager *m, const struct vmt_guest_conf *conf, struct vmt_guest **out);
+void guest_free(struct vmt_guest *g);
+/* Try to open the channels now (and keep retrying on a timer). */
+void guest_connect(struct vmt_guest *g);
+/* Ask the agent to flush; false if there is no session to ask. */
+bool guest_flush(struct vmt_guest *g, uint64_t id);
+/* Tell the agent to stop tracing (daemon shutdown). */
+void guest_stop(struct vmt_guest *g);
+/* Memory the rings take. */
+uint64_t guest_mem(const struct vmt_guest *g);
+/* Ring bytes from the control rx. */
+uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g);
+uint64_t guest_ctl_rejected_msgs(const struct vmt_guest *g);
+
+#endif

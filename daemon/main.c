@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmtraced: parse argv -> load config -> set up -> run the loop.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "manager.h"
+
+#define DEFAULT_CONFIG "/etc/vmtraced/vmtraced.yaml"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: vmtraced [-c FILE] [-n [-v]] [-d]\n"
+		"  -c FILE   configuration (default " DEFAULT_CONFIG ")\n"
+		"  -n        check the configuration and exit\n"
+		"  -v        with -n: print it normalized\n"
+		"  -d        debug logging\n"
+		"  -V        print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = DEFAULT_CONFIG;
+	struct vmt_config conf;
+	struct vmt_manager *m;
+	bool check = false, verbose = false, debug = false;
+	char err[1024];
+	int opt, r;
+
+	log_set_ident("vmtraced");
+	while ((opt = getopt(argc, argv, "c:nvdVh")) != -1) {
+		switch (opt) {
+		case 'c': path = optarg; break;
+		case 'n': check = true; break;
+		case 'v': verbose = true; break;
+		case 'd': debug = true; break;
+		case 'V': printf("vmtraced %s\n", VMT_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	r = config_load(&conf, path, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	if (check) {
+		if (verbose)
+			config_print(&conf, stdout);
+		else
+			fprintf(stderr, "configuration OK\n");
+		config_free(&conf);
+		return 0;
+	}
+	log_set_level(debug ? VMT_LOG_DEBUG : conf.log_level);
+
+	r = manager_new(&m, &conf, path);
+	config_free(&conf);
+	if (r < 0) {
+		log_error_errno(r, "cannot start: %m");
+		return 1;
+	}
+	r = manager_run(m);
+	manager_free(m);
+	return r;
+}

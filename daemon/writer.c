@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+#include "writer.h"
+
+void job_free(struct vmt_job *job)
+{
+	if (!job)
+		return;
+	free(job->frozen);
+	free(job->iovs);
+	free(job->sample.cpus);
+	aux_free(&job->aux);
+	free(job);
+}
+
+static int mkdir_p(const char *dir)
+{
+	char p[PATH_MAX + 80];
+
+	snprintf(p, sizeof(p), "%s", dir);
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(p, 0750) < 0 && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(p, 0750) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int job_run(struct vmt_job *job)
+{
+	struct vmt_afile a;
+	struct stat st;
+	int r;
+
+	r = mkdir_p(job->dir);
+	if (r < 0)
+		return r;
+	r = afile_create(&a, job->dir, job->name);
+	if (r < 0)
+		return r;
+	if (job->kind == VMT_JOB_SAMPLE)
+		r = sample_write(a.fd, &job->sample, job->zstd_level, job->zstd_workers);
+	else
+		r = aux_write(a.fd, &job->aux);
+	if (r >= 0 && fstat(a.fd, &st) == 0)
+		job->bytes = (uint64_t)st.st_size;
+	if (r < 0) {
+		afile_abort(&a);
+		return r;
+	}
+	return afile_commit(&a);
+}
+
+static void *writer_main(void *arg)
+{
+	struct vmt_writer *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		struct vmt_job *job;
+		uint64_t t0, one = 1;
+
+		while (!w->queue && !w->stopping)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->queue)
+			break;
+		job = w->queue;
+		w->queue = job->next;
+		if (!w->queue)
+			w->queue_tail = &w->queue;
+		pthread_mutex_unlock(&w->lock);
+
+		t0 = now_monotonic_ns();
+		job->error = job_run(job);
+		job->duration_ns = now_monotonic_ns() - t0;
+		/* the pages are not needed any more: give the memory back now */
+		free(job->frozen);
+		job->frozen = NULL;
+
+		pthread_mutex_lock(&w->lock);
+		job->next = NULL;
+		*w->done_tail = job;
+		w->done_tail = &job->next;
+		if (write(w->efd, &one, sizeof(one)) < 0) {
+			/* cannot fail short of a bug: the counter does not overflow */
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static void writer_reap(struct vmt_writer *w)
+{
+	struct vmt_job *list;
+
+	pthread_mutex_lock(&w->lock);
+	list = w->done;
+	w->done = NULL;
+	w->done_tail = &w->done;
+	pthread_mutex_unlock(&w->lock);
+	while (list) {
+		struct vmt_job *next = list->next;
+		w->pending--;
+		w->done_fn(list, w->userdata);
+		list = next;
+	}
+}
+
+static int writer_event(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_writer *w = userdata;
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warning_errno(-errno, "writer eventfd: %m");
+	writer_reap(w);
+	return 0;
+}
+
+int writer_start(struct vmt_writer *w, sd_event *e, writer_done_fn fn, void *userdata)
+{
+	int r;
+
+	memset(w, 0, sizeof(*w));
+	w->queue_tail = &w->queue;
+	w->done_tail = &w->done;
+	w->done_fn = fn;
+	w->userdata = userdata;
+	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->efd < 0)
+		return -errno;
+	r = sd_event_add_io(e, &w->src, w->efd, EPOLLIN, writer_event, w);
+	if (r < 0)
+		goto fail;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	r = -pthread_create(&w->thread, NULL, writer_main, w);
+	if (r < 0)
+		goto fail;
+	w->started = 1;
+	return 0;
+fail:
+	w->src = sd_event_source_unref(w->src);
+	close(w->efd);
+	w->efd = -1;
+	return r;
+}
+
+void writer_submit(struct vmt_writer *w, struct vmt_job *job)
+{
+	job->next = NULL;
+	pthread_mutex_lock(&w->lock);
+	*w->queue_tail = job;
+	w->queue_tail = &job->next;
+	w->pending++;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+void writer_stop(struct vmt_writer *w)
+{
+	if (!w->started)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stopping = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	writer_reap(w);
+	w->src = sd_event_source_unref(w->src);
+	close(w->efd);
+	w->started = 0;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * writer: the one thread that writes files, so the event loop never waits
+ * on compression or fsync. Jobs (a frozen sample, or an aux file) are done
+ * in submission order, so an aux file is on disk before any sample that
+ * needs it. Finished jobs come back to the loop through an eventfd and the
+ * done callback runs there.
+ */
+#ifndef VMT_WRITER_H
+#define VMT_WRITER_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "aux.h"
+#include "sample.h"
+#include "vfile.h"
+
+enum vmt_job_kind { VMT_JOB_SAMPLE, VMT_JOB_AUX };
+
+struct vmt_job {
+	enum vmt_job_kind kind;
+	char dir[PATH_MAX + 80];	/* state_dir/guest */
+	char name[256];		/* file name in dir */
+	int zstd_level;
+	int zstd_workers;
+	struct vmt_sample sample;	/* VMT_JOB_SAMPLE: cpus[].iov point into frozen */
+	uint8_t *frozen;
+	struct vmt_iovec *iovs;
+	struct vmt_aux aux;	/* VMT_JOB_AUX */
+	uint64_t dump_id;	/* which dump request it belongs to, 0 for none */
+	int error;		/* result, -errno */
+	uint64_t bytes;		/* file size written */
+	uint64_t duration_ns;
+	struct vmt_job *next;
+};
+
+typedef void (*writer_done_fn)(struct vmt_job *job, void *userdata);
+
+struct vmt_writer {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct vmt_job *queue, **queue_tail;
+	struct vmt_job *done, **done_tail;
+	int efd;
+	sd_event_source *src;
+	writer_done_fn done_fn;
+	void *userdata;
+	int stopping;
+	int started;
+	unsigned pending;	/* submitted and not yet handed back */
+};
+
+int writer_start(struct vmt_writer *w, sd_event *e, writer_done_fn fn, void *userdata);
+void writer_submit(struct vmt_writer *w, struct vmt_job *job);
+/* Finish the queued jobs, hand them back, join the thread. */
+void writer_stop(struct vmt_writer *w);
+void job_free(struct vmt_job *job);
+
+#endif

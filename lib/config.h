@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config: /etc/vmtraced/vmtraced.yaml, parsed with libyaml into plain
+ * structs. Pure: no globals, no I/O but reading the file. Every error names
+ * the file, line and column and the field, e.g.
+ *   vmtraced.yaml:12:5: guests[1].ring_size: "12Q" is not a size
+ * config_print() writes the normalized form `vmtraced -n -v` shows.
+ * See docs/man/vmtraced.yaml.5.
+ */
+#ifndef VMT_CONFIG_H
+#define VMT_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define VMT_CONFIG_MAX_GUESTS 1024
+#define VMT_CONFIG_MAX_EVENTS 4096	/* bytes of the joined event list */
+
+enum vmt_transport {
+	VMT_TRANSPORT_AUTO = 0,	/* decided by what is found at the path */
+	VMT_TRANSPORT_FIFO,	/* PATH.in / PATH.out pairs */
+	VMT_TRANSPORT_SOCKET,	/* unix stream sockets, QEMU server=on */
+};
+
+/* What a guest records; defaults come from the top-level `record:` block. */
+struct vmt_record_conf {
+	uint64_t ring_size;	/* bytes per CPU on the host (rounded to pages) */
+	uint32_t guest_buffer_kb;	/* per-CPU buffer the agent sets, 0 = leave */
+	char clock[32];		/* trace clock the agent sets, "" = leave */
+	char events[VMT_CONFIG_MAX_EVENTS];	/* "sched:*,irq:*", "" = leave as is */
+	uint64_t meta_max;	/* bound on the guest's metadata bundle */
+	uint32_t flush_timeout_ms;	/* wait for FLUSHED before a dump */
+};
+
+struct vmt_guest_conf {
+	char name[65];
+	char path[4096];	/* directory holding agent-ctl-path, trace-path-cpuN */
+	enum vmt_transport transport;
+	uint32_t cpus;		/* 0 = count the trace-path-cpuN channels found */
+	struct vmt_record_conf rec;
+	int line;		/* where it was defined, for messages */
+};
+
+struct vmt_config {
+	char state_dir[4096];	/* samples and aux files, one folder per guest */
+	char control_socket[4096];
+	int log_level;		/* VMT_LOG_* */
+	int zstd_level;
+	struct vmt_record_conf rec;	/* defaults */
+	uint32_t nguests;
+	struct vmt_guest_conf *guests;
+};
+
+/* Defaults with no guests. */
+void config_init(struct vmt_config *c);
+/*
+ * Parse path into c (initialised here). On error returns -EINVAL (or
+ * -errno for I/O) and writes a one-line message to err.
+ */
+int config_load(struct vmt_config *c, const char *path, char *err, size_t err_len);
+int config_load_string(struct vmt_config *c, const char *name, const char *text, size_t len,
+		       char *err, size_t err_len);
+void config_free(struct vmt_config *c);
+/* Normalized YAML: every field, defaults filled in, sizes in bytes. */
+void config_print(const struct vmt_config *c, FILE *f);
+const char *transport_name(enum vmt_transport t);
+
+#endif

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proto: the guest control protocol spoken on the virtio-serial port
+ * agent-ctl-path between vmtrace-agent (guest) and vmtraced (host).
+ *
+ * A message is a 16-byte header followed by `len` payload bytes, all
+ * little-endian. The stream may carry stale or hostile bytes: the parser
+ * (struct vmt_proto_rx) resynchronises on the magic, and every message is
+ * checked against its type's size bounds before a payload is handed out.
+ * See docs/PROTOCOL.md. Bump VMT_PROTO_VERSION on any incompatible change.
+ */
+#ifndef VMT_PROTO_H
+#define VMT_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VMT_PROTO_MAGIC 0x50544d56u	/* "VMTP" in little-endian byte order */
+#define VMT_PROTO_VERSION 1
+#define VMT_PROTO_HDR_SIZE 16
+#define VMT_PROTO_MAX_PAYLOAD 65536
+#define VMT_MAX_CPUS 256
+#define VMT_MAX_PAGE_SIZE 65536
+#define VMT_STR_RELEASE 65
+#define VMT_STR_CLOCK 32
+#define VMT_STR_BOOTID 40
+#define VMT_STR_AGENT 32
+
+/*
+ * X(name, value, min payload, max payload)
+ * Sizes of the fixed structs below are given as literals so that the table
+ * is the one place to read what is accepted.
+ */
+#define VMT_PROTO_MESSAGES(X)                                                        \
+	X(HOST_HELLO,   1, 8,   8)     /* host->guest: u32 version, u32 flags      */ \
+	X(HELLO,        2, 200, 200)   /* guest->host: struct vmt_hello            */ \
+	X(START,        3, 48,  48 + 4096) /* host->guest: struct vmt_start + events */ \
+	X(STARTED,      4, 8,   8 + 512) /* guest->host: i32 error, u32 ncpus, text  */ \
+	X(META_BEGIN,   5, 16,  16)    /* guest->host: u64 total, u32 files, u32 0  */ \
+	X(META_DATA,    6, 1,   VMT_PROTO_MAX_PAYLOAD) /* guest->host: bundle bytes  */ \
+	X(META_END,     7, 8,   8)     /* guest->host: u32 crc32c, u32 0           */ \
+	X(STOP,         8, 0,   0)     /* host->guest                              */ \
+	X(STOPPED,      9, 0,   0)     /* guest->host                              */ \
+	X(FLUSH,       10, 8,   8)     /* host->guest: u64 flush id                */ \
+	X(FLUSHED,     11, 16,  16 + VMT_MAX_CPUS * 80) /* guest->host: see below  */ \
+	X(ERROR,       12, 4,   4 + 512) /* guest->host: i32 errno, text            */ \
+	X(TRIGGER,     13, 0,   256)   /* guest->host: reason text                  */
+
+enum vmt_msg_type {
+#define X(name, value, min, max) VMT_MSG_##name = value,
+	VMT_PROTO_MESSAGES(X)
+#undef X
+	VMT_MSG_MAX_
+};
+
+const char *proto_msg_name(unsigned type);
+/* 0 if a payload of len bytes is acceptable for type, else -EBADMSG. */
+int proto_check_len(unsigned type, uint32_t len);
+
+/* HELLO payload (200 bytes) */
+struct vmt_hello {
+	uint32_t version;	/* VMT_PROTO_VERSION of the agent */
+	uint32_t ncpus;		/* CPUs with a trace-path-cpuN port */
+	uint32_t page_size;	/* ring-buffer page size, 4096 on x86 */
+	uint32_t flags;		/* VMT_HELLO_* */
+	uint64_t mono_ns;	/* guest CLOCK_MONOTONIC when sent */
+	char release[VMT_STR_RELEASE];	/* uname -r, NUL-padded */
+	char clock[VMT_STR_CLOCK];	/* trace clock in force */
+	char boot_id[VMT_STR_BOOTID];	/* /proc/sys/kernel/random/boot_id */
+	char agent[VMT_STR_AGENT];	/* agent version string */
+};
+#define VMT_HELLO_SIZE 200
+#define VMT_HELLO_TRACING 0x1	/* agent is already streaming (reconnect) */
+
+/* START payload: fixed 48 bytes, then events_len bytes of event list */
+struct vmt_start {
+	uint32_t buffer_kb;	/* per-CPU guest ring buffer size, 0 = leave */
+	uint32_t flags;		/* VMT_START_* */
+	char clock[VMT_STR_CLOCK];	/* trace clock to set, "" = leave */
+	uint32_t events_len;	/* bytes of the list after the fixed part */
+	uint32_t reserved;
+	const char *events;	/* "sched:*,irq:irq_handler_entry", not NUL-terminated */
+};
+#define VMT_START_FIXED 48
+#define VMT_START_KEEP_EVENTS 0x1	/* leave the guest's enabled events as they are */
+
+/* FLUSHED payload: u64 flush id, u32 ncpus, u32 0, then ncpus records */
+struct vmt_cpu_stats {
+	uint64_t bytes_sent;	/* bytes written to trace-path-cpuN since START */
+	uint64_t entries;	/* per_cpu/cpuN/stats, as the guest kernel counts */
+	uint64_t overrun;
+	uint64_t commit_overrun;
+	uint64_t bytes;
+	uint64_t oldest_ts;	/* ns */
+	uint64_t now_ts;	/* ns */
+	uint64_t dropped;
+	uint64_t read;
+	uint64_t reserved;
+};
+#define VMT_CPU_STATS_SIZE 80
+
+/* Encoders: append one whole message to out (a struct vmt_buf). */
+struct vmt_buf;
+int proto_put(struct vmt_buf *out, unsigned type, const void *payload, uint32_t len);
+int proto_put_hello(struct vmt_buf *out, const struct vmt_hello *h);
+int proto_put_start(struct vmt_buf *out, const struct vmt_start *s);
+int proto_put_flushed(struct vmt_buf *out, uint64_t id, uint32_t ncpus,
+		      const struct vmt_cpu_stats *st);
+
+/* Decoders: validate and fill; -EBADMSG with nothing filled on bad input. */
+int proto_get_hello(const void *p, uint32_t len, struct vmt_hello *h);
+/* s->events points into p */
+int proto_get_start(const void *p, uint32_t len, struct vmt_start *s);
+/* st must hold VMT_MAX_CPUS records */
+int proto_get_flushed(const void *p, uint32_t len, uint64_t *id, uint32_t *ncpus,
+		      struct vmt_cpu_stats *st);
+
+/*
+ * Receive-side framer. Feed it bytes as they come; take complete messages
+ * out with proto_rx_next(). Garbage before a valid header, unknown types,
+ * bad versions and out-of-bounds lengths are skipped and counted in
+ * rejected_bytes; the framer never buffers more than one maximal message.
+ */
+struct vmt_proto_rx {
+	uint8_t buf[VMT_PROTO_HDR_SIZE + VMT_PROTO_MAX_PAYLOAD];
+	size_t len;
+	uint64_t rejected_bytes;
+	uint64_t rejected_msgs;
+	uint64_t messages;
+	size_t pending;		/* bytes of the message handed out last */
+	int last_error;		/* why the last rejection happened, -errno */
+};
+
+struct vmt_msg {
+	unsigned type;
+	uint32_t seq;
+	uint32_t len;
+	const uint8_t *payload;	/* valid until the next proto_rx_* call */
+};
+
+void proto_rx_init(struct vmt_proto_rx *rx);
+/* Space to read into and how much; then proto_rx_wrote(n). */
+uint8_t *proto_rx_space(struct vmt_proto_rx *rx, size_t *room);
+void proto_rx_wrote(struct vmt_proto_rx *rx, size_t n);
+/* 1 and *m filled when a message is ready, 0 when more bytes are needed. */
+int proto_rx_next(struct vmt_proto_rx *rx, struct vmt_msg *m);
+
+#endif

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring: a fixed-size per-CPU overwrite ring of whole ftrace pages.
+ *
+ * Memory is allocated once (nr_pages + 1 page slots and a small record per
+ * slot) and never grows. Bytes are read straight into the fill slot, which
+ * is never one of the valid pages, so a page being assembled from partial
+ * reads cannot tear a page a snapshot may copy. A completed page is checked
+ * with page_scan(); a bad page is dropped and its bytes counted as rejected.
+ * When the ring is full the oldest page is overwritten and counted.
+ *
+ * Pages are numbered by seq, the count of page-sized units received on the
+ * channel (good or rejected) since ring_reset_stream(); seq * page_size is
+ * the channel's byte offset, which is what the agent's FLUSHED reports.
+ */
+#ifndef VMT_RING_H
+#define VMT_RING_H
+
+#include <stdint.h>
+
+#include "page.h"
+
+struct vmt_ring_counters {
+	uint64_t bytes_in;	/* bytes read from the channel */
+	uint64_t pages_in;	/* pages accepted */
+	uint64_t pages_overwritten;	/* accepted pages pushed out by newer ones */
+	uint64_t pages_guest_lost;	/* accepted pages flagged with missed events */
+	uint64_t events_guest_lost;	/* missed-event counts stored in those pages */
+	uint64_t pages_rejected;
+	uint64_t bytes_rejected;	/* bytes of rejected pages and torn tails */
+	uint64_t ts_backwards;	/* pages whose time goes back before the previous page */
+	uint64_t events_in;	/* events in accepted pages */
+};
+
+struct vmt_ring_slot {
+	uint64_t seq;		/* stream position, see above */
+	uint64_t first_ts, last_ts;
+	uint32_t events;
+	uint32_t flags;		/* VMT_SLOT_* */
+};
+#define VMT_SLOT_MISSED 0x1
+
+struct vmt_ring {
+	struct vmt_page_layout layout;
+	uint32_t nr_pages;	/* capacity in valid pages */
+	uint32_t count;		/* valid pages */
+	uint32_t head;		/* slot index of the fill slot */
+	uint32_t fill;		/* bytes in the fill slot */
+	uint64_t next_seq;	/* seq the fill slot will get */
+	uint64_t last_ts;	/* newest accepted page's last event */
+	uint8_t *mem;		/* (nr_pages + 1) * page_size */
+	struct vmt_ring_slot *slots;
+	struct vmt_ring_counters c;
+	int last_error;		/* -errno of the last rejected page */
+};
+
+/* Allocates and pre-faults the memory; -ENOMEM if it cannot. */
+int ring_init(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l);
+void ring_free(struct vmt_ring *r);
+/* Bytes a ring of nr_pages pages of page_size takes. */
+uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size);
+
+/* Where the next bytes go and how many fit before the page is whole. */
+uint8_t *ring_fill_space(struct vmt_ring *r, uint32_t *room);
+/*
+ * n bytes were written at ring_fill_space(). Returns 1 when this completed
+ * a page that was accepted, 0 when the page is not yet whole, -EBADMSG when
+ * the completed page was rejected (counted; the ring is unchanged).
+ */
+int ring_fill_commit(struct vmt_ring *r, uint32_t n);
+/* Push one whole page (tests, and sources that have pages in hand). */
+int ring_push(struct vmt_ring *r, const uint8_t *page);
+
+/*
+ * A new stream starts (the channel reconnected, or the agent restarted):
+ * a partial page in the fill slot is dropped and counted as rejected; seq
+ * restarts at 0 if restart_seq. The valid pages stay.
+ */
+void ring_reset_stream(struct vmt_ring *r, int restart_seq);
+/* Forget every valid page (a new aux version starts); counters stay. */
+void ring_clear(struct vmt_ring *r);
+/* Byte position of the stream: what the agent's bytes_sent is compared to. */
+uint64_t ring_stream_bytes(const struct vmt_ring *r);
+
+/* i-th valid page, oldest first (0 <= i < count). */
+const uint8_t *ring_page(const struct vmt_ring *r, uint32_t i);
+const struct vmt_ring_slot *ring_slot(const struct vmt_ring *r, uint32_t i);
+
+#endif

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sample: one guest's frozen window, as written on a dump (.vmts).
+ * A vfile with magic "VMTSMPL1": an INFO section (guest, aux version it
+ * needs, triggers, creation time), a CPU section per CPU (window times and
+ * every counter), a PAGES section per CPU (the raw ftrace pages,
+ * zstd-compressed). See docs/FORMAT.md.
+ */
+#ifndef VMT_SAMPLE_H
+#define VMT_SAMPLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "ring.h"
+
+#define VMT_SAMPLE_MAGIC "VMTSMPL1"
+#define VMT_SAMPLE_VERSION 1
+#define VMT_SAMPLE_MAX_TRIGGERS 64
+#define VMT_REASON_MAX 256
+#define VMT_NAME_MAX 65
+/* Section types (docs/FORMAT.md) */
+#define VMT_SAMPLE_SECT_INFO 0x01
+#define VMT_SAMPLE_SECT_CPU 0x10
+#define VMT_SAMPLE_SECT_PAGES 0x20
+/* Readers refuse a sample declaring more page bytes than this, in all. */
+#define VMT_SAMPLE_MAX_PAGE_BYTES (64ull << 30)
+
+/* X(name, value, text) */
+#define VMT_TRIGGER_KINDS(X)                        \
+	X(SIGNAL,  1, "signal")                     \
+	X(CONTROL, 2, "control")                    \
+	X(BPF,     3, "bpf")                        \
+	X(GUEST,   4, "guest")                      \
+	X(SHUTDOWN, 5, "shutdown")
+
+enum vmt_trigger_kind {
+#define X(n, v, t) VMT_TRIGGER_##n = v,
+	VMT_TRIGGER_KINDS(X)
+#undef X
+};
+/* "signal", ...; "unknown" for a kind this build does not know. */
+const char *trigger_kind_name(uint32_t kind);
+
+struct vmt_trigger {
+	uint32_t kind;
+	uint32_t pid;		/* who asked: peer, signal sender, or the BPF subject */
+	uint64_t time_ns;	/* CLOCK_REALTIME */
+	uint64_t value;		/* what a detector measured, 0 if none */
+	uint64_t threshold;	/* what it was compared with, 0 if none */
+	char reason[VMT_REASON_MAX];
+};
+
+struct vmt_sample_cpu {
+	uint32_t cpu;
+	uint32_t npages;
+	uint64_t first_seq;	/* stream seq of the first page */
+	uint64_t first_ts, last_ts;	/* first and last event in the window */
+	uint64_t events;
+	struct vmt_ring_counters counters;	/* the ring's, at the freeze */
+	bool have_guest_stats;
+	struct vmt_cpu_stats guest;	/* from the agent's last FLUSHED */
+	/* npages * page_size bytes. The writer reads them from iov (pieces of a
+	 * ring), or from pages when niov is 0 (rewriting a sample it read); the
+	 * reader fills pages with one contiguous buffer (NULL for 0 pages). */
+	const struct vmt_iovec *iov;
+	uint32_t niov;
+	uint8_t *pages;
+};
+
+struct vmt_sample {
+	char guest[VMT_NAME_MAX];
+	char host[VMT_NAME_MAX];
+	uint32_t aux_version;
+	uint64_t aux_id;	/* content hash of the aux it needs */
+	uint64_t created_ns;	/* CLOCK_REALTIME of the freeze */
+	uint64_t dump_id;	/* daemon-wide dump counter */
+	uint32_t page_size;
+	uint32_t ncpus;
+	uint32_t ntriggers;
+	struct vmt_trigger triggers[VMT_SAMPLE_MAX_TRIGGERS];
+	/* guest-wide counters */
+	uint64_t ctl_rejected_bytes;	/* control-channel garbage */
+	uint64_t ctl_rejected_msgs;
+	uint64_t flush_timeouts;	/* dumps that did not get the agent's FLUSHED in time */
+	struct vmt_sample_cpu *cpus;	/* ncpus entries */
+};
+
+struct vmt_iovec;
+/*
+ * Write s to fd as a whole sample file (the caller publishes it with afile).
+ * PAGES sections are zstd-compressed when zstd_level > 0. Bytes of host and
+ * of trigger reasons outside 0x20..0x7e are written as '?'. -EINVAL if s is
+ * not something sample_read() accepts (guest name, ncpus, page_size, cpus[i].cpu
+ * != i, page bytes != npages * page_size); -errno from the fd.
+ */
+int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_workers);
+/*
+ * Read and check a whole sample; on -EBADMSG why says what is wrong.
+ * *out is freed with sample_free().
+ */
+int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why_len);
+int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char *why, size_t why_len);
+void sample_free(struct vmt_sample *s);
+
+/* "GUEST-20261122T121314.123456Z.vmts" for a CLOCK_REALTIME time. */
+int sample_file_name(char *out, size_t n, const char *guest, uint64_t realtime_ns);
+
+#endif

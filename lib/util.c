@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+
+#include "util.h"
+
+int buf_reserve(struct vmt_buf *b, size_t more)
+{
+	size_t need, cap;
+	uint8_t *p;
+
+	if (more > SIZE_MAX / 2 - b->len)
+		return -ENOMEM;
+	need = b->len + more;
+	if (need <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(b->data, cap);
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int buf_append(struct vmt_buf *b, const void *p, size_t n)
+{
+	int r = buf_reserve(b, n);
+
+	if (r < 0)
+		return r;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+int buf_put_le16(struct vmt_buf *b, uint16_t v)
+{
+	uint8_t t[2];
+
+	put_le16(t, v);
+	return buf_append(b, t, 2);
+}
+
+int buf_put_le32(struct vmt_buf *b, uint32_t v)
+{
+	uint8_t t[4];
+
+	put_le32(t, v);
+	return buf_append(b, t, 4);
+}
+
+int buf_put_le64(struct vmt_buf *b, uint64_t v)
+{
+	uint8_t t[8];
+
+	put_le64(t, v);
+	return buf_append(b, t, 8);
+}
+
+int buf_put_str(struct vmt_buf *b, const char *s)
+{
+	return buf_append(b, s, strlen(s) + 1);
+}
+
+void buf_free(struct vmt_buf *b)
+{
+	free(b->data);
+	*b = (struct vmt_buf){ 0 };
+}
+
+/* CRC32C (Castagnoli), reflected, table driven. */
+static uint32_t crc_table[8][256];
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+		crc_table[0][i] = c;
+	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+}
+
+uint32_t crc32c(uint32_t crc, const void *data, size_t len)
+{
+	static int inited;
+	const uint8_t *p = data;
+
+	if (!__atomic_load_n(&inited, __ATOMIC_ACQUIRE)) {
+		crc_init();	/* idempotent: racing threads compute the same table */
+		__atomic_store_n(&inited, 1, __ATOMIC_RELEASE);
+	}
+	crc = ~crc;
+	while (len >= 8) {
+		uint32_t lo = get_le32(p) ^ crc, hi = get_le32(p + 4);
+		crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+		      crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+		      crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+		      crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+	return ~crc;
+}
+
+ssize_t read_full(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, (uint8_t *)buf + got, n - got);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+int write_full(int fd, const void *buf, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = write(fd, (const uint8_t *)buf + done, n - done);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+int read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	struct vmt_buf b = { 0 };
+	int fd, r = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		r = buf_reserve(&b, 65536 + 1);
+		if (r < 0)
+			break;
+		n = read(fd, b.data + b.len, 65536);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		b.len += (size_t)n;
+		if (b.len > max) {
+			r = -EFBIG;
+			break;
+		}
+	}
+	close(fd);
+	if (r < 0) {
+		buf_free(&b);
+		return r;
+	}
+	if (buf_reserve(&b, 1) < 0) {
+		buf_free(&b);
+		return -ENOMEM;
+	}
+	b.data[b.len] = 0;
+	*out = (char *)b.data;
+	*len = b.len;
+	return 0;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t now_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+uint64_t now_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+bool name_is_valid(const char *s)
+{
+	size_t n = 0;
+
+	if (!s || !*s || *s == '.')
+		return false;
+	for (; s[n]; n++) {
+		unsigned char c = (unsigned char)s[n];
+		if (!(isalnum(c) || c == '_' || c == '-' || c == '.'))
+			return false;
+		if (n >= 64)
+			return false;
+	}
+	return true;
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -errno;
+	while (*end == ' ')
+		end++;
+	if (*end) {
+		switch (toupper((unsigned char)*end)) {
+		case 'K': mul = 1ull << 10; break;
+		case 'M': mul = 1ull << 20; break;
+		case 'G': mul = 1ull << 30; break;
+		case 'T': mul = 1ull << 40; break;
+		case 'B': mul = 1; break;
+		default: return -EINVAL;
+		}
+		end++;
+		if (mul > 1 && (!strcmp(end, "iB") || !strcmp(end, "ib") || !strcmp(end, "B") || !strcmp(end, "b")))
+			end += strlen(end);
+		if (*end)
+			return -EINVAL;
+	}
+	if (v > UINT64_MAX / mul)
+		return -ERANGE;
+	*out = v * mul;
+	return 0;
+}

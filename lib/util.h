@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util: little helpers every module uses: cleanup attributes, little-endian
+ * loads and stores for wire and file formats, a growable byte buffer, CRC32C,
+ * and whole-read/whole-write I/O that retries EINTR and short transfers.
+ */
+#ifndef VMT_UTIL_H
+#define VMT_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define VMT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define VMT_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define _unused_ __attribute__((unused))
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd) { if (*fd >= 0) close(*fd); }
+#define _cleanup_free_ __attribute__((cleanup(freep)))
+#define _cleanup_close_ __attribute__((cleanup(closep)))
+
+static inline uint16_t get_le16(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint16_t)(b[0] | b[1] << 8);
+}
+static inline uint32_t get_le32(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+static inline uint64_t get_le64(const void *p)
+{
+	return (uint64_t)get_le32(p) | (uint64_t)get_le32((const uint8_t *)p + 4) << 32;
+}
+static inline void put_le16(void *p, uint16_t v)
+{
+	uint8_t *b = p;
+	b[0] = (uint8_t)v; b[1] = (uint8_t)(v >> 8);
+}
+static inline void put_le32(void *p, uint32_t v)
+{
+	uint8_t *b = p;
+	b[0] = (uint8_t)v; b[1] = (uint8_t)(v >> 8); b[2] = (uint8_t)(v >> 16); b[3] = (uint8_t)(v >> 24);
+}
+static inline void put_le64(void *p, uint64_t v)
+{
+	put_le32(p, (uint32_t)v);
+	put_le32((uint8_t *)p + 4, (uint32_t)(v >> 32));
+}
+
+/* A growable byte buffer. len bytes used out of cap; all-zero is empty. */
+struct vmt_buf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+};
+
+int buf_reserve(struct vmt_buf *b, size_t more);
+int buf_append(struct vmt_buf *b, const void *p, size_t n);
+int buf_put_le16(struct vmt_buf *b, uint16_t v);
+int buf_put_le32(struct vmt_buf *b, uint32_t v);
+int buf_put_le64(struct vmt_buf *b, uint64_t v);
+/* Appends s and its NUL. */
+int buf_put_str(struct vmt_buf *b, const char *s);
+void buf_free(struct vmt_buf *b);
+
+uint32_t crc32c(uint32_t crc, const void *data, size_t len);
+
+/* Retry EINTR and short counts. read_full returns the bytes read (fewer
+ * than n only at EOF) or -errno; write_full returns 0 or -errno. */
+ssize_t read_full(int fd, void *buf, size_t n);
+int write_full(int fd, const void *buf, size_t n);
+/* Reads a whole file (at most max bytes, -EFBIG beyond) into a malloc'd
+ * buffer with a NUL after it. */
+int read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* CLOCK_REALTIME / CLOCK_MONOTONIC in nanoseconds. */
+uint64_t now_realtime_ns(void);
+uint64_t now_monotonic_ns(void);
+
+/* Names that become file names: [A-Za-z0-9_.-], 1..64 chars, no leading dot. */
+bool name_is_valid(const char *s);
+
+/* Parse "4096", "64K", "256MiB", "1G" into bytes. */
+int parse_size(const char *s, uint64_t *out);
+
+#endif

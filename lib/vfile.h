@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vfile: the container that sample (.vmts) and aux (.vmtaux) files share.
+ * A 32-byte file header, then sections, each a 40-byte header and its data,
+ * optionally zstd-compressed, each with a CRC32C of its header and of its
+ * stored data; an END section last, so a truncated file is never mistaken
+ * for a whole one. Little-endian throughout. See docs/FORMAT.md.
+ *
+ * Readers trust nothing: every size is checked against the file and against
+ * the caller's limit before memory is allocated.
+ */
+#ifndef VMT_VFILE_H
+#define VMT_VFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VMT_VFILE_HDR_SIZE 32
+#define VMT_VSECT_HDR_SIZE 40
+#define VMT_VSECT_END 0xffffu
+#define VMT_VSECT_ZSTD 0x1u	/* section flags */
+
+struct vmt_vfile_writer {
+	int fd;
+	uint64_t offset;
+	uint32_t sections;
+	int zstd_level;		/* 0 = store sections uncompressed */
+	int zstd_workers;	/* for large sections */
+	int error;		/* first error, sticky */
+	void *zctx;		/* the compressor, kept across sections; finish frees it */
+};
+
+/*
+ * Write the file header: magic is 8 bytes ("VMTSMPL1"...). Set zstd_level
+ * and zstd_workers before; the fd is written with pwrite from offset 0.
+ * Once started, always call vfile_writer_finish(), even after an error:
+ * it releases the compressor.
+ */
+int vfile_writer_start(struct vmt_vfile_writer *w, int fd, const char magic[8],
+		       uint32_t format_version, uint64_t created_ns);
+/* Append a section; compress only if flags has VMT_VSECT_ZSTD. */
+int vfile_write_section(struct vmt_vfile_writer *w, uint32_t type, uint32_t id,
+			uint32_t flags, const void *data, uint64_t len);
+/* Same, from a list of pieces (the pages of a ring), without gathering them. */
+struct vmt_iovec {
+	const void *base;
+	size_t len;
+};
+int vfile_write_sectionv(struct vmt_vfile_writer *w, uint32_t type, uint32_t id,
+			 uint32_t flags, const struct vmt_iovec *iov, size_t n);
+/* END section (skipped after an error). Returns w->error or 0. The caller fsyncs and renames. */
+int vfile_writer_finish(struct vmt_vfile_writer *w);
+
+struct vmt_vsection {
+	uint32_t type, id, flags, data_crc;
+	uint64_t offset;	/* of the stored data in the file */
+	uint64_t stored_size;
+	uint64_t raw_size;
+};
+
+struct vmt_vfile {
+	const uint8_t *map;	/* whole file, read-only mapping */
+	size_t size;
+	char magic[8];
+	uint32_t format_version;
+	uint64_t created_ns;
+	struct vmt_vsection *sect;	/* in file order, END not included */
+	uint32_t nsect;
+	int unmap;		/* map is ours (vfile_open): vfile_close() unmaps it */
+};
+
+/*
+ * Map and index a file. Returns 0, or -EBADMSG with a reason in why
+ * (bad magic, header CRC, truncated, section past end, no END, ...);
+ * -errno for I/O. max_raw bounds every section's uncompressed size.
+ */
+int vfile_open(struct vmt_vfile *f, const char *path, const char magic[8], uint64_t max_raw,
+	       char *why, size_t why_len);
+/* The same over a buffer the caller keeps alive (fuzzing, tests). */
+int vfile_open_mem(struct vmt_vfile *f, const void *data, size_t size, const char magic[8],
+		   uint64_t max_raw, char *why, size_t why_len);
+void vfile_close(struct vmt_vfile *f);
+
+/* First section of type (and id, unless id is VMT_VSECT_ANY); NULL if none. */
+#define VMT_VSECT_ANY 0xffffffffu
+const struct vmt_vsection *vfile_find(const struct vmt_vfile *f, uint32_t type, uint32_t id);
+
+/*
+ * Check the data CRC and hand out the uncompressed data: *out points into
+ * the mapping for stored sections (*owned NULL), or to a malloc'd buffer
+ * the caller frees (*owned == *out). -EBADMSG on CRC or decompression error.
+ */
+int vfile_section_data(const struct vmt_vfile *f, const struct vmt_vsection *s,
+		       const uint8_t **out, void **owned);
+/* The same, with the reason in why: "section 3 (type 0x20 id 1): data CRC mismatch". */
+int vfile_section_data_why(const struct vmt_vfile *f, const struct vmt_vsection *s,
+			   const uint8_t **out, void **owned, char *why, size_t why_len);
+
+/* Records inside sections: u16 tag, u16 0, u32 len, data. */
+struct vmt_buf;
+int tlv_put(struct vmt_buf *b, uint16_t tag, const void *data, uint32_t len);
+int tlv_put_u32(struct vmt_buf *b, uint16_t tag, uint32_t v);
+int tlv_put_u64(struct vmt_buf *b, uint16_t tag, uint64_t v);
+int tlv_put_str(struct vmt_buf *b, uint16_t tag, const char *s);
+
+struct vmt_tlv {
+	uint16_t tag;
+	uint32_t len;
+	const uint8_t *data;
+};
+/* 1 and t filled, 0 at the end, -EBADMSG if a record runs past len. */
+int tlv_next(const uint8_t *p, size_t len, size_t *pos, struct vmt_tlv *t);
+/* Typed reads: -EBADMSG if the length is not the type's. */
+int tlv_u32(const struct vmt_tlv *t, uint32_t *v);
+int tlv_u64(const struct vmt_tlv *t, uint64_t *v);
+/* Copy a string of printable characters into dst[n]; -EBADMSG if it does not fit. */
+int tlv_str(const struct vmt_tlv *t, char *dst, size_t n);
+
+/*
+ * Table-driven records, so that a writer and its reader share one list of
+ * tags: each entry names a member of a struct by offset.
+ */
+enum vmt_tlv_kind { VMT_TLV_U32 = 1, VMT_TLV_U64, VMT_TLV_STR };
+struct vmt_tlv_field {
+	uint16_t tag;
+	uint16_t kind;		/* enum vmt_tlv_kind */
+	uint32_t size;		/* of the member: 4, 8, or the char array's */
+	size_t offset;		/* of the member in the struct */
+	const char *name;	/* for messages */
+};
+#define VMT_TLV_FIELD(tag, kind, type, member) \
+	{ tag, VMT_TLV_##kind, sizeof(((type *)0)->member), offsetof(type, member), #member }
+#define VMT_TLV_MAX_FIELDS 64	/* seen is a 64-bit mask */
+/* Append one record per entry, from obj; -EINVAL on a string that does not
+ * fit or is not printable, or on a bad table. */
+int tlv_put_fields(struct vmt_buf *b, const struct vmt_tlv_field *tab, size_t n, const void *obj);
+/*
+ * If t's tag is in tab, store its value in obj, set bit i in *seen and
+ * return 1; 0 if the tag is not in tab (skip it). -EBADMSG with why on a
+ * wrong length, a bad string, or a tag seen twice.
+ */
+int tlv_get_field(const struct vmt_tlv *t, const struct vmt_tlv_field *tab, size_t n,
+		  void *obj, uint64_t *seen, char *why, size_t why_len);
+/* -EBADMSG with why naming the first entry of tab not in seen. */
+int tlv_check_fields(const struct vmt_tlv_field *tab, size_t n, uint64_t seen,
+		     char *why, size_t why_len);
+
+/*
+ * Publishing a file atomically: create DIR/.NAME.tmp-XXXXXX, write, then
+ * afile_commit() fsyncs the file, renames it to DIR/NAME and fsyncs DIR.
+ * afile_abort() unlinks the temporary. No partial file is ever visible
+ * under NAME.
+ */
+struct vmt_afile {
+	int fd;
+	int dirfd;
+	char tmpname[300];
+	char name[256];
+};
+/* The temporary is created mode 0600 (fchmod a->fd to share it). */
+int afile_create(struct vmt_afile *a, const char *dir, const char *name);
+/*
+ * 0 when NAME is the whole file. On -errno from fsync or rename the
+ * temporary is already unlinked and nothing is under NAME (afile_abort()
+ * is then a no-op); on -errno from the directory fsync the file is in place
+ * but may not survive a crash.
+ */
+int afile_commit(struct vmt_afile *a);
+void afile_abort(struct vmt_afile *a);
+
+#endif

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+const char *test_srcdir(void)
+{
+	static char dir[PATH_MAX];
+	const char *e = getenv("VMT_SRCDIR");
+
+	if (e)
+		return e;
+	if (!dir[0]) {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)))
+			return ".";
+		/* walk up until the Makefile beside lib/proto.h */
+		for (;;) {
+			char probe[PATH_MAX + 32];
+			snprintf(probe, sizeof(probe), "%s/lib/proto.h", cwd);
+			if (!access(probe, R_OK)) {
+				snprintf(dir, sizeof(dir), "%s", cwd);
+				break;
+			}
+			char *s = strrchr(cwd, '/');
+			if (!s || s == cwd) {
+				snprintf(dir, sizeof(dir), ".");
+				break;
+			}
+			*s = 0;
+		}
+	}
+	return dir;
+}
+
+const char *test_builddir(void)
+{
+	const char *e = getenv("VMT_BUILD");
+
+	return e ? e : "build";
+}
+
+const char *test_corpus_dir(void)
+{
+	static char dir[PATH_MAX + 64];
+	const char *e = getenv("VMT_CORPUS");
+	struct stat st;
+
+	if (e)
+		return stat(e, &st) ? NULL : e;
+	snprintf(dir, sizeof(dir), "%s/../shared/corpus/guest-6.1", test_srcdir());
+	return stat(dir, &st) ? NULL : dir;
+}
+
+char *test_mkdtemp(const char *tag)
+{
+	const char *t = getenv("TMPDIR");
+	char *p;
+
+	if (asprintf(&p, "%s/vmt-%s-XXXXXX", t ? t : "/tmp", tag) < 0)
+		return NULL;
+	if (!mkdtemp(p)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+void test_rmtree(const char *path)
+{
+	if (path && !getenv("VMT_KEEP"))
+		nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int test_have_root(void)
+{
+	return geteuid() == 0;
+}
+
+const char *test_tracefs(void)
+{
+	static const char *dirs[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+
+	for (size_t i = 0; i < 2; i++) {
+		char p[128];
+		snprintf(p, sizeof(p), "%s/trace_clock", dirs[i]);
+		if (!access(p, R_OK))
+			return dirs[i];
+	}
+	if (test_have_root() && !mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL))
+		return dirs[0];
+	return NULL;
+}
+
+int test_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * testutil: what the Check suites share. Skips: a test that cannot run here
+ * calls VMT_SKIP("reason"), which prints "SKIP: <test>: <reason>" and
+ * returns; tests/run-tests.sh counts those lines as skipped, not passed.
+ */
+#ifndef VMT_TESTUTIL_H
+#define VMT_TESTUTIL_H
+
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define VMT_SKIP(...)                                                  \
+	do {                                                           \
+		printf("SKIP: %s: ", __func__);                        \
+		printf(__VA_ARGS__);                                   \
+		printf("\n");                                          \
+		fflush(stdout);                                        \
+		return;                                                \
+	} while (0)
+
+/* Top of the source tree (VMT_SRCDIR, else found from the cwd). */
+const char *test_srcdir(void);
+/* Build directory holding the programs (VMT_BUILD, else "build"). */
+const char *test_builddir(void);
+/* ../shared/corpus/guest-6.1 beside the source tree, or VMT_CORPUS; NULL if absent. */
+const char *test_corpus_dir(void);
+/* A fresh directory under $TMPDIR, removed by test_rmtree(). */
+char *test_mkdtemp(const char *tag);
+void test_rmtree(const char *path);
+/* Root, and a tracefs we can use (mounting it if needed). */
+int test_have_root(void);
+const char *test_tracefs(void);	/* NULL if none */
+/* Run a Check suite the way every suite does; returns main()'s exit code. */
+int test_run_suite(Suite *s);
+
+#endif

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Install the Debian packages vmtraced builds, tests and demos with, when
+# they are missing. Does nothing when all are present; as non-root, lists
+# what is missing and fails.
+set -eu
+PKGS="make gcc pkg-config libsystemd-dev libtracefs-dev libtraceevent-dev libtracecmd-dev
+libbpf-dev bpftool clang llvm libzstd-dev zstd libyaml-dev check trace-cmd
+qemu-system-x86 busybox-static cpio kmod systemd libc6-dev"
+missing=""
+for p in $PKGS; do
+	s=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+	case "$s" in ii*) ;; *) missing="$missing $p" ;; esac
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: missing packages:$missing (run 'make deps' as root, or apt-get install them)" >&2
+	exit 1
+fi
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends $missing >/dev/null
