@@ -8,6 +8,7 @@
 #define VMT_TESTUTIL_H
 
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+/* proto: encoders, decoders and the framer against malformed input. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta.h"
+#include "proto.h"
+#include "testutil.h"
+#include "util.h"
+
+static struct vmt_proto_rx *rx;
+
+static void setup(void)
+{
+	rx = malloc(sizeof(*rx));
+	proto_rx_init(rx);
+}
+
+static void teardown(void)
+{
+	free(rx);
+}
+
+static void feed(const void *p, size_t n)
+{
+	size_t room;
+	uint8_t *dst = proto_rx_space(rx, &room);
+
+	ck_assert_uint_ge(room, n);
+	memcpy(dst, p, n);
+	proto_rx_wrote(rx, n);
+}
+
+static struct vmt_hello hello(void)
+{
+	struct vmt_hello h = { .version = VMT_PROTO_VERSION, .ncpus = 2, .page_size = 4096,
+			       .mono_ns = 123 };
+
+	strcpy(h.release, "6.1.0-56-cloud-amd64");
+	strcpy(h.clock, "mono");
+	strcpy(h.boot_id, "0b3b7e0e-2c8a-4a5e-9f0e-6d5d3c2b1a09");
+	strcpy(h.agent, "vmtrace-agent 0.1.0");
+	return h;
+}
+
+START_TEST(hello_round_trip)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_hello h = hello(), g;
+	struct vmt_msg m;
+
+	ck_assert_int_eq(proto_put_hello(&b, &h), 0);
+	ck_assert_uint_eq(b.len, VMT_PROTO_HDR_SIZE + VMT_HELLO_SIZE);
+	feed(b.data, b.len);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 1);
+	ck_assert_uint_eq(m.type, VMT_MSG_HELLO);
+	ck_assert_int_eq(proto_get_hello(m.payload, m.len, &g), 0);
+	ck_assert_uint_eq(g.ncpus, 2);
+	ck_assert_uint_eq(g.mono_ns, 123);
+	ck_assert_str_eq(g.release, h.release);
+	ck_assert_str_eq(g.boot_id, h.boot_id);
+	ck_assert_str_eq(g.agent, h.agent);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 0);
+	buf_free(&b);
+}
+END_TEST
+
+START_TEST(hello_rejects_bad_fields)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_hello h = hello(), g;
+	uint8_t *p;
+
+	proto_put_hello(&b, &h);
+	p = b.data + VMT_PROTO_HDR_SIZE;
+	put_le32(p + 4, 0);	/* no CPUs */
+	ck_assert_int_eq(proto_get_hello(p, VMT_HELLO_SIZE, &g), -EBADMSG);
+	put_le32(p + 4, VMT_MAX_CPUS + 1);
+	ck_assert_int_eq(proto_get_hello(p, VMT_HELLO_SIZE, &g), -EBADMSG);
+	put_le32(p + 4, 2);
+	put_le32(p + 8, 4097);	/* not a power of two */
+	ck_assert_int_eq(proto_get_hello(p, VMT_HELLO_SIZE, &g), -EBADMSG);
+	put_le32(p + 8, 4096);
+	memset(p + 24, 'x', VMT_STR_RELEASE);	/* no NUL */
+	ck_assert_int_eq(proto_get_hello(p, VMT_HELLO_SIZE, &g), -EBADMSG);
+	memset(p + 24, 0, VMT_STR_RELEASE);
+	p[24] = '\n';	/* not printable: it would end up in logs */
+	ck_assert_int_eq(proto_get_hello(p, VMT_HELLO_SIZE, &g), -EBADMSG);
+	ck_assert_int_eq(proto_get_hello(p, VMT_HELLO_SIZE - 1, &g), -EBADMSG);
+	buf_free(&b);
+}
+END_TEST
+
+START_TEST(start_round_trip)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_start s = { .buffer_kb = 4096, .events = "sched:*,irq:*", .events_len = 13 }, t;
+	struct vmt_msg m;
+
+	strcpy(s.clock, "mono");
+	ck_assert_int_eq(proto_put_start(&b, &s), 0);
+	feed(b.data, b.len);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 1);
+	ck_assert_int_eq(proto_get_start(m.payload, m.len, &t), 0);
+	ck_assert_uint_eq(t.buffer_kb, 4096);
+	ck_assert_str_eq(t.clock, "mono");
+	ck_assert_uint_eq(t.events_len, 13);
+	ck_assert_mem_eq(t.events, "sched:*,irq:*", 13);
+	/* events_len that disagrees with the payload */
+	put_le32((uint8_t *)m.payload + 40, 14);
+	ck_assert_int_eq(proto_get_start(m.payload, m.len, &t), -EBADMSG);
+	buf_free(&b);
+}
+END_TEST
+
+START_TEST(flushed_round_trip)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_cpu_stats st[3] = { { .bytes_sent = 8192, .read = 5 }, { .overrun = 7 },
+				       { .now_ts = 99 } };
+	struct vmt_cpu_stats *got = calloc(VMT_MAX_CPUS, sizeof(*got));
+	struct vmt_msg m;
+	uint64_t id;
+	uint32_t n;
+
+	ck_assert_int_eq(proto_put_flushed(&b, 42, 3, st), 0);
+	feed(b.data, b.len);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 1);
+	ck_assert_int_eq(proto_get_flushed(m.payload, m.len, &id, &n, got), 0);
+	ck_assert_uint_eq(id, 42);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_uint_eq(got[0].bytes_sent, 8192);
+	ck_assert_uint_eq(got[0].read, 5);
+	ck_assert_uint_eq(got[1].overrun, 7);
+	ck_assert_uint_eq(got[2].now_ts, 99);
+	ck_assert_int_eq(proto_get_flushed(m.payload, m.len - 8, &id, &n, got), -EBADMSG);
+	free(got);
+	buf_free(&b);
+}
+END_TEST
+
+/* One byte at a time, with garbage in front and between. */
+START_TEST(framer_resyncs_on_garbage)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_hello h = hello();
+	struct vmt_msg m;
+	int got = 0;
+
+	buf_append(&b, "garbage!VMT", 11);
+	proto_put_hello(&b, &h);
+	buf_append(&b, "\x56\x4d\x54", 3);	/* a torn magic */
+	proto_put(&b, VMT_MSG_STOPPED, NULL, 0);
+	for (size_t i = 0; i < b.len; i++) {
+		feed(b.data + i, 1);
+		while (proto_rx_next(rx, &m) > 0) {
+			ck_assert_int_eq(proto_check_len(m.type, m.len), 0);
+			ck_assert_uint_eq(m.type, got == 0 ? VMT_MSG_HELLO : VMT_MSG_STOPPED);
+			got++;
+		}
+	}
+	ck_assert_int_eq(got, 2);
+	ck_assert_uint_eq(rx->rejected_bytes, 14);
+	buf_free(&b);
+}
+END_TEST
+
+START_TEST(framer_rejects_bad_headers)
+{
+	uint8_t h[VMT_PROTO_HDR_SIZE];
+	struct vmt_buf b = { 0 };
+	struct vmt_msg m;
+
+	/* oversize length */
+	put_le32(h, VMT_PROTO_MAGIC);
+	put_le16(h + 4, VMT_PROTO_VERSION);
+	put_le16(h + 6, VMT_MSG_META_DATA);
+	put_le32(h + 8, VMT_PROTO_MAX_PAYLOAD + 1);
+	put_le32(h + 12, 0);
+	feed(h, sizeof(h));
+	ck_assert_int_eq(proto_rx_next(rx, &m), 0);
+	ck_assert_uint_eq(rx->rejected_msgs, 1);
+	/* wrong version */
+	put_le32(h + 8, 1);
+	put_le16(h + 4, 99);
+	feed(h, sizeof(h));
+	ck_assert_int_eq(proto_rx_next(rx, &m), 0);
+	ck_assert_int_eq(rx->last_error, -EPROTONOSUPPORT);
+	/* unknown type, and a HELLO of the wrong size */
+	put_le16(h + 4, VMT_PROTO_VERSION);
+	put_le16(h + 6, 77);
+	feed(h, sizeof(h));
+	put_le16(h + 6, VMT_MSG_HELLO);
+	put_le32(h + 8, 10);
+	feed(h, sizeof(h));
+	ck_assert_int_eq(proto_rx_next(rx, &m), 0);
+	/* and a good one still gets through */
+	proto_put(&b, VMT_MSG_STOP, NULL, 0);
+	feed(b.data, b.len);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 1);
+	ck_assert_uint_eq(m.type, VMT_MSG_STOP);
+	buf_free(&b);
+}
+END_TEST
+
+START_TEST(framer_never_buffers_more_than_one_message)
+{
+	struct vmt_msg m;
+	uint8_t junk[4096];
+	size_t room;
+
+	memset(junk, 'V', sizeof(junk));
+	for (int i = 0; i < 100; i++) {
+		uint8_t *dst = proto_rx_space(rx, &room);
+		size_t n = VMT_MIN(room, sizeof(junk));
+		memcpy(dst, junk, n);
+		proto_rx_wrote(rx, n);
+		while (proto_rx_next(rx, &m) > 0)
+			ck_abort_msg("junk parsed as a message");
+		ck_assert_uint_lt(rx->len, 4);
+	}
+	ck_assert_uint_ge(rx->rejected_bytes, 100 * 4096 - 4);
+}
+END_TEST
+
+START_TEST(random_streams_never_crash)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_hello h = hello();
+	struct vmt_msg m;
+
+	srand(7);
+	for (int round = 0; round < 2000; round++) {
+		size_t room;
+		uint8_t *dst;
+		size_t n;
+
+		b.len = 0;
+		/* valid messages with random bytes flipped, and random lengths */
+		proto_put_hello(&b, &h);
+		proto_put(&b, VMT_MSG_FLUSH, "\1\2\3\4\5\6\7\10", 8);
+		for (int k = 0; k < 3; k++)
+			b.data[rand() % b.len] ^= (uint8_t)(1 << (rand() % 8));
+		dst = proto_rx_space(rx, &room);
+		n = VMT_MIN(room, b.len);
+		memcpy(dst, b.data, n);
+		proto_rx_wrote(rx, n);
+		while (proto_rx_next(rx, &m) > 0)
+			ck_assert_int_eq(proto_check_len(m.type, m.len), 0);
+	}
+	buf_free(&b);
+}
+END_TEST
+
+START_TEST(meta_bundle_checks)
+{
+	struct vmt_buf b = { 0 };
+	const char *why;
+	struct vmt_meta_entry e;
+
+	meta_add(&b, "events/header_page", "x", 1);
+	meta_add(&b, "events/sched/sched_switch/format", "fmt", 3);
+	meta_add(&b, "kallsyms", "", 0);
+	ck_assert_int_eq(meta_validate(b.data, b.len, &why), 0);
+	ck_assert_int_eq(meta_find(b.data, b.len, "events/sched/sched_switch/format", &e), 0);
+	ck_assert_uint_eq(e.data_len, 3);
+	ck_assert_int_eq(meta_find(b.data, b.len, "nope", &e), -ENOENT);
+	/* every truncation inside an entry is refused; one at an entry boundary
+	 * is a shorter valid bundle (the protocol's length and CRC catch it) */
+	for (size_t n = 0; n < b.len; n++) {
+		bool boundary = n == 8 + 18 + 1 || n == 8 + 18 + 1 + 8 + 32 + 3;
+		ck_assert_int_eq(meta_validate(b.data, n, &why), boundary ? 0 : -EBADMSG);
+	}
+	/* bad names */
+	const char *bad[] = { "../etc/passwd", "/abs", "a//b", "events/..", "sp ace", "x/../y" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		struct vmt_buf c = { 0 };
+		meta_add(&c, "events/header_page", "x", 1);
+		meta_add(&c, bad[i], "x", 1);
+		ck_assert_msg(meta_validate(c.data, c.len, &why) == -EBADMSG, "%s accepted", bad[i]);
+		buf_free(&c);
+	}
+	/* duplicates, and no header_page */
+	meta_add(&b, "kallsyms", "", 0);
+	ck_assert_int_eq(meta_validate(b.data, b.len, &why), -EBADMSG);
+	ck_assert_str_eq(why, "duplicate file name");
+	b.len = 0;
+	meta_add(&b, "kallsyms", "", 0);
+	ck_assert_int_eq(meta_validate(b.data, b.len, &why), -EBADMSG);
+	buf_free(&b);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *t = tcase_create("core");
+
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_add_test(t, hello_round_trip);
+	tcase_add_test(t, hello_rejects_bad_fields);
+	tcase_add_test(t, start_round_trip);
+	tcase_add_test(t, flushed_round_trip);
+	tcase_add_test(t, framer_resyncs_on_garbage);
+	tcase_add_test(t, framer_rejects_bad_headers);
+	tcase_add_test(t, framer_never_buffers_more_than_one_message);
+	tcase_add_test(t, random_streams_never_crash);
+	tcase_add_test(t, meta_bundle_checks);
+	suite_add_tcase(s, t);
+	return test_run_suite(s);
+}
