@@ -33,17 +33,19 @@ static int find_field(const char *text, size_t len, const char *name, uint32_t *
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
 		char line[256];
-		const char *f;
+		const char *f, *os, *ss;
 		unsigned o, s;
 
 		if (ll < sizeof(line)) {
 			memcpy(line, p, ll);
 			line[ll] = 0;
+			/* guest text: any piece may be missing */
 			f = strstr(line, name);
-			if (strstr(line, "field:") && f && f[strlen(name)] == ';' &&
-			    (f[-1] == ' ' || f[-1] == '\t') &&
-			    sscanf(strstr(line, "offset:"), "offset:%u;", &o) == 1 &&
-			    strstr(line, "size:") && sscanf(strstr(line, "size:"), "size:%u;", &s) == 1) {
+			os = strstr(line, "offset:");
+			ss = strstr(line, "size:");
+			if (strstr(line, "field:") && f && f > line && f[strlen(name)] == ';' &&
+			    (f[-1] == ' ' || f[-1] == '\t') && os && ss &&
+			    sscanf(os, "offset:%u;", &o) == 1 && sscanf(ss, "size:%u;", &s) == 1) {
 				*off = o;
 				*size = s;
 				return 0;

@@ -144,6 +144,14 @@ START_TEST(layout_from_header_page)
 	ck_assert_uint_eq(l.data_offset, 12);
 	ck_assert_int_eq(page_layout_parse(&l, "garbage", 7, 4096), -EINVAL);
 	ck_assert_int_eq(page_layout_parse(&l, hp64, strlen(hp64) / 2, 4096), -EINVAL);
+	/* guest text with pieces missing, or the name at the start of a line */
+	static const char *bad[] = {
+		"\tfield: u64 timestamp;\n\tfield: local_t commit;\n\tfield: char data;\n",
+		"timestamp;\toffset:0;\tsize:8;\nfield:\n",
+		"\tfield: u64 timestamp;\toffset:0;\n",
+	};
+	for (size_t i = 0; i < 3; i++)
+		ck_assert_int_eq(page_layout_parse(&l, bad[i], strlen(bad[i]), 4096), -EINVAL);
 }
 END_TEST
 
