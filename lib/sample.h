@@ -14,6 +14,7 @@
 
 #include "proto.h"
 #include "ring.h"
+#include "vfile.h"	/* struct vmt_iovec */
 
 #define VMT_SAMPLE_MAGIC "VMTSMPL1"
 #define VMT_SAMPLE_VERSION 1

@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "sample.h"
+#include "util.h"
+#include "vfile.h"
+
+/* Record tags, docs/FORMAT.md. Unknown tags are skipped by readers. */
+#define TAG_INFO_TRIGGER 0x10
+#define TAG_CPU_GUEST_STATS 0x20
+/* Bounds on the small sections: far above what a writer produces. */
+#define SAMPLE_INFO_MAX (1u << 20)
+#define SAMPLE_CPU_MAX (64u << 10)
+
+static const struct vmt_tlv_field info_fields[] = {
+	VMT_TLV_FIELD(0x01, STR, struct vmt_sample, guest),
+	VMT_TLV_FIELD(0x02, STR, struct vmt_sample, host),
+	VMT_TLV_FIELD(0x03, U32, struct vmt_sample, aux_version),
+	VMT_TLV_FIELD(0x04, U64, struct vmt_sample, aux_id),
+	VMT_TLV_FIELD(0x05, U64, struct vmt_sample, created_ns),
+	VMT_TLV_FIELD(0x06, U64, struct vmt_sample, dump_id),
+	VMT_TLV_FIELD(0x07, U32, struct vmt_sample, page_size),
+	VMT_TLV_FIELD(0x08, U32, struct vmt_sample, ncpus),
+	VMT_TLV_FIELD(0x09, U64, struct vmt_sample, ctl_rejected_bytes),
+	VMT_TLV_FIELD(0x0a, U64, struct vmt_sample, ctl_rejected_msgs),
+	VMT_TLV_FIELD(0x0b, U64, struct vmt_sample, flush_timeouts),
+};
+
+static const struct vmt_tlv_field trigger_fields[] = {
+	VMT_TLV_FIELD(0x01, U32, struct vmt_trigger, kind),
+	VMT_TLV_FIELD(0x02, U32, struct vmt_trigger, pid),
+	VMT_TLV_FIELD(0x03, U64, struct vmt_trigger, time_ns),
+	VMT_TLV_FIELD(0x04, U64, struct vmt_trigger, value),
+	VMT_TLV_FIELD(0x05, U64, struct vmt_trigger, threshold),
+	VMT_TLV_FIELD(0x06, STR, struct vmt_trigger, reason),
+};
+
+static const struct vmt_tlv_field cpu_fields[] = {
+	VMT_TLV_FIELD(0x01, U32, struct vmt_sample_cpu, cpu),
+	VMT_TLV_FIELD(0x02, U32, struct vmt_sample_cpu, npages),
+	VMT_TLV_FIELD(0x03, U64, struct vmt_sample_cpu, first_seq),
+	VMT_TLV_FIELD(0x04, U64, struct vmt_sample_cpu, first_ts),
+	VMT_TLV_FIELD(0x05, U64, struct vmt_sample_cpu, last_ts),
+	VMT_TLV_FIELD(0x06, U64, struct vmt_sample_cpu, events),
+	VMT_TLV_FIELD(0x10, U64, struct vmt_sample_cpu, counters.bytes_in),
+	VMT_TLV_FIELD(0x11, U64, struct vmt_sample_cpu, counters.pages_in),
+	VMT_TLV_FIELD(0x12, U64, struct vmt_sample_cpu, counters.pages_overwritten),
+	VMT_TLV_FIELD(0x13, U64, struct vmt_sample_cpu, counters.pages_guest_lost),
+	VMT_TLV_FIELD(0x14, U64, struct vmt_sample_cpu, counters.events_guest_lost),
+	VMT_TLV_FIELD(0x15, U64, struct vmt_sample_cpu, counters.pages_rejected),
+	VMT_TLV_FIELD(0x16, U64, struct vmt_sample_cpu, counters.bytes_rejected),
+	VMT_TLV_FIELD(0x17, U64, struct vmt_sample_cpu, counters.ts_backwards),
+	VMT_TLV_FIELD(0x18, U64, struct vmt_sample_cpu, counters.events_in),
+};
+
+/* The guest stats record: these u64s in this order, as in FLUSHED. */
+static const size_t stats_off[] = {
+	offsetof(struct vmt_cpu_stats, bytes_sent),
+	offsetof(struct vmt_cpu_stats, entries),
+	offsetof(struct vmt_cpu_stats, overrun),
+	offsetof(struct vmt_cpu_stats, commit_overrun),
+	offsetof(struct vmt_cpu_stats, bytes),
+	offsetof(struct vmt_cpu_stats, oldest_ts),
+	offsetof(struct vmt_cpu_stats, now_ts),
+	offsetof(struct vmt_cpu_stats, dropped),
+	offsetof(struct vmt_cpu_stats, read),
+	offsetof(struct vmt_cpu_stats, reserved),
+};
+_Static_assert(ARRAY_SIZE(stats_off) * 8 == VMT_CPU_STATS_SIZE, "stats record size");
+
+const char *trigger_kind_name(uint32_t kind)
+{
+	switch (kind) {
+#define X(n, v, t) case v: return t;
+	VMT_TRIGGER_KINDS(X)
+#undef X
+	}
+	return "unknown";
+}
+
+static bool page_size_ok(uint32_t ps)
+{
+	return ps >= 256 && ps <= VMT_MAX_PAGE_SIZE && !(ps & (ps - 1));
+}
+
+/* ---- writer ---------------------------------------------------------- */
+
+/* Free text (from guests, or hostnames) must not cost a dump: make it printable. */
+static void sanitize(char *s, size_t size)
+{
+	s[size - 1] = 0;
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+			*s = '?';
+}
+
+static int put_stats(struct vmt_buf *b, const struct vmt_cpu_stats *st)
+{
+	uint8_t rec[VMT_CPU_STATS_SIZE];
+
+	for (size_t i = 0; i < ARRAY_SIZE(stats_off); i++)
+		put_le64(rec + 8 * i, *(const uint64_t *)((const uint8_t *)st + stats_off[i]));
+	return tlv_put(b, TAG_CPU_GUEST_STATS, rec, sizeof(rec));
+}
+
+static int build_info(struct vmt_buf *b, const struct vmt_sample *s)
+{
+	int r = tlv_put_fields(b, info_fields, ARRAY_SIZE(info_fields), s);
+
+	for (uint32_t i = 0; r == 0 && i < s->ntriggers; i++) {
+		struct vmt_buf t = { 0 };
+
+		r = tlv_put_fields(&t, trigger_fields, ARRAY_SIZE(trigger_fields), &s->triggers[i]);
+		if (r == 0)
+			r = tlv_put(b, TAG_INFO_TRIGGER, t.data, (uint32_t)t.len);
+		buf_free(&t);
+	}
+	return r;
+}
+
+static int check_for_write(const struct vmt_sample *s)
+{
+	uint64_t total = 0;
+
+	if (!s || strnlen(s->guest, sizeof(s->guest)) == sizeof(s->guest) ||
+	    !name_is_valid(s->guest) || !s->ncpus || s->ncpus > VMT_MAX_CPUS || !s->cpus ||
+	    !page_size_ok(s->page_size) || s->ntriggers > VMT_SAMPLE_MAX_TRIGGERS)
+		return -EINVAL;
+	for (uint32_t i = 0; i < s->ncpus; i++) {
+		const struct vmt_sample_cpu *c = &s->cpus[i];
+		uint64_t want = (uint64_t)c->npages * s->page_size, have = 0;
+
+		if (c->cpu != i)
+			return -EINVAL;
+		if (c->niov) {
+			if (!c->iov)
+				return -EINVAL;
+			for (uint32_t k = 0; k < c->niov; k++) {
+				if (c->iov[k].len > want - have || (c->iov[k].len && !c->iov[k].base))
+					return -EINVAL;
+				have += c->iov[k].len;
+			}
+		} else if (want) {
+			have = c->pages ? want : 0;
+		}
+		if (have != want)
+			return -EINVAL;
+		total += want;
+	}
+	return total > VMT_SAMPLE_MAX_PAGE_BYTES ? -EFBIG : 0;
+}
+
+int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_workers)
+{
+	struct vmt_vfile_writer w = { .zstd_level = zstd_level, .zstd_workers = zstd_workers };
+	struct vmt_buf b = { 0 };
+	struct vmt_sample *c;
+	uint32_t pflags = zstd_level > 0 ? VMT_VSECT_ZSTD : 0;
+	int r;
+
+	r = check_for_write(s);
+	if (r < 0)
+		return r;
+	/* a copy to sanitize: s is the caller's */
+	c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	*c = *s;
+	sanitize(c->host, sizeof(c->host));
+	for (uint32_t i = 0; i < c->ntriggers; i++)
+		sanitize(c->triggers[i].reason, sizeof(c->triggers[i].reason));
+	r = build_info(&b, c);
+	free(c);
+	if (r < 0) {
+		buf_free(&b);
+		return r;
+	}
+
+	r = vfile_writer_start(&w, fd, VMT_SAMPLE_MAGIC, VMT_SAMPLE_VERSION, s->created_ns);
+	if (r == 0)
+		r = vfile_write_section(&w, VMT_SAMPLE_SECT_INFO, 0, 0, b.data, b.len);
+	for (uint32_t i = 0; r == 0 && i < s->ncpus; i++) {
+		const struct vmt_sample_cpu *cpu = &s->cpus[i];
+
+		b.len = 0;
+		r = tlv_put_fields(&b, cpu_fields, ARRAY_SIZE(cpu_fields), cpu);
+		if (r == 0 && cpu->have_guest_stats)
+			r = put_stats(&b, &cpu->guest);
+		if (r == 0)
+			r = vfile_write_section(&w, VMT_SAMPLE_SECT_CPU, i, 0, b.data, b.len);
+	}
+	for (uint32_t i = 0; r == 0 && i < s->ncpus; i++) {
+		const struct vmt_sample_cpu *cpu = &s->cpus[i];
+		struct vmt_iovec one = { cpu->pages, (size_t)cpu->npages * s->page_size };
+
+		if (cpu->niov)
+			r = vfile_write_sectionv(&w, VMT_SAMPLE_SECT_PAGES, i, pflags, cpu->iov, cpu->niov);
+		else
+			r = vfile_write_sectionv(&w, VMT_SAMPLE_SECT_PAGES, i, pflags, &one,
+						 one.len ? 1 : 0);
+	}
+	buf_free(&b);
+	if (r < 0) {
+		vfile_writer_finish(&w);
+		return r;
+	}
+	return vfile_writer_finish(&w);
+}
+
+/* ---- reader ---------------------------------------------------------- */
+
+static int __attribute__((format(printf, 5, 6)))
+sbad(char *why, size_t n, const struct vmt_vfile *f, const struct vmt_vsection *s,
+     const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (!why || !n)
+		return -EBADMSG;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (s)
+		snprintf(why, n, "section %ld (type 0x%x id %u): %s", (long)(s - f->sect), s->type,
+			 s->id, msg);
+	else
+		snprintf(why, n, "%s", msg);
+	return -EBADMSG;
+}
+
+static int parse_trigger(const uint8_t *p, size_t len, struct vmt_trigger *t, char *msg, size_t n)
+{
+	struct vmt_tlv rec;
+	uint64_t seen = 0;
+	size_t pos = 0;
+	int r;
+
+	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
+		r = tlv_get_field(&rec, trigger_fields, ARRAY_SIZE(trigger_fields), t, &seen, msg, n);
+		if (r < 0)
+			return r;
+	}
+	if (r < 0) {
+		snprintf(msg, n, "bad record at offset %zu", pos);
+		return r;
+	}
+	return tlv_check_fields(trigger_fields, ARRAY_SIZE(trigger_fields), seen, msg, n);
+}
+
+static int parse_info(const uint8_t *p, size_t len, struct vmt_sample *s, char *msg, size_t n)
+{
+	struct vmt_tlv rec;
+	uint64_t seen = 0;
+	size_t pos = 0;
+	int r;
+
+	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
+		if (rec.tag == TAG_INFO_TRIGGER) {
+			char m[160];
+
+			if (s->ntriggers == VMT_SAMPLE_MAX_TRIGGERS) {
+				snprintf(msg, n, "more than %d triggers", VMT_SAMPLE_MAX_TRIGGERS);
+				return -EBADMSG;
+			}
+			r = parse_trigger(rec.data, rec.len, &s->triggers[s->ntriggers], m, sizeof(m));
+			if (r < 0) {
+				snprintf(msg, n, "trigger %u: %s", s->ntriggers, m);
+				return r;
+			}
+			s->ntriggers++;
+			continue;
+		}
+		r = tlv_get_field(&rec, info_fields, ARRAY_SIZE(info_fields), s, &seen, msg, n);
+		if (r < 0)
+			return r;
+	}
+	if (r < 0) {
+		snprintf(msg, n, "bad record at offset %zu", pos);
+		return r;
+	}
+	r = tlv_check_fields(info_fields, ARRAY_SIZE(info_fields), seen, msg, n);
+	if (r < 0)
+		return r;
+	if (!name_is_valid(s->guest)) {
+		snprintf(msg, n, "bad guest name");
+		return -EBADMSG;
+	}
+	if (!s->ncpus || s->ncpus > VMT_MAX_CPUS) {
+		snprintf(msg, n, "ncpus %u not in 1..%d", s->ncpus, VMT_MAX_CPUS);
+		return -EBADMSG;
+	}
+	if (!page_size_ok(s->page_size)) {
+		snprintf(msg, n, "page size %u is not a power of two in 256..%d", s->page_size,
+			 VMT_MAX_PAGE_SIZE);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int parse_cpu(const uint8_t *p, size_t len, struct vmt_sample_cpu *c, char *msg, size_t n)
+{
+	struct vmt_tlv rec;
+	uint64_t seen = 0;
+	size_t pos = 0;
+	int r;
+
+	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
+		if (rec.tag == TAG_CPU_GUEST_STATS) {
+			if (c->have_guest_stats || rec.len != VMT_CPU_STATS_SIZE) {
+				snprintf(msg, n, "bad or repeated guest stats (tag 0x%x, %u bytes)",
+					 rec.tag, rec.len);
+				return -EBADMSG;
+			}
+			for (size_t i = 0; i < ARRAY_SIZE(stats_off); i++)
+				*(uint64_t *)((uint8_t *)&c->guest + stats_off[i]) = get_le64(rec.data + 8 * i);
+			c->have_guest_stats = true;
+			continue;
+		}
+		r = tlv_get_field(&rec, cpu_fields, ARRAY_SIZE(cpu_fields), c, &seen, msg, n);
+		if (r < 0)
+			return r;
+	}
+	if (r < 0) {
+		snprintf(msg, n, "bad record at offset %zu", pos);
+		return r;
+	}
+	return tlv_check_fields(cpu_fields, ARRAY_SIZE(cpu_fields), seen, msg, n);
+}
+
+/* Small sections are parsed in place or from a temporary buffer. */
+static int section_get(const struct vmt_vfile *f, const struct vmt_vsection *s, uint64_t max,
+		       const uint8_t **p, void **owned, char *why, size_t n)
+{
+	if (s->raw_size > max)
+		return sbad(why, n, f, s, "%" PRIu64 " bytes, more than %" PRIu64, s->raw_size, max);
+	return vfile_section_data_why(f, s, p, owned, why, n);
+}
+
+static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char *why, size_t n)
+{
+	const struct vmt_vsection *info = NULL, *cs[VMT_MAX_CPUS] = { 0 }, *ps[VMT_MAX_CPUS] = { 0 };
+	struct vmt_sample *s;
+	char msg[200];
+	const uint8_t *p;
+	void *owned;
+	uint64_t total = 0;
+	int r;
+
+	if (f->format_version != VMT_SAMPLE_VERSION)
+		return sbad(why, n, f, NULL, "format version %u, this reader knows %d",
+			    f->format_version, VMT_SAMPLE_VERSION);
+	for (uint32_t i = 0; i < f->nsect; i++) {
+		if (f->sect[i].type != VMT_SAMPLE_SECT_INFO)
+			continue;
+		if (info || f->sect[i].id)
+			return sbad(why, n, f, &f->sect[i], "a second INFO section, or id not 0");
+		info = &f->sect[i];
+	}
+	if (!info)
+		return sbad(why, n, f, NULL, "no INFO section");
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	r = section_get(f, info, SAMPLE_INFO_MAX, &p, &owned, why, n);
+	if (r < 0)
+		goto fail;
+	r = parse_info(p, (size_t)info->raw_size, s, msg, sizeof(msg));
+	free(owned);
+	if (r < 0) {
+		sbad(why, n, f, info, "%s", msg);
+		goto fail;
+	}
+
+	/* every section is placed and sized before any page memory is taken */
+	for (uint32_t i = 0; i < f->nsect; i++) {
+		const struct vmt_vsection *x = &f->sect[i];
+		const struct vmt_vsection **slot;
+
+		if (x->type == VMT_SAMPLE_SECT_CPU)
+			slot = cs;
+		else if (x->type == VMT_SAMPLE_SECT_PAGES)
+			slot = ps;
+		else
+			continue;	/* a later version's section */
+		if (x->id >= s->ncpus) {
+			r = sbad(why, n, f, x, "cpu %u, but ncpus is %u", x->id, s->ncpus);
+			goto fail;
+		}
+		if (slot[x->id]) {
+			r = sbad(why, n, f, x, "a second section for cpu %u", x->id);
+			goto fail;
+		}
+		slot[x->id] = x;
+	}
+	for (uint32_t i = 0; i < s->ncpus; i++) {
+		if (!cs[i] || !ps[i]) {
+			r = sbad(why, n, f, NULL, "no %s section for cpu %u", cs[i] ? "PAGES" : "CPU", i);
+			goto fail;
+		}
+		total += ps[i]->raw_size;	/* each is <= VMT_SAMPLE_MAX_PAGE_BYTES: no overflow */
+	}
+	if (total > VMT_SAMPLE_MAX_PAGE_BYTES) {
+		r = sbad(why, n, f, NULL, "%" PRIu64 " bytes of pages, more than %llu", total,
+			 VMT_SAMPLE_MAX_PAGE_BYTES);
+		goto fail;
+	}
+
+	s->cpus = calloc(s->ncpus, sizeof(*s->cpus));
+	if (!s->cpus) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < s->ncpus; i++) {
+		struct vmt_sample_cpu *c = &s->cpus[i];
+
+		r = section_get(f, cs[i], SAMPLE_CPU_MAX, &p, &owned, why, n);
+		if (r < 0)
+			goto fail;
+		r = parse_cpu(p, (size_t)cs[i]->raw_size, c, msg, sizeof(msg));
+		free(owned);
+		if (r == 0 && c->cpu != i) {
+			snprintf(msg, sizeof(msg), "cpu %u in a section for cpu %u", c->cpu, i);
+			r = -EBADMSG;
+		}
+		if (r < 0) {
+			sbad(why, n, f, cs[i], "%s", msg);
+			goto fail;
+		}
+		if (ps[i]->raw_size != (uint64_t)c->npages * s->page_size) {
+			r = sbad(why, n, f, ps[i], "%" PRIu64 " bytes, but %u pages of %u", ps[i]->raw_size,
+				 c->npages, s->page_size);
+			goto fail;
+		}
+	}
+	for (uint32_t i = 0; i < s->ncpus; i++) {
+		struct vmt_sample_cpu *c = &s->cpus[i];
+
+		r = vfile_section_data_why(f, ps[i], &p, &owned, why, n);
+		if (r < 0)
+			goto fail;
+		if (!c->npages) {
+			free(owned);
+		} else if (owned) {
+			c->pages = owned;
+		} else {
+			c->pages = malloc((size_t)ps[i]->raw_size);
+			if (!c->pages) {
+				r = -ENOMEM;
+				goto fail;
+			}
+			memcpy(c->pages, p, (size_t)ps[i]->raw_size);
+		}
+	}
+	*out = s;
+	return 0;
+fail:
+	sample_free(s);
+	return r;
+}
+
+int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char *why, size_t why_len)
+{
+	struct vmt_vfile f;
+	int r;
+
+	*out = NULL;
+	r = vfile_open_mem(&f, data, len, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES, why, why_len);
+	if (r < 0)
+		return r;
+	r = sample_parse(&f, out, why, why_len);
+	vfile_close(&f);
+	return r;
+}
+
+int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why_len)
+{
+	struct vmt_vfile f;
+	int r;
+
+	*out = NULL;
+	r = vfile_open(&f, path, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES, why, why_len);
+	if (r < 0)
+		return r;
+	r = sample_parse(&f, out, why, why_len);
+	vfile_close(&f);
+	return r;
+}
+
+void sample_free(struct vmt_sample *s)
+{
+	if (!s)
+		return;
+	if (s->cpus)
+		for (uint32_t i = 0; i < s->ncpus; i++)
+			free(s->cpus[i].pages);
+	free(s->cpus);
+	free(s);
+}
+
+int sample_file_name(char *out, size_t n, const char *guest, uint64_t realtime_ns)
+{
+	time_t sec = (time_t)(realtime_ns / 1000000000u);
+	unsigned usec = (unsigned)(realtime_ns % 1000000000u / 1000u);
+	struct tm tm;
+	int len;
+
+	if (!name_is_valid(guest))
+		return -EINVAL;
+	if (!gmtime_r(&sec, &tm))
+		return -EOVERFLOW;
+	len = snprintf(out, n, "%s-%04d%02d%02dT%02d%02d%02d.%06uZ.vmts", guest, tm.tm_year + 1900,
+		       tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, usec);
+	if (len < 0 || (size_t)len >= n)
+		return -ENAMETOOLONG;
+	return 0;
+}

@@ -1,0 +1,789 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "util.h"
+#include "vfile.h"
+
+/*
+ * The densest a zstd frame can be is an RLE block: 4 bytes (3 of block
+ * header, 1 of content) for at most 128 KiB. A raw_size above this bound
+ * cannot be the content of stored_size bytes, so the reader refuses it
+ * before anything is allocated.
+ */
+#define ZSTD_BLOCK_MAX (128u * 1024)
+
+static uint64_t zstd_raw_bound(uint64_t stored)
+{
+	return (stored / 4 + 1) * ZSTD_BLOCK_MAX;
+}
+
+static int __attribute__((format(printf, 3, 4))) bad(char *why, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && n) {
+		va_start(ap, fmt);
+		vsnprintf(why, n, fmt, ap);
+		va_end(ap);
+	}
+	return -EBADMSG;
+}
+
+/* ---- writer ---------------------------------------------------------- */
+
+static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+
+	if (off > (uint64_t)INT64_MAX - n)
+		return -EFBIG;
+	while (done < n) {
+		ssize_t r = pwrite(fd, (const uint8_t *)buf + done, n - done, (off_t)(off + done));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static int writer_fail(struct vmt_vfile_writer *w, int r)
+{
+	if (!w->error)
+		w->error = r;
+	return w->error;
+}
+
+int vfile_writer_start(struct vmt_vfile_writer *w, int fd, const char magic[8],
+		       uint32_t format_version, uint64_t created_ns)
+{
+	uint8_t h[VMT_VFILE_HDR_SIZE] = { 0 };
+	int r;
+
+	w->fd = fd;
+	w->offset = 0;
+	w->sections = 0;
+	w->error = 0;
+	w->zctx = NULL;
+	memcpy(h, magic, 8);
+	put_le32(h + 8, format_version);
+	put_le32(h + 12, VMT_VFILE_HDR_SIZE);
+	put_le64(h + 16, created_ns);
+	put_le32(h + 24, 0);
+	put_le32(h + 28, crc32c(0, h, 28));
+	r = pwrite_full(fd, h, sizeof(h), 0);
+	if (r < 0)
+		return writer_fail(w, r);
+	w->offset = VMT_VFILE_HDR_SIZE;
+	return 0;
+}
+
+static void sect_hdr_build(uint8_t h[VMT_VSECT_HDR_SIZE], uint32_t type, uint32_t id,
+			   uint32_t flags, uint32_t data_crc, uint64_t stored, uint64_t raw)
+{
+	put_le32(h + 0, type);
+	put_le32(h + 4, id);
+	put_le32(h + 8, flags);
+	put_le32(h + 12, data_crc);
+	put_le64(h + 16, stored);
+	put_le64(h + 24, raw);
+	put_le32(h + 32, 0);
+	put_le32(h + 36, crc32c(0, h, 36));
+}
+
+static int zctx_get(struct vmt_vfile_writer *w, ZSTD_CCtx **out)
+{
+	ZSTD_CCtx *c = w->zctx;
+
+	if (!c) {
+		c = ZSTD_createCCtx();
+		if (!c)
+			return -ENOMEM;
+		if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, w->zstd_level))) {
+			ZSTD_freeCCtx(c);
+			return -EINVAL;
+		}
+		if (w->zstd_workers > 0) {
+			ZSTD_bounds b = ZSTD_cParam_getBounds(ZSTD_c_nbWorkers);
+			int n = w->zstd_workers;
+
+			/* a libzstd built without threads has an upper bound of 0:
+			 * compress in the calling thread then */
+			if (!ZSTD_isError(b.error) && b.upperBound > 0) {
+				n = VMT_MIN(n, b.upperBound);
+				if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, n)))
+					ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, 0);
+			}
+		}
+		w->zctx = c;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Compress iov as one frame, writing it from offset off; crc and size of what was written. */
+static int write_zstd(struct vmt_vfile_writer *w, const struct vmt_iovec *iov, size_t n,
+		      uint64_t raw, uint64_t off, uint32_t *crc, uint64_t *stored)
+{
+	size_t outcap = ZSTD_CStreamOutSize();
+	ZSTD_CCtx *c;
+	uint8_t *obuf;
+	uint64_t done = 0;
+	int r;
+
+	r = zctx_get(w, &c);
+	if (r < 0)
+		return r;
+	obuf = malloc(outcap);
+	if (!obuf)
+		return -ENOMEM;
+	ZSTD_CCtx_reset(c, ZSTD_reset_session_only);
+	/* the pledged size puts raw_size into the frame header, which readers check */
+	if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(c, raw))) {
+		r = -EINVAL;
+		goto out;
+	}
+	*crc = 0;
+	for (size_t i = 0; i <= n; i++) {
+		int last = i == n;
+		ZSTD_inBuffer in = { last ? NULL : iov[i].base, last ? 0 : iov[i].len, 0 };
+		ZSTD_EndDirective mode = last ? ZSTD_e_end : ZSTD_e_continue;
+		size_t left;
+
+		do {
+			ZSTD_outBuffer o = { obuf, outcap, 0 };
+
+			left = ZSTD_compressStream2(c, &o, &in, mode);
+			if (ZSTD_isError(left)) {
+				r = ZSTD_getErrorCode(left) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO;
+				goto out;
+			}
+			if (o.pos) {
+				r = pwrite_full(w->fd, obuf, o.pos, off + done);
+				if (r < 0)
+					goto out;
+				*crc = crc32c(*crc, obuf, o.pos);
+				done += o.pos;
+			}
+		} while (last ? left != 0 : in.pos < in.size);
+	}
+	*stored = done;
+	r = 0;
+out:
+	if (r < 0)
+		ZSTD_CCtx_reset(c, ZSTD_reset_session_only);
+	free(obuf);
+	return r;
+}
+
+static int pwritev_full(int fd, struct iovec *v, int n, uint64_t off)
+{
+	while (n > 0) {
+		ssize_t r;
+
+		if (off > (uint64_t)INT64_MAX)
+			return -EFBIG;
+		r = pwritev(fd, v, n, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		off += (uint64_t)r;
+		while (n > 0 && (size_t)r >= v->iov_len) {
+			r -= (ssize_t)v->iov_len;
+			v++;
+			n--;
+		}
+		if (n > 0) {
+			v->iov_base = (uint8_t *)v->iov_base + r;
+			v->iov_len -= (size_t)r;
+		}
+	}
+	return 0;
+}
+
+/* Write iov as is from offset off, a batch of pieces per system call. */
+static int write_raw(struct vmt_vfile_writer *w, const struct vmt_iovec *iov, size_t n,
+		     uint64_t off, uint32_t *crc)
+{
+	*crc = 0;
+	for (size_t i = 0; i < n;) {
+		struct iovec b[64];
+		uint64_t blen = 0;
+		int k = 0, r;
+
+		for (; i < n && k < (int)ARRAY_SIZE(b); i++) {
+			if (!iov[i].len)
+				continue;
+			/* CRC just before the write, while the piece is in cache */
+			*crc = crc32c(*crc, iov[i].base, iov[i].len);
+			b[k].iov_base = (void *)iov[i].base;
+			b[k].iov_len = iov[i].len;
+			blen += iov[i].len;
+			k++;
+		}
+		r = pwritev_full(w->fd, b, k, off);
+		if (r < 0)
+			return r;
+		off += blen;
+	}
+	return 0;
+}
+
+int vfile_write_sectionv(struct vmt_vfile_writer *w, uint32_t type, uint32_t id,
+			 uint32_t flags, const struct vmt_iovec *iov, size_t n)
+{
+	uint8_t h[VMT_VSECT_HDR_SIZE] = { 0 };
+	uint64_t raw = 0, stored, hoff = w->offset, doff = w->offset + VMT_VSECT_HDR_SIZE;
+	uint32_t crc = 0;
+	int r;
+
+	if (w->error)
+		return w->error;
+	if (type == VMT_VSECT_END || (flags & ~VMT_VSECT_ZSTD) || (n && !iov))
+		return writer_fail(w, -EINVAL);
+	for (size_t i = 0; i < n; i++) {
+		if (iov[i].len && !iov[i].base)
+			return writer_fail(w, -EINVAL);
+		if (iov[i].len > UINT64_MAX - raw)
+			return writer_fail(w, -EOVERFLOW);
+		raw += iov[i].len;
+	}
+
+	/* the header comes first but its CRC (and stored size) come last */
+	r = pwrite_full(w->fd, h, sizeof(h), hoff);
+	if (r < 0)
+		return writer_fail(w, r);
+	if (flags & VMT_VSECT_ZSTD) {
+		r = write_zstd(w, iov, n, raw, doff, &crc, &stored);
+	} else {
+		r = write_raw(w, iov, n, doff, &crc);
+		stored = raw;
+	}
+	if (r < 0)
+		return writer_fail(w, r);
+	sect_hdr_build(h, type, id, flags, crc, stored, raw);
+	r = pwrite_full(w->fd, h, sizeof(h), hoff);
+	if (r < 0)
+		return writer_fail(w, r);
+	w->offset = doff + stored;
+	w->sections++;
+	return 0;
+}
+
+int vfile_write_section(struct vmt_vfile_writer *w, uint32_t type, uint32_t id,
+			uint32_t flags, const void *data, uint64_t len)
+{
+	struct vmt_iovec v = { data, (size_t)len };
+
+	if (len > SIZE_MAX)
+		return writer_fail(w, -EOVERFLOW);
+	return vfile_write_sectionv(w, type, id, flags, &v, len ? 1 : 0);
+}
+
+int vfile_writer_finish(struct vmt_vfile_writer *w)
+{
+	uint8_t h[VMT_VSECT_HDR_SIZE];
+	int r;
+
+	ZSTD_freeCCtx(w->zctx);
+	w->zctx = NULL;
+	if (w->error)
+		return w->error;
+	sect_hdr_build(h, VMT_VSECT_END, w->sections, 0, crc32c(0, NULL, 0), 0, 0);
+	r = pwrite_full(w->fd, h, sizeof(h), w->offset);
+	if (r < 0)
+		return writer_fail(w, r);
+	w->offset += VMT_VSECT_HDR_SIZE;
+	return 0;
+}
+
+/* ---- reader ---------------------------------------------------------- */
+
+static int vfile_index(struct vmt_vfile *f, const char magic[8], uint64_t max_raw,
+		       char *why, size_t why_len)
+{
+	const uint8_t *m = f->map;
+	size_t size = f->size, pos = VMT_VFILE_HDR_SIZE, cap = 0;
+	uint32_t n = 0;
+
+	if (size < VMT_VFILE_HDR_SIZE)
+		return bad(why, why_len, "truncated: %zu bytes, shorter than the file header", size);
+	if (memcmp(m, magic, 8))
+		return bad(why, why_len, "bad magic: not a %.8s file", magic);
+	if (get_le32(m + 28) != crc32c(0, m, 28))
+		return bad(why, why_len, "file header CRC mismatch");
+	if (get_le32(m + 12) != VMT_VFILE_HDR_SIZE)
+		return bad(why, why_len, "file header size %u, expected %u", get_le32(m + 12),
+			   VMT_VFILE_HDR_SIZE);
+	if (get_le32(m + 24))
+		return bad(why, why_len, "unknown file header flags 0x%x", get_le32(m + 24));
+	memcpy(f->magic, m, 8);
+	f->format_version = get_le32(m + 8);
+	f->created_ns = get_le64(m + 16);
+
+	for (;;) {
+		const uint8_t *h = m + pos;
+		struct vmt_vsection s;
+
+		if (size - pos < VMT_VSECT_HDR_SIZE)
+			return bad(why, why_len, "truncated: no END section (%zu bytes after section %u)",
+				   size - pos, n);
+		if (get_le32(h + 36) != crc32c(0, h, 36))
+			return bad(why, why_len, "section %u at offset %zu: header CRC mismatch", n, pos);
+		s.type = get_le32(h);
+		s.id = get_le32(h + 4);
+		s.flags = get_le32(h + 8);
+		s.data_crc = get_le32(h + 12);
+		s.stored_size = get_le64(h + 16);
+		s.raw_size = get_le64(h + 24);
+		s.offset = pos + VMT_VSECT_HDR_SIZE;
+
+#define SBAD(fmt, ...) bad(why, why_len, "section %u (type 0x%x id %u): " fmt, n, s.type, s.id, \
+			   ##__VA_ARGS__)
+		if (s.flags & ~VMT_VSECT_ZSTD)
+			return SBAD("unknown flags 0x%x", s.flags);
+		if (get_le32(h + 32))
+			return SBAD("reserved field is not 0");
+		if (s.type == VMT_VSECT_END) {
+			if (s.flags || s.stored_size || s.raw_size || s.data_crc != crc32c(0, NULL, 0))
+				return SBAD("END section is not empty");
+			if (s.id != n)
+				return SBAD("END section counts %u sections, %u precede it", s.id, n);
+			if (size - s.offset)
+				return SBAD("%zu bytes after the END section", size - (size_t)s.offset);
+			break;
+		}
+		if (s.stored_size > size - s.offset)
+			return SBAD("%" PRIu64 " bytes of data at offset %" PRIu64
+				    " run past the end of the file (%zu bytes)",
+				    s.stored_size, s.offset, size);
+		if (!(s.flags & VMT_VSECT_ZSTD) && s.raw_size != s.stored_size)
+			return SBAD("stored size %" PRIu64 " differs from raw size %" PRIu64
+				    " in an uncompressed section", s.stored_size, s.raw_size);
+		if (s.raw_size > max_raw)
+			return SBAD("raw size %" PRIu64 " exceeds the limit %" PRIu64, s.raw_size, max_raw);
+		if ((s.flags & VMT_VSECT_ZSTD) && s.raw_size > zstd_raw_bound(s.stored_size))
+			return SBAD("raw size %" PRIu64 " is impossible for %" PRIu64 " compressed bytes",
+				    s.raw_size, s.stored_size);
+#undef SBAD
+		if (n == cap) {
+			struct vmt_vsection *t;
+
+			cap = cap ? cap * 2 : 16;
+			t = realloc(f->sect, cap * sizeof(*t));
+			if (!t)
+				return -ENOMEM;
+			f->sect = t;
+		}
+		f->sect[n++] = s;
+		f->nsect = n;
+		pos = (size_t)(s.offset + s.stored_size);
+	}
+	return 0;
+}
+
+int vfile_open_mem(struct vmt_vfile *f, const void *data, size_t size, const char magic[8],
+		   uint64_t max_raw, char *why, size_t why_len)
+{
+	int r;
+
+	memset(f, 0, sizeof(*f));
+	if (why && why_len)
+		why[0] = 0;
+	f->map = data;
+	f->size = data ? size : 0;
+	r = vfile_index(f, magic, max_raw, why, why_len);
+	if (r < 0)
+		vfile_close(f);
+	return r;
+}
+
+int vfile_open(struct vmt_vfile *f, const char *path, const char magic[8], uint64_t max_raw,
+	       char *why, size_t why_len)
+{
+	struct stat st;
+	void *m = NULL;
+	int fd, r;
+
+	memset(f, 0, sizeof(*f));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size > SIZE_MAX) {
+		close(fd);
+		return -EFBIG;
+	}
+	/* mmap of an empty file fails; let the header check say "truncated" */
+	if (st.st_size > 0) {
+		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+	}
+	close(fd);
+	r = vfile_open_mem(f, m, (size_t)st.st_size, magic, max_raw, why, why_len);
+	if (r < 0) {
+		if (m)
+			munmap(m, (size_t)st.st_size);
+		return r;
+	}
+	f->unmap = m != NULL;
+	return 0;
+}
+
+void vfile_close(struct vmt_vfile *f)
+{
+	if (f->unmap && f->map)
+		munmap((void *)f->map, f->size);
+	free(f->sect);
+	memset(f, 0, sizeof(*f));
+}
+
+const struct vmt_vsection *vfile_find(const struct vmt_vfile *f, uint32_t type, uint32_t id)
+{
+	for (uint32_t i = 0; i < f->nsect; i++)
+		if (f->sect[i].type == type && (id == VMT_VSECT_ANY || f->sect[i].id == id))
+			return &f->sect[i];
+	return NULL;
+}
+
+int vfile_section_data_why(const struct vmt_vfile *f, const struct vmt_vsection *s,
+			   const uint8_t **out, void **owned, char *why, size_t why_len)
+{
+	const uint8_t *src = f->map + s->offset;
+	size_t stored = (size_t)s->stored_size;
+	unsigned long long csize;
+	ZSTD_DCtx *d;
+	void *dst;
+	size_t got;
+	uintptr_t base = (uintptr_t)f->sect, at = (uintptr_t)s;
+	long idx = f->nsect && at >= base && at < base + f->nsect * sizeof(*s) ?
+		   (long)((at - base) / sizeof(*s)) : -1;
+
+	*out = NULL;
+	*owned = NULL;
+#define SBAD(fmt, ...) bad(why, why_len, "section %ld (type 0x%x id %u): " fmt, idx, s->type, s->id, \
+			   ##__VA_ARGS__)
+	/* s may be a caller's copy: check it against the mapping again */
+	if (s->offset > f->size || s->stored_size > f->size - s->offset)
+		return SBAD("data outside the file");
+	if (crc32c(0, src, stored) != s->data_crc)
+		return SBAD("data CRC mismatch");
+	if (!(s->flags & VMT_VSECT_ZSTD)) {
+		if (s->raw_size != s->stored_size)
+			return SBAD("stored size differs from raw size");
+		*out = src;
+		return 0;
+	}
+	if (s->raw_size > SIZE_MAX || s->raw_size > zstd_raw_bound(s->stored_size))
+		return SBAD("raw size %" PRIu64 " is impossible", s->raw_size);
+	/* exactly one zstd frame (not a skippable one) declaring raw_size */
+	if (stored < 4 || get_le32(src) != ZSTD_MAGICNUMBER)
+		return SBAD("not a zstd frame");
+	csize = ZSTD_getFrameContentSize(src, stored);
+	if (csize == ZSTD_CONTENTSIZE_ERROR || csize == ZSTD_CONTENTSIZE_UNKNOWN)
+		return SBAD("zstd frame header without a content size");
+	if (csize != s->raw_size)
+		return SBAD("zstd frame holds %llu bytes, section says %" PRIu64, csize, s->raw_size);
+	got = ZSTD_findFrameCompressedSize(src, stored);
+	if (ZSTD_isError(got) || got != stored)
+		return SBAD("data is not exactly one zstd frame");
+
+	dst = malloc(s->raw_size ? (size_t)s->raw_size : 1);
+	if (!dst)
+		return -ENOMEM;
+	d = ZSTD_createDCtx();
+	if (!d) {
+		free(dst);
+		return -ENOMEM;
+	}
+	got = ZSTD_decompressDCtx(d, dst, (size_t)s->raw_size, src, stored);
+	ZSTD_freeDCtx(d);
+	if (ZSTD_isError(got) || got != s->raw_size) {
+		free(dst);
+		if (ZSTD_isError(got))
+			return SBAD("zstd: %s", ZSTD_getErrorName(got));
+		return SBAD("zstd frame decompressed to %zu bytes, expected %" PRIu64, got, s->raw_size);
+	}
+#undef SBAD
+	*out = dst;
+	*owned = dst;
+	return 0;
+}
+
+int vfile_section_data(const struct vmt_vfile *f, const struct vmt_vsection *s,
+		       const uint8_t **out, void **owned)
+{
+	return vfile_section_data_why(f, s, out, owned, NULL, 0);
+}
+
+/* ---- TLV records ----------------------------------------------------- */
+
+int tlv_put(struct vmt_buf *b, uint16_t tag, const void *data, uint32_t len)
+{
+	int r = buf_reserve(b, 8 + (size_t)len);
+
+	if (r < 0)
+		return r;
+	buf_put_le16(b, tag);
+	buf_put_le16(b, 0);
+	buf_put_le32(b, len);
+	return buf_append(b, data, len);
+}
+
+int tlv_put_u32(struct vmt_buf *b, uint16_t tag, uint32_t v)
+{
+	uint8_t t[4];
+
+	put_le32(t, v);
+	return tlv_put(b, tag, t, 4);
+}
+
+int tlv_put_u64(struct vmt_buf *b, uint16_t tag, uint64_t v)
+{
+	uint8_t t[8];
+
+	put_le64(t, v);
+	return tlv_put(b, tag, t, 8);
+}
+
+int tlv_put_str(struct vmt_buf *b, uint16_t tag, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n > UINT32_MAX)
+		return -EINVAL;
+	return tlv_put(b, tag, s, (uint32_t)n);
+}
+
+int tlv_next(const uint8_t *p, size_t len, size_t *pos, struct vmt_tlv *t)
+{
+	size_t at = *pos;
+
+	if (at == len)
+		return 0;
+	if (at > len || len - at < 8)
+		return -EBADMSG;
+	/* the reserved half-word is kept for flags old readers must refuse */
+	if (get_le16(p + at + 2))
+		return -EBADMSG;
+	t->tag = get_le16(p + at);
+	t->len = get_le32(p + at + 4);
+	if (t->len > len - at - 8)
+		return -EBADMSG;
+	t->data = p + at + 8;
+	*pos = at + 8 + t->len;
+	return 1;
+}
+
+int tlv_u32(const struct vmt_tlv *t, uint32_t *v)
+{
+	if (t->len != 4)
+		return -EBADMSG;
+	*v = get_le32(t->data);
+	return 0;
+}
+
+int tlv_u64(const struct vmt_tlv *t, uint64_t *v)
+{
+	if (t->len != 8)
+		return -EBADMSG;
+	*v = get_le64(t->data);
+	return 0;
+}
+
+static bool printable(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return false;
+	return true;
+}
+
+int tlv_str(const struct vmt_tlv *t, char *dst, size_t n)
+{
+	if (!n || t->len > n - 1 || !printable((const char *)t->data, t->len))
+		return -EBADMSG;
+	if (t->len)
+		memcpy(dst, t->data, t->len);
+	dst[t->len] = 0;
+	return 0;
+}
+
+int tlv_put_fields(struct vmt_buf *b, const struct vmt_tlv_field *tab, size_t n, const void *obj)
+{
+	const uint8_t *o = obj;
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		const struct vmt_tlv_field *e = &tab[i];
+		const void *p = o + e->offset;
+		size_t len;
+
+		switch (e->kind) {
+		case VMT_TLV_U32:
+			if (e->size != 4)
+				return -EINVAL;
+			r = tlv_put_u32(b, e->tag, *(const uint32_t *)p);
+			break;
+		case VMT_TLV_U64:
+			if (e->size != 8)
+				return -EINVAL;
+			r = tlv_put_u64(b, e->tag, *(const uint64_t *)p);
+			break;
+		case VMT_TLV_STR:
+			len = strnlen(p, e->size);
+			if (len == e->size || !printable(p, len))
+				return -EINVAL;
+			r = tlv_put(b, e->tag, p, (uint32_t)len);
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	return r;
+}
+
+int tlv_get_field(const struct vmt_tlv *t, const struct vmt_tlv_field *tab, size_t n,
+		  void *obj, uint64_t *seen, char *why, size_t why_len)
+{
+	uint8_t *o = obj;
+
+	for (size_t i = 0; i < n && i < VMT_TLV_MAX_FIELDS; i++) {
+		const struct vmt_tlv_field *e = &tab[i];
+		void *p = o + e->offset;
+		int r = -EBADMSG;
+
+		if (e->tag != t->tag)
+			continue;
+		if (*seen & (1ull << i))
+			return bad(why, why_len, "%s (tag 0x%x) appears twice", e->name, e->tag);
+		switch (e->kind) {
+		case VMT_TLV_U32:
+			if (e->size == 4)
+				r = tlv_u32(t, p);
+			break;
+		case VMT_TLV_U64:
+			if (e->size == 8)
+				r = tlv_u64(t, p);
+			break;
+		case VMT_TLV_STR:
+			r = tlv_str(t, p, e->size);
+			break;
+		}
+		if (r < 0)
+			return bad(why, why_len, "%s (tag 0x%x): bad value of %u bytes", e->name,
+				   e->tag, t->len);
+		*seen |= 1ull << i;
+		return 1;
+	}
+	return 0;
+}
+
+int tlv_check_fields(const struct vmt_tlv_field *tab, size_t n, uint64_t seen,
+		     char *why, size_t why_len)
+{
+	for (size_t i = 0; i < n && i < VMT_TLV_MAX_FIELDS; i++)
+		if (!(seen & (1ull << i)))
+			return bad(why, why_len, "no %s (tag 0x%x)", tab[i].name, tab[i].tag);
+	return 0;
+}
+
+/* ---- atomic publish -------------------------------------------------- */
+
+int afile_create(struct vmt_afile *a, const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	size_t nl = strlen(name), dl = strlen(dir);
+	int r;
+
+	a->fd = a->dirfd = -1;
+	a->tmpname[0] = a->name[0] = 0;
+	if (!nl || nl >= sizeof(a->name) || strchr(name, '/') || !strcmp(name, ".") ||
+	    !strcmp(name, ".."))
+		return -EINVAL;
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	snprintf(a->tmpname, sizeof(a->tmpname), ".%s.tmp-XXXXXX", name);
+	if (dl + 1 + strlen(a->tmpname) >= sizeof(path))
+		return -ENAMETOOLONG;
+	snprintf(path, sizeof(path), "%s/%s", dir, a->tmpname);
+
+	a->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (a->dirfd < 0)
+		return -errno;
+	a->fd = mkostemp(path, O_CLOEXEC);
+	if (a->fd < 0) {
+		r = -errno;
+		close(a->dirfd);
+		a->dirfd = -1;
+		return r;
+	}
+	/* keep the name mkostemp chose: commit and abort work through dirfd */
+	memcpy(a->tmpname, path + dl + 1, strlen(a->tmpname));
+	return 0;
+}
+
+int afile_commit(struct vmt_afile *a)
+{
+	int r = 0;
+
+	if (a->fd < 0 || a->dirfd < 0)
+		return -EBADF;
+	if (fsync(a->fd) < 0)
+		r = -errno;
+	if (close(a->fd) < 0 && r == 0)
+		r = -errno;
+	a->fd = -1;
+	if (r == 0 && renameat(a->dirfd, a->tmpname, a->dirfd, a->name) < 0)
+		r = -errno;
+	if (r < 0) {
+		afile_abort(a);
+		return r;
+	}
+	if (fsync(a->dirfd) < 0)
+		r = -errno;
+	close(a->dirfd);
+	a->dirfd = -1;
+	return r;
+}
+
+void afile_abort(struct vmt_afile *a)
+{
+	if (a->fd >= 0)
+		close(a->fd);
+	a->fd = -1;
+	if (a->dirfd >= 0) {
+		unlinkat(a->dirfd, a->tmpname, 0);
+		close(a->dirfd);
+	}
+	a->dirfd = -1;
+}
