@@ -109,7 +109,14 @@ $(O)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
-tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS)
+# Small programs the shell suites use (tdcount), built like the tests.
+TOOL_BINS   := $(O)/tests/tools/tdcount
+$(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
+	@mkdir -p $(dir $@)
+	@echo "  TOOL    $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
+
+tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS)
 
 # `make check`: packages, then a sanitizer build of everything in build/san,
 # then every suite. The summary line at the end counts tests.
@@ -147,5 +154,7 @@ install: all
 
 clean:
 	rm -rf $(O)
+
+.SECONDARY:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

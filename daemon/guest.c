@@ -147,7 +147,7 @@ static void guest_send_host_hello(struct vmt_guest *g)
 	uint8_t p[8];
 
 	put_le32(p, VMT_PROTO_VERSION);
-	put_le32(p + 4, 0);
+	put_le32(p + 4, g->nonce);
 	guest_send(g, VMT_MSG_HOST_HELLO, p, sizeof(p));
 }
 
@@ -290,6 +290,7 @@ void guest_connect(struct vmt_guest *g)
 		guest_arm(g, RETRY_USEC);
 		return;
 	}
+	g->nonce = (uint32_t)(now_monotonic_ns() ^ (uintptr_t)g) | 1;
 	log_guest(VMT_LOG_INFO, 0, g->conf.name, "channels open (%s, %u CPUs), waiting for the agent",
 		  transport_name(g->ctl.transport == VMT_TRANSPORT_AUTO ? g->conf.transport
 									: g->ctl.transport),
@@ -424,6 +425,15 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 		guest_complain(g, 0, "malformed HELLO ignored");
 		return;
 	}
+	/*
+	 * In a session, a HELLO that answers a HOST_HELLO (ours, late, or an
+	 * older one left in a FIFO) changes nothing; only an agent that
+	 * started afresh (echo 0) begins a new session. A failed session
+	 * waits for its retry.
+	 */
+	if (g->state == GUEST_FAILED || g->state == GUEST_OFFLINE ||
+	    ((g->state == GUEST_STARTING || g->state == GUEST_STREAMING) && h.echo))
+		return;
 	if (h.version != VMT_PROTO_VERSION) {
 		guest_fail(g, "agent speaks another protocol version");
 		return;
@@ -670,8 +680,11 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		ring_reset_stream(&g->rings[i], 0);
 		g->stream_base[i] = g->rings[i].next_seq;
 	}
+	/* whatever the data ports hold now predates this stream: the agent
+	 * starts writing pages only when it gets STREAM */
 	guest_drain_data(g);
 	guest_set_state(g, GUEST_STREAMING);
+	guest_send(g, VMT_MSG_STREAM, NULL, 0);
 	if (g->timer)
 		sd_event_source_set_enabled(g->timer, SD_EVENT_OFF);
 	log_guest(VMT_LOG_INFO, 0, g->conf.name, "streaming");

@@ -63,6 +63,7 @@ struct vmt_guest {
 	struct vmt_channel *data;
 	sd_event_source **data_src;
 	sd_event_source *timer;	/* reconnect / resend / session timeout */
+	uint32_t nonce;		/* of our HOST_HELLOs in this connection */
 	uint64_t state_since_ns;
 
 	struct vmt_hello hello;

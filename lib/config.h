@@ -3,7 +3,7 @@
  * config: /etc/vmtraced/vmtraced.yaml, parsed with libyaml into plain
  * structs. Pure: no globals, no I/O but reading the file. Every error names
  * the file, line and column and the field, e.g.
- *   vmtraced.yaml:12:5: guests[1].ring_size: "12Q" is not a size
+ *   vmtraced.yaml:12:5: guests[1].record.ring_size: "12Q" is not a size (...)
  * config_print() writes the normalized form `vmtraced -n -v` shows.
  * See docs/man/vmtraced.yaml.5.
  */
@@ -54,8 +54,12 @@ struct vmt_config {
 /* Defaults with no guests. */
 void config_init(struct vmt_config *c);
 /*
- * Parse path into c (initialised here). On error returns -EINVAL (or
- * -errno for I/O) and writes a one-line message to err.
+ * Parse path into c, which is overwritten: free a config loaded before
+ * (a reload loads into a fresh struct and swaps on success). On error
+ * returns -EINVAL (or -errno for I/O, -ENOMEM), writes a one-line message
+ * to err (no newline; err may be NULL) and leaves c as config_init() does.
+ * config_load_string() reads len bytes of text, which need no NUL; name
+ * stands for the file in messages.
  */
 int config_load(struct vmt_config *c, const char *path, char *err, size_t err_len);
 int config_load_string(struct vmt_config *c, const char *name, const char *text, size_t len,

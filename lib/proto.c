@@ -86,6 +86,7 @@ int proto_put_hello(struct vmt_buf *out, const struct vmt_hello *h)
 	put_str(p + 89, h->clock, VMT_STR_CLOCK);
 	put_str(p + 121, h->boot_id, VMT_STR_BOOTID);
 	put_str(p + 161, h->agent, VMT_STR_AGENT);
+	put_le32(p + 196, h->echo);
 	return proto_put(out, VMT_MSG_HELLO, p, sizeof(p));
 }
 
@@ -106,6 +107,7 @@ int proto_get_hello(const void *payload, uint32_t len, struct vmt_hello *h)
 	    get_str(t.boot_id, p + 121, VMT_STR_BOOTID) < 0 ||
 	    get_str(t.agent, p + 161, VMT_STR_AGENT) < 0)
 		return -EBADMSG;
+	t.echo = get_le32(p + 196);
 	if (t.ncpus == 0 || t.ncpus > VMT_MAX_CPUS)
 		return -EBADMSG;
 	/* a power of two the page header fits in, at most 64 KiB */

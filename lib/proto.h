@@ -32,7 +32,7 @@
  * is the one place to read what is accepted.
  */
 #define VMT_PROTO_MESSAGES(X)                                                        \
-	X(HOST_HELLO,   1, 8,   8)     /* host->guest: u32 version, u32 flags      */ \
+	X(HOST_HELLO,   1, 8,   8)     /* host->guest: u32 version, u32 nonce      */ \
 	X(HELLO,        2, 200, 200)   /* guest->host: struct vmt_hello            */ \
 	X(START,        3, 48,  48 + 4096) /* host->guest: struct vmt_start + events */ \
 	X(STARTED,      4, 8,   8 + 512) /* guest->host: i32 error, u32 ncpus, text  */ \
@@ -44,7 +44,8 @@
 	X(FLUSH,       10, 8,   8)     /* host->guest: u64 flush id                */ \
 	X(FLUSHED,     11, 16,  16 + VMT_MAX_CPUS * 80) /* guest->host: see below  */ \
 	X(ERROR,       12, 4,   4 + 512) /* guest->host: i32 errno, text            */ \
-	X(TRIGGER,     13, 0,   256)   /* guest->host: reason text                  */
+	X(TRIGGER,     13, 0,   256)   /* guest->host: reason text                  */ \
+	X(STREAM,      14, 0,   0)     /* host->guest: metadata taken, start pages  */
 
 enum vmt_msg_type {
 #define X(name, value, min, max) VMT_MSG_##name = value,
@@ -68,6 +69,7 @@ struct vmt_hello {
 	char clock[VMT_STR_CLOCK];	/* trace clock in force */
 	char boot_id[VMT_STR_BOOTID];	/* /proc/sys/kernel/random/boot_id */
 	char agent[VMT_STR_AGENT];	/* agent version string */
+	uint32_t echo;		/* nonce of the HOST_HELLO answered, 0 if unasked */
 };
 #define VMT_HELLO_SIZE 200
 #define VMT_HELLO_TRACING 0x1	/* agent is already streaming (reconnect) */

@@ -34,7 +34,7 @@ static void feed(const void *p, size_t n)
 static struct vmt_hello hello(void)
 {
 	struct vmt_hello h = { .version = VMT_PROTO_VERSION, .ncpus = 2, .page_size = 4096,
-			       .mono_ns = 123 };
+			       .mono_ns = 123, .echo = 0xfeed };
 
 	strcpy(h.release, "6.1.0-56-cloud-amd64");
 	strcpy(h.clock, "mono");
@@ -57,6 +57,7 @@ START_TEST(hello_round_trip)
 	ck_assert_int_eq(proto_get_hello(m.payload, m.len, &g), 0);
 	ck_assert_uint_eq(g.ncpus, 2);
 	ck_assert_uint_eq(g.mono_ns, 123);
+	ck_assert_uint_eq(g.echo, 0xfeed);
 	ck_assert_str_eq(g.release, h.release);
 	ck_assert_str_eq(g.boot_id, h.boot_id);
 	ck_assert_str_eq(g.agent, h.agent);

@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: real ftrace pages (captured from this machine's tracefs at
+ * test time, or the shared corpus as a fallback) fed to a running vmtraced
+ * through FIFO pairs and unix sockets by a stand-in guest; dumped with
+ * vmtracectl or SIGUSR1; merged; decoded with libtracecmd. The events that
+ * come out must be exactly those of the pages in the window.
+ */
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "corpus.h"
+#include "fakeguest.h"
+#include "page.h"
+#include "sample.h"
+#include "testd.h"
+#include "testutil.h"
+#include "util.h"
+
+#define PS 4096
+#define MAXC 8
+
+/* the input, prepared once in main() */
+static struct vmt_buf bundle;
+static uint8_t *pages[MAXC];
+static size_t npages[MAXC];
+static unsigned ncpus;
+static const char *source = "none";
+
+static uint64_t events_of(const uint8_t *p, size_t n)
+{
+	struct vmt_page_layout l;
+	uint64_t e = 0;
+
+	page_layout_default(&l, PS);
+	for (size_t i = 0; i < n; i++) {
+		struct vmt_page_info info;
+		if (page_scan(&l, p + i * PS, &info) == 0)
+			e += info.events;
+	}
+	return e;
+}
+
+static int load_dir(const char *dir)
+{
+	char path[4200];
+
+	buf_free(&bundle);
+	snprintf(path, sizeof(path), "%s/meta", dir);
+	if (corpus_load_meta(path, &bundle) < 0)
+		return -1;
+	for (ncpus = 0; ncpus < MAXC; ncpus++) {
+		snprintf(path, sizeof(path), "%s/pages/cpu%u.raw", dir, ncpus);
+		if (access(path, R_OK))
+			break;
+		if (corpus_load_pages(path, PS, &pages[ncpus], &npages[ncpus]) < 0)
+			return -1;
+	}
+	return ncpus ? 0 : -1;
+}
+
+static void prepare_input(void)
+{
+	const char *tfs = test_tracefs();
+	char *tmp;
+
+	if (test_have_root() && tfs && (tmp = test_mkdtemp("capture"))) {
+		if (capture_host(tfs, 2, tmp) == 0 && load_dir(tmp) == 0) {
+			/* a quiet machine may give one CPU nothing: the corpus is better then */
+			int ok = 1;
+			for (unsigned c = 0; c < ncpus; c++)
+				ok &= npages[c] >= 4;
+			if (ok) {
+				source = "this machine's tracefs";
+				test_rmtree(tmp);
+				free(tmp);
+				return;
+			}
+		}
+		test_rmtree(tmp);
+		free(tmp);
+	}
+	if (test_corpus_dir() && load_dir(test_corpus_dir()) == 0)
+		source = "shared corpus";
+	else
+		ncpus = 0;
+}
+
+struct run {
+	char *dir;
+	struct fakeguest fg;
+	struct fakeguest_conf fc;
+	struct testd d;
+	char chan[300];
+};
+
+static void run_start(struct run *r, int sockets, const char *record_yaml, uint32_t chunk)
+{
+	char body[2048];
+
+	memset(r, 0, sizeof(*r));
+	r->dir = test_mkdtemp("ingest");
+	ck_assert_ptr_nonnull(r->dir);
+	snprintf(r->chan, sizeof(r->chan), "%s/chan", r->dir);
+	r->fc = (struct fakeguest_conf){ .dir = r->chan, .sockets = sockets, .ncpus = ncpus,
+					 .page_size = PS, .bundle = bundle.data,
+					 .bundle_len = bundle.len, .chunk = chunk };
+	for (unsigned c = 0; c < ncpus; c++) {
+		r->fc.pages[c] = pages[c];
+		r->fc.npages[c] = npages[c];
+	}
+	snprintf(body, sizeof(body),
+		 "record:\n  flush_timeout: 5000ms\n%s"
+		 "guests:\n  - name: g1\n    path: %s\n    transport: %s\n",
+		 record_yaml ? record_yaml : "", r->chan, sockets ? "socket" : "fifo");
+	/* the channels exist first, as QEMU's do when a guest is configured */
+	ck_assert_int_eq(fakeguest_start(&r->fg, &r->fc), 0);
+	ck_assert_int_eq(testd_start(&r->d, r->dir, body), 0);
+}
+
+static void run_end(struct run *r)
+{
+	int rc = testd_stop(&r->d);
+
+	fakeguest_stop(&r->fg);
+	/* a sanitizer finding (leak, UB) makes the daemon exit non-zero */
+	ck_assert_msg(rc == 0, "vmtraced exited with %d (log: %s)", rc, r->d.log);
+	test_rmtree(r->dir);
+	free(r->dir);
+}
+
+/* Dump with vmtracectl; returns the sample path (one guest). */
+static void dump_one(struct run *r, char *sample, size_t n)
+{
+	char out[8192];
+	int rc = testd_ctl(&r->d, out, sizeof(out), "dump --reason test");
+
+	ck_assert_msg(rc == 0, "vmtracectl dump failed (%d): %s", rc, out);
+	ck_assert_msg(strstr(out, ".vmts\n") != NULL, "no sample in '%s'", out);
+	*strchr(out, '\n') = 0;
+	ck_assert_uint_lt(strlen(out), n);
+	memcpy(sample, out, strlen(out) + 1);
+}
+
+static void merge_and_count(struct run *r, const char *sample, uint64_t *per_cpu, uint64_t *total)
+{
+	char args[1200], out[8192], dat[400];
+
+	snprintf(dat, sizeof(dat), "%s/out.dat", r->dir);
+	snprintf(args, sizeof(args), "merge -o %s %s", dat, sample);
+	ck_assert_int_eq(testd_ctl(&r->d, out, sizeof(out), args), 0);
+	ck_assert_int_eq(tdread_counts(dat, per_cpu, MAXC, total), 0);
+}
+
+static void check_whole_stream(int sockets, uint32_t chunk)
+{
+	struct run r;
+	char sample[4400];
+	uint64_t got[MAXC], total, want_total = 0;
+	struct vmt_sample *s;
+	char why[256];
+
+	if (!ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	run_start(&r, sockets, "  ring_size: 64MiB\n", chunk);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg, 60000), 0);
+	dump_one(&r, sample, sizeof(sample));
+	merge_and_count(&r, sample, got, &total);
+	for (unsigned c = 0; c < ncpus; c++) {
+		uint64_t want = events_of(pages[c], npages[c]);
+		ck_assert_msg(got[c] == want, "cpu%u: %llu events decoded, %llu fed (%s)", c,
+			      (unsigned long long)got[c], (unsigned long long)want, source);
+		want_total += want;
+	}
+	ck_assert_uint_eq(total, want_total);
+
+	/* the sample's own account: everything in, nothing lost, the agent's count */
+	ck_assert_int_eq(sample_read(sample, &s, why, sizeof(why)), 0);
+	ck_assert_str_eq(s->guest, "g1");
+	ck_assert_uint_eq(s->ncpus, ncpus);
+	ck_assert_uint_ge(s->ntriggers, 1);
+	ck_assert_uint_eq(s->triggers[0].kind, VMT_TRIGGER_CONTROL);
+	for (unsigned c = 0; c < ncpus; c++) {
+		ck_assert_uint_eq(s->cpus[c].npages, npages[c]);
+		ck_assert_uint_eq(s->cpus[c].counters.pages_in, npages[c]);
+		ck_assert_uint_eq(s->cpus[c].counters.pages_overwritten, 0);
+		ck_assert_uint_eq(s->cpus[c].counters.bytes_rejected, 0);
+		ck_assert(s->cpus[c].have_guest_stats);
+		ck_assert_uint_eq(s->cpus[c].guest.read, got[c]);
+		ck_assert_uint_eq(s->cpus[c].events, got[c]);
+	}
+	sample_free(s);
+	run_end(&r);
+}
+
+START_TEST(fifo_whole_stream)
+{
+	check_whole_stream(0, 0);
+}
+END_TEST
+
+START_TEST(socket_whole_stream)
+{
+	check_whole_stream(1, 0);
+}
+END_TEST
+
+/* A ring of 16 pages per CPU keeps the newest 16 and counts the rest. */
+START_TEST(small_ring_keeps_newest)
+{
+	struct run r;
+	char sample[4400];
+	uint64_t got[MAXC], total;
+	struct vmt_sample *s;
+	char why[256];
+
+	if (!ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	run_start(&r, 0, "  ring_size: 64KiB\n", 0);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg, 60000), 0);
+	dump_one(&r, sample, sizeof(sample));
+	merge_and_count(&r, sample, got, &total);
+	ck_assert_int_eq(sample_read(sample, &s, why, sizeof(why)), 0);
+	for (unsigned c = 0; c < ncpus; c++) {
+		size_t keep = npages[c] < 16 ? npages[c] : 16;
+		uint64_t want = events_of(pages[c] + (npages[c] - keep) * PS, keep);
+		ck_assert_msg(got[c] == want, "cpu%u: %llu decoded, %llu in the newest %zu pages", c,
+			      (unsigned long long)got[c], (unsigned long long)want, keep);
+		ck_assert_uint_eq(s->cpus[c].npages, keep);
+		ck_assert_uint_eq(s->cpus[c].counters.pages_overwritten, npages[c] - keep);
+	}
+	sample_free(s);
+	run_end(&r);
+}
+END_TEST
+
+/* Pages written in odd pieces keep their boundaries; a garbage page in the
+ * stream is refused and counted, and the rest decodes. */
+START_TEST(chunks_and_a_bad_page)
+{
+	struct run r;
+	char sample[4400];
+	uint64_t got[MAXC], total;
+	struct vmt_sample *s;
+	char why[256];
+	uint8_t *copy;
+	size_t bad;
+
+	if (!ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	bad = npages[0] / 2;
+	copy = malloc(npages[0] * PS);
+	memcpy(copy, pages[0], npages[0] * PS);
+	memset(copy + bad * PS, 0xee, PS);
+	memset(&r, 0, sizeof(r));
+	{
+		uint8_t *saved = pages[0];
+		pages[0] = copy;
+		run_start(&r, 0, "  ring_size: 64MiB\n", 1000);
+		pages[0] = saved;
+	}
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg, 60000), 0);
+	dump_one(&r, sample, sizeof(sample));
+	merge_and_count(&r, sample, got, &total);
+	ck_assert_uint_eq(got[0], events_of(pages[0], npages[0]) - events_of(pages[0] + bad * PS, 1));
+	ck_assert_int_eq(sample_read(sample, &s, why, sizeof(why)), 0);
+	ck_assert_uint_eq(s->cpus[0].counters.pages_rejected, 1);
+	ck_assert_uint_eq(s->cpus[0].counters.bytes_rejected, PS);
+	ck_assert_uint_eq(s->cpus[0].npages, npages[0] - 1);
+	sample_free(s);
+	free(copy);
+	run_end(&r);
+}
+END_TEST
+
+/* kill -USR1 writes a sample of every guest with the signal as trigger. */
+START_TEST(sigusr1_dumps)
+{
+	struct run r;
+	char dir[400], path[800] = "";
+	struct vmt_sample *s;
+	char why[256];
+
+	if (!ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	run_start(&r, 1, NULL, 0);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg, 60000), 0);
+	kill(r.d.pid, SIGUSR1);
+	snprintf(dir, sizeof(dir), "%s/g1", r.d.state);
+	for (int i = 0; i < 200 && !path[0]; i++) {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (strstr(de->d_name, ".vmts") && de->d_name[0] != '.')
+				snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (d)
+			closedir(d);
+		usleep(50000);
+	}
+	ck_assert_msg(path[0], "no sample after SIGUSR1");
+	ck_assert_int_eq(sample_read(path, &s, why, sizeof(why)), 0);
+	ck_assert_uint_eq(s->triggers[0].kind, VMT_TRIGGER_SIGNAL);
+	ck_assert(strstr(s->triggers[0].reason, "SIGUSR1") != NULL);
+	/* the aux file it names is beside it */
+	snprintf(path, sizeof(path), "%s/aux-%06u.vmtaux", dir, s->aux_version);
+	ck_assert_int_eq(access(path, R_OK), 0);
+	sample_free(s);
+	run_end(&r);
+}
+END_TEST
+
+START_TEST(dump_of_unknown_guest_is_refused)
+{
+	struct run r;
+	char out[1024];
+
+	if (!ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	run_start(&r, 0, NULL, 0);
+	ck_assert_int_ne(testd_ctl(&r.d, out, sizeof(out), "dump nosuchguest 2>&1"), 0);
+	ck_assert_msg(strstr(out, "no such guest") != NULL, "got '%s'", out);
+	run_end(&r);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("ingest");
+	TCase *t = tcase_create("daemon");
+	int rc;
+
+	prepare_input();
+	printf("input: %s, %u CPUs", source, ncpus);
+	for (unsigned c = 0; c < ncpus; c++)
+		printf(", cpu%u %zu pages", c, npages[c]);
+	printf("\n");
+	fflush(stdout);
+	tcase_add_test(t, fifo_whole_stream);
+	tcase_add_test(t, socket_whole_stream);
+	tcase_add_test(t, small_ring_keeps_newest);
+	tcase_add_test(t, chunks_and_a_bad_page);
+	tcase_add_test(t, sigusr1_dumps);
+	tcase_add_test(t, dump_of_unknown_guest_is_refused);
+	tcase_set_timeout(t, 120);
+	suite_add_tcase(s, t);
+	rc = test_run_suite(s);
+	buf_free(&bundle);
+	for (unsigned c = 0; c < ncpus; c++)
+		free(pages[c]);
+	return rc;
+}

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fakeguest: plays QEMU and vmtrace-agent for the integration suites, in a
+ * child process: makes the channels (FIFO pairs or listening sockets),
+ * answers the control protocol like the agent does, and streams the given
+ * pages, one writer thread per CPU, counting bytes and events so that
+ * FLUSHED says exactly what was sent.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fakeguest.h"
+#include "page.h"
+#include "proto.h"
+#include "util.h"
+
+struct endpoint {
+	int listen_fd;		/* socket transport */
+	int rfd, wfd;		/* host -> guest, guest -> host */
+};
+
+struct fg {
+	const struct fakeguest_conf *c;
+	struct endpoint ctl;
+	struct endpoint data[FAKEGUEST_MAX_CPUS];
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int streaming;
+	unsigned start_gen;
+	unsigned flush_gen;
+	unsigned acked[FAKEGUEST_MAX_CPUS];
+	uint64_t snap_bytes[FAKEGUEST_MAX_CPUS], snap_events[FAKEGUEST_MAX_CPUS];
+	unsigned done_cpus;
+	int done_fd;
+};
+
+static int endpoint_make(struct endpoint *e, const char *dir, const char *name, int sock)
+{
+	char p[4200];
+
+	e->listen_fd = e->rfd = e->wfd = -1;
+	if (sock) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, name);
+		unlink(sa.sun_path);
+		e->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (e->listen_fd < 0 || bind(e->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+		    listen(e->listen_fd, 1) < 0)
+			return -errno;
+		return 0;
+	}
+	snprintf(p, sizeof(p), "%s/%s.in", dir, name);
+	if (mkfifo(p, 0600) < 0 && errno != EEXIST)
+		return -errno;
+	e->rfd = open(p, O_RDWR | O_CLOEXEC);
+	snprintf(p, sizeof(p), "%s/%s.out", dir, name);
+	if (mkfifo(p, 0600) < 0 && errno != EEXIST)
+		return -errno;
+	e->wfd = open(p, O_RDWR | O_CLOEXEC);
+	return e->rfd < 0 || e->wfd < 0 ? -errno : 0;
+}
+
+/* Sockets: wait for the host (again, after it went away). */
+static void endpoint_accept(struct endpoint *e)
+{
+	int fd;
+
+	if (e->listen_fd < 0)
+		return;
+	if (e->rfd >= 0)
+		close(e->rfd);
+	fd = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	e->rfd = e->wfd = fd;
+}
+
+static void send_msg(struct fg *g, unsigned type, const void *p, uint32_t len)
+{
+	struct vmt_buf b = { 0 };
+
+	proto_put(&b, type, p, len);
+	write_full(g->ctl.wfd, b.data, b.len);
+	buf_free(&b);
+}
+
+static void send_hello(struct fg *g, uint32_t echo)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_hello h = { .version = VMT_PROTO_VERSION, .ncpus = g->c->ncpus,
+			       .page_size = g->c->page_size, .mono_ns = now_monotonic_ns() };
+
+	snprintf(h.release, sizeof(h.release), "%s", g->c->release ? g->c->release : "6.1.0-fake");
+	snprintf(h.clock, sizeof(h.clock), "local");
+	snprintf(h.boot_id, sizeof(h.boot_id), "%s", g->c->boot_id ? g->c->boot_id : "fake-boot");
+	snprintf(h.agent, sizeof(h.agent), "fakeguest");
+	if (g->c->hello_ncpus)
+		h.ncpus = g->c->hello_ncpus;
+	h.echo = echo;
+	proto_put_hello(&b, &h);
+	write_full(g->ctl.wfd, b.data, b.len);
+	buf_free(&b);
+}
+
+static void send_meta(struct fg *g)
+{
+	const uint8_t *m = g->c->bundle;
+	uint64_t len = g->c->bundle_len;
+	uint8_t p[16] = { 0 };
+
+	put_le64(p, g->c->meta_claim ? g->c->meta_claim : len);
+	put_le32(p + 8, 0);
+	send_msg(g, VMT_MSG_META_BEGIN, p, 16);
+	for (uint64_t off = 0; off < len; off += 65536)
+		send_msg(g, VMT_MSG_META_DATA, m + off, (uint32_t)VMT_MIN(65536, len - off));
+	put_le32(p, crc32c(0, m, len) ^ (g->c->corrupt_meta_crc ? 1 : 0));
+	put_le32(p + 4, 0);
+	send_msg(g, VMT_MSG_META_END, p, 8);
+}
+
+struct cpu_arg {
+	struct fg *g;
+	unsigned cpu;
+};
+
+static void ack_flush(struct fg *g, unsigned cpu, uint64_t bytes, uint64_t events)
+{
+	/* called with the lock held, at a page boundary */
+	if (g->acked[cpu] != g->flush_gen) {
+		g->snap_bytes[cpu] = bytes;
+		g->snap_events[cpu] = events;
+		g->acked[cpu] = g->flush_gen;
+		pthread_cond_broadcast(&g->cond);
+	}
+}
+
+static void *cpu_main(void *arg)
+{
+	struct cpu_arg *a = arg;
+	struct fg *g = a->g;
+	const struct fakeguest_conf *c = g->c;
+	unsigned cpu = a->cpu, gen = 0;
+	struct vmt_page_layout l;
+
+	page_layout_default(&l, c->page_size);
+	endpoint_accept(&g->data[cpu]);
+	for (;;) {
+		uint64_t bytes = 0, events = 0;
+
+		pthread_mutex_lock(&g->lock);
+		while (!g->streaming || g->start_gen == gen) {
+			ack_flush(g, cpu, bytes, events);
+			pthread_cond_wait(&g->cond, &g->lock);
+		}
+		gen = g->start_gen;
+		pthread_mutex_unlock(&g->lock);
+
+		for (size_t i = 0; i < c->npages[cpu]; i++) {
+			const uint8_t *p = c->pages[cpu] + i * c->page_size;
+			struct vmt_page_info info;
+
+			if (c->chunk) {
+				/* pieces of odd sizes: the host must keep page boundaries */
+				for (uint32_t off = 0; off < c->page_size; off += c->chunk)
+					write_full(g->data[cpu].wfd, p + off, VMT_MIN(c->chunk, c->page_size - off));
+			} else {
+				write_full(g->data[cpu].wfd, p, c->page_size);
+			}
+			bytes += c->page_size;
+			if (page_scan(&l, p, &info) == 0)
+				events += info.events;
+			pthread_mutex_lock(&g->lock);
+			ack_flush(g, cpu, bytes, events);
+			pthread_mutex_unlock(&g->lock);
+			if (c->pages_per_sec)
+				usleep(1000000 / c->pages_per_sec);
+		}
+		pthread_mutex_lock(&g->lock);
+		ack_flush(g, cpu, bytes, events);
+		if (++g->done_cpus == c->ncpus && g->done_fd >= 0) {
+			if (write(g->done_fd, "d", 1) < 0) {
+				/* the parent is gone; nothing to tell */
+			}
+		}
+		/* idle until the next START, answering flushes */
+		while (g->start_gen == gen) {
+			ack_flush(g, cpu, bytes, events);
+			pthread_cond_wait(&g->cond, &g->lock);
+		}
+		pthread_mutex_unlock(&g->lock);
+	}
+	return NULL;
+}
+
+static void do_flush(struct fg *g, uint64_t id)
+{
+	struct vmt_cpu_stats st[FAKEGUEST_MAX_CPUS] = { 0 };
+	struct vmt_buf b = { 0 };
+
+	pthread_mutex_lock(&g->lock);
+	g->flush_gen++;
+	pthread_cond_broadcast(&g->cond);
+	for (unsigned c = 0; c < g->c->ncpus; c++)
+		while (g->acked[c] != g->flush_gen)
+			pthread_cond_wait(&g->cond, &g->lock);
+	for (unsigned c = 0; c < g->c->ncpus; c++) {
+		st[c].bytes_sent = g->snap_bytes[c] + (g->c->lie_in_flush ? 4096 * 1000 : 0);
+		st[c].read = g->snap_events[c];
+		st[c].entries = 0;
+	}
+	pthread_mutex_unlock(&g->lock);
+	proto_put_flushed(&b, id, g->c->ncpus, st);
+	write_full(g->ctl.wfd, b.data, b.len);
+	buf_free(&b);
+}
+
+static void fg_run(struct fg *g)
+{
+	struct vmt_proto_rx *rx = malloc(sizeof(*rx));
+	pthread_t th[FAKEGUEST_MAX_CPUS];
+	struct cpu_arg args[FAKEGUEST_MAX_CPUS];
+
+	proto_rx_init(rx);
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+	for (unsigned c = 0; c < g->c->ncpus; c++) {
+		args[c] = (struct cpu_arg){ g, c };
+		pthread_create(&th[c], NULL, cpu_main, &args[c]);
+	}
+	endpoint_accept(&g->ctl);
+	if (g->c->garbage_first)
+		write_full(g->ctl.wfd, "\x01garbage before hello", 21);
+	send_hello(g, 0);
+	for (;;) {
+		struct vmt_msg m;
+		size_t room;
+		uint8_t *p = proto_rx_space(rx, &room);
+		ssize_t n = read(g->ctl.rfd, p, room);
+
+		if (n <= 0) {
+			if (g->ctl.listen_fd < 0)
+				_exit(0);
+			endpoint_accept(&g->ctl);	/* the host reconnects */
+			continue;
+		}
+		proto_rx_wrote(rx, (size_t)n);
+		while (proto_rx_next(rx, &m) > 0) {
+			switch (m.type) {
+			case VMT_MSG_HOST_HELLO:
+				send_hello(g, get_le32(m.payload + 4));
+				break;
+			case VMT_MSG_START: {
+				uint8_t s[8] = { 0 };
+				pthread_mutex_lock(&g->lock);
+				g->streaming = 0;
+				pthread_mutex_unlock(&g->lock);
+				send_msg(g, VMT_MSG_STARTED, s, 8);
+				send_meta(g);
+				break;
+			}
+			case VMT_MSG_STREAM: {
+				pthread_mutex_lock(&g->lock);
+				g->streaming = 1;
+				g->done_cpus = 0;
+				g->start_gen++;
+				pthread_cond_broadcast(&g->cond);
+				pthread_mutex_unlock(&g->lock);
+				break;
+			}
+			case VMT_MSG_FLUSH:
+				do_flush(g, get_le64(m.payload));
+				break;
+			case VMT_MSG_STOP:
+				send_msg(g, VMT_MSG_STOPPED, NULL, 0);
+				break;
+			}
+		}
+	}
+}
+
+int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
+{
+	int pfd[2];
+	struct fg *g;
+	pid_t pid;
+
+	if (c->ncpus > FAKEGUEST_MAX_CPUS || pipe2(pfd, O_CLOEXEC) < 0)
+		return -EINVAL;
+	mkdir(c->dir, 0700);
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->c = c;
+	/* channels exist before the child runs, like QEMU's after start-up */
+	if (endpoint_make(&g->ctl, c->dir, "agent-ctl-path", c->sockets) < 0)
+		return -errno;
+	for (unsigned i = 0; i < c->ncpus; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "trace-path-cpu%u", i);
+		if (endpoint_make(&g->data[i], c->dir, name, c->sockets) < 0)
+			return -errno;
+	}
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		close(pfd[0]);
+		g->done_fd = pfd[1];
+		signal(SIGPIPE, SIG_IGN);
+		fg_run(g);
+		_exit(0);
+	}
+	close(pfd[1]);
+	fg->pid = pid;
+	fg->done_fd = pfd[0];
+	/* the parent's copies of the channels are not needed */
+	if (g->ctl.listen_fd >= 0)
+		close(g->ctl.listen_fd);
+	if (g->ctl.rfd >= 0)
+		close(g->ctl.rfd);
+	if (g->ctl.wfd >= 0 && g->ctl.wfd != g->ctl.rfd)
+		close(g->ctl.wfd);
+	for (unsigned i = 0; i < c->ncpus; i++) {
+		struct endpoint *e = &g->data[i];
+		if (e->listen_fd >= 0)
+			close(e->listen_fd);
+		if (e->rfd >= 0)
+			close(e->rfd);
+		if (e->wfd >= 0 && e->wfd != e->rfd)
+			close(e->wfd);
+	}
+	free(g);
+	return 0;
+}
+
+int fakeguest_wait_sent(struct fakeguest *fg, int timeout_ms)
+{
+	struct pollfd p = { .fd = fg->done_fd, .events = POLLIN };
+	char ch;
+
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return -ETIMEDOUT;
+	return read(fg->done_fd, &ch, 1) == 1 ? 0 : -EIO;
+}
+
+void fakeguest_stop(struct fakeguest *fg)
+{
+	if (fg->pid > 0) {
+		kill(fg->pid, SIGKILL);
+		waitpid(fg->pid, NULL, 0);
+	}
+	if (fg->done_fd >= 0)
+		close(fg->done_fd);
+	fg->pid = 0;
+	fg->done_fd = -1;
+}

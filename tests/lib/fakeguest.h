@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* fakeguest: QEMU + vmtrace-agent stand-in for integration tests. */
+#ifndef VMT_FAKEGUEST_H
+#define VMT_FAKEGUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FAKEGUEST_MAX_CPUS 64
+
+struct fakeguest_conf {
+	const char *dir;	/* channel folder, made if missing */
+	int sockets;		/* 0: FIFO pairs, 1: unix sockets (QEMU server=on) */
+	uint32_t ncpus;
+	uint32_t page_size;
+	const uint8_t *bundle;	/* metadata bundle sent after START */
+	size_t bundle_len;
+	const uint8_t *pages[FAKEGUEST_MAX_CPUS];	/* per CPU, back to back */
+	size_t npages[FAKEGUEST_MAX_CPUS];
+	unsigned pages_per_sec;	/* 0: as fast as the host reads */
+	uint32_t chunk;		/* write pages in pieces of this size, 0: whole */
+	const char *release, *boot_id;
+	/* misbehaviour, for the hostile cases */
+	uint32_t hello_ncpus;	/* claim this many CPUs, 0: ncpus */
+	uint64_t meta_claim;	/* announce this metadata size, 0: the real one */
+	int corrupt_meta_crc;
+	int garbage_first;	/* junk on the control channel before HELLO */
+	int lie_in_flush;	/* claim more bytes sent than were */
+};
+
+struct fakeguest {
+	pid_t pid;
+	int done_fd;
+};
+
+/* Make the channels, then fork the guest; c must outlive the call only. */
+int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c);
+/* Wait until every CPU has sent all its pages (after a START). */
+int fakeguest_wait_sent(struct fakeguest *fg, int timeout_ms);
+void fakeguest_stop(struct fakeguest *fg);
+
+#endif

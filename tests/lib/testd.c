@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <trace-cmd/trace-cmd.h>
+#include <unistd.h>
+
+#include "testd.h"
+#include "testutil.h"
+
+static int sock_answers(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0), r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return 0;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return r == 0;
+}
+
+int testd_start(struct testd *d, const char *dir, const char *body)
+{
+	char bin[512];
+	FILE *f;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "%s", dir);
+	snprintf(d->state, sizeof(d->state), "%s/state", dir);
+	snprintf(d->sock, sizeof(d->sock), "%s/control.sock", dir);
+	snprintf(d->conf, sizeof(d->conf), "%s/vmtraced.yaml", dir);
+	snprintf(d->log, sizeof(d->log), "%s/vmtraced.log", dir);
+	f = fopen(d->conf, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "state_dir: %s\ncontrol_socket: %s\nlog_level: debug\n%s", d->state, d->sock, body);
+	fclose(f);
+	snprintf(bin, sizeof(bin), "%s/%s/vmtraced", test_srcdir(), test_builddir());
+	d->pid = fork();
+	if (d->pid < 0)
+		return -errno;
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 2);
+		dup2(fd, 1);
+		execl(bin, "vmtraced", "-c", d->conf, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200; i++) {
+		int st;
+		if (sock_answers(d->sock))
+			return 0;
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return -ECHILD;
+		}
+		usleep(50000);
+	}
+	return -ETIMEDOUT;
+}
+
+int testd_ctl(struct testd *d, char *out, size_t n, const char *args)
+{
+	char cmd[2048];
+	size_t got = 0;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s/%s/vmtracectl -s %s %s", test_srcdir(), test_builddir(),
+		 d->sock, args);
+	p = popen(cmd, "r");
+	if (!p)
+		return -errno;
+	if (out && n) {
+		got = fread(out, 1, n - 1, p);
+		out[got] = 0;
+	} else {
+		char sink[4096];
+		while (fread(sink, 1, sizeof(sink), p) > 0)
+			;
+	}
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int testd_stop(struct testd *d)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return -ECHILD;
+	kill(d->pid, SIGTERM);
+	if (waitpid(d->pid, &st, 0) < 0)
+		return -errno;
+	d->pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int testd_log_count(const struct testd *d, const char *needle)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen(d->log, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, needle))
+			n++;
+	fclose(f);
+	return n;
+}
+
+struct counts {
+	uint64_t *per_cpu;
+	unsigned max;
+	uint64_t total;
+};
+
+static int count_cb(struct tracecmd_input *h, struct tep_record *rec, int cpu, void *data)
+{
+	struct counts *c = data;
+
+	if (cpu >= 0 && (unsigned)cpu < c->max)
+		c->per_cpu[cpu]++;
+	c->total++;
+	return 0;
+}
+
+int tdread_counts(const char *file, uint64_t *per_cpu, unsigned max_cpus, uint64_t *total)
+{
+	struct counts c = { per_cpu, max_cpus, 0 };
+	struct tracecmd_input *h = tracecmd_open(file, 0);
+
+	if (!h)
+		return -EBADMSG;
+	memset(per_cpu, 0, max_cpus * sizeof(*per_cpu));
+	tracecmd_iterate_events(h, NULL, 0, count_cb, &c);
+	tracecmd_close(h);
+	*total = c.total;
+	return 0;
+}

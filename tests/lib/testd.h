@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/* testd: run vmtraced and vmtracectl from the build under test. */
+#ifndef VMT_TESTD_H
+#define VMT_TESTD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct testd {
+	pid_t pid;
+	char dir[256];		/* scratch folder of the test */
+	char state[300];	/* state_dir */
+	char sock[300];		/* control socket */
+	char conf[300];
+	char log[300];		/* the daemon's stderr */
+};
+
+/* Write DIR/vmtraced.yaml (state_dir, control_socket, then body) and start
+ * the daemon; returns once the control socket answers. */
+int testd_start(struct testd *d, const char *dir, const char *body);
+/* Run `vmtracectl -s SOCK ARGS...` (a shell-quoted string), stdout into
+ * out; returns the exit code. */
+int testd_ctl(struct testd *d, char *out, size_t n, const char *args);
+/* SIGTERM and wait: the daemon's exit code, or 128+signal. */
+int testd_stop(struct testd *d);
+/* Lines of the daemon's log matching needle. */
+int testd_log_count(const struct testd *d, const char *needle);
+
+/* Count the events of a trace.dat per CPU with libtracecmd; -errno. */
+int tdread_counts(const char *file, uint64_t *per_cpu, unsigned max_cpus, uint64_t *total);
+
+#endif
