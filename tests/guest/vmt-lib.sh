@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: MIT
+# Shell functions shared by demo.sh and the end-to-end suite: boot a guest,
+# run vmtraced on it, wait for it to stream, dump, merge. Source it with
+# ROOT (the source tree), B (the build with vmtraced, vmtracectl) and
+# CACHE (kernel and initramfs cache) set.
+
+VMT_QEMU_PIDS=""
+VMT_DAEMON_PID=""
+
+vmt_say() { printf '%s\n' "$*" >&2; }
+
+# vmt_boot RUN TRANSPORT [boot.sh options...]: boots, remembers QEMU's pid.
+vmt_boot() {
+	local run=$1 transport=$2 pid
+	shift 2
+	pid=$("$ROOT/tests/guest/boot.sh" -c "$CACHE" -A "$AGENT" -r "$run" -t "$transport" "$@") || return 1
+	VMT_QEMU_PIDS="$VMT_QEMU_PIDS $pid"
+	echo "$pid"
+}
+
+# vmt_wait_console RUN PATTERN SECONDS
+vmt_wait_console() {
+	local i=0
+	while [ $i -lt $(($3 * 10)) ]; do
+		grep -q "$2" "$1/console.log" 2>/dev/null && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# vmt_daemon DIR GUEST RUN TRANSPORT [RING_SIZE] [EVENTS]: config + start.
+vmt_daemon() {
+	local dir=$1 guest=$2 run=$3 transport=$4 ring=${5:-64MiB}
+	local events=${6:-"[sched:*, irq:*, timer:*]"}
+	mkdir -p "$dir"
+	cat >"$dir/vmtraced.yaml" <<-EOF
+	state_dir: $dir/state
+	control_socket: $dir/control.sock
+	record:
+	  ring_size: $ring
+	  guest_buffer_size: 4MiB
+	  clock: mono
+	  events: $events
+	  flush_timeout: 10s
+	guests:
+	  - name: $guest
+	    path: $run
+	    transport: $transport
+	EOF
+	"$B/vmtraced" -c "$dir/vmtraced.yaml" 2>"$dir/vmtraced.log" &
+	VMT_DAEMON_PID=$!
+	local i=0
+	while [ ! -S "$dir/control.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	[ -S "$dir/control.sock" ]
+}
+
+vmt_ctl() { "$B/vmtracectl" -s "$VMT_DIR/control.sock" "$@"; }
+
+# vmt_wait_streaming SECONDS: until every guest streams and has pages in.
+vmt_wait_streaming() {
+	local i=0 s
+	while [ $i -lt $(($1 * 2)) ]; do
+		s=$(vmt_ctl --json status 2>/dev/null)
+		if echo "$s" | grep -q '"state": "streaming"' &&
+		   ! echo "$s" | grep -q '"pages_in": 0[,}]'; then
+			return 0
+		fi
+		sleep 0.5
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# vmt_newest_sample DIR GUEST: path of the newest sample, "" if none.
+vmt_newest_sample() {
+	ls -t "$1/state/$2/"*.vmts 2>/dev/null | head -1
+}
+
+vmt_cleanup() {
+	if [ -n "$VMT_DAEMON_PID" ]; then
+		kill "$VMT_DAEMON_PID" 2>/dev/null
+		wait "$VMT_DAEMON_PID" 2>/dev/null
+		VMT_DAEMON_PID=""
+	fi
+	for p in $VMT_QEMU_PIDS; do
+		kill "$p" 2>/dev/null
+	done
+	VMT_QEMU_PIDS=""
+}
+
+# Why the guest suites cannot run here, or nothing.
+vmt_cannot_run() {
+	[ "$(id -u)" = 0 ] || { echo "not root"; return; }
+	command -v qemu-system-x86_64 >/dev/null || { echo "no qemu-system-x86_64"; return; }
+	command -v busybox >/dev/null || [ -x /bin/busybox ] || { echo "no busybox-static"; return; }
+	[ -x "$AGENT" ] || { echo "no agent binary at $AGENT"; return; }
+}
