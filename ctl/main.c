@@ -18,7 +18,9 @@ static const struct {
 	const char *help;
 } commands[] = {
 	{ "status", cmd_status, "status                    the daemon and every guest" },
-	{ "dump", cmd_dump, "dump [GUEST...] [-r TEXT] write samples now; prints the files" },
+	{ "dump", cmd_dump, "dump [GUEST...] [--window SEC] [--post SEC] [--reason TEXT]\n"
+			    "                            write samples now; prints the files" },
+	{ "reload", cmd_reload, "reload                    re-read the configuration" },
 	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE... samples (+ their aux) -> trace.dat" },
 };
 

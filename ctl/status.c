@@ -210,13 +210,56 @@ int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv)
 	return finish(&c, r);
 }
 
+/* "2", "0.5", "1.25s": seconds, more than 0, at most a day. */
+static int parse_seconds(const char *s, uint64_t *ns)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || (*end && strcmp(end, "s")) || !(v > 0) || v > 86400)
+		return -EINVAL;
+	*ns = (uint64_t)(v * 1e9);
+	return 0;
+}
+
+static int simple_request(const struct vmt_ctl_opts *o, unsigned type, const char *done)
+{
+	struct vmt_ctl_client c;
+	struct vmt_ctl_record rec;
+	struct vmt_buf b = { 0 };
+	int r;
+
+	if (connect_or_explain(&c, o->socket) < 0)
+		return 1;
+	ctl_msg_begin(&b, type, 1);
+	r = client_request(&c, &b);
+	buf_free(&b);
+	while (r >= 0 && (r = client_next(&c, &rec, 30000)) > 0)
+		;
+	if (r == 0 && done)
+		printf("%s\n", done);
+	return finish(&c, r);
+}
+
+int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	if (argc > 1) {
+		fprintf(stderr, "usage: vmtracectl reload\n");
+		return 2;
+	}
+	return simple_request(o, VMT_CTL_RELOAD, "configuration reloaded");
+}
+
 int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "reason", required_argument, NULL, 'r' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "post", required_argument, NULL, 'p' },
 		{ 0 },
 	};
+	uint64_t window_ns = 0, post_ns = 0;
 	struct vmt_ctl_client c;
 	struct vmt_ctl_record rec;
 	struct vmt_buf b = { 0 };
@@ -224,15 +267,26 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 	int timeout_s = 300, opt, r, files = 0;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "r:t:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "r:t:w:p:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'r': reason = optarg; break;
 		case 't': timeout_s = atoi(optarg); break;
+		case 'w':
+		case 'p':
+			if (parse_seconds(optarg, opt == 'w' ? &window_ns : &post_ns) < 0) {
+				fprintf(stderr, "vmtracectl: --%s: '%s' is not a number of seconds\n",
+					opt == 'w' ? "window" : "post", optarg);
+				return 2;
+			}
+			break;
 		default:
-			fprintf(stderr, "usage: vmtracectl dump [GUEST...] [--reason TEXT] [--timeout SEC]\n");
+			fprintf(stderr, "usage: vmtracectl dump [GUEST...] [--window SEC] [--post SEC] "
+					"[--reason TEXT] [--timeout SEC]\n");
 			return 2;
 		}
 	}
+	if (post_ns)
+		timeout_s += (int)(post_ns / 1000000000);
 	if (connect_or_explain(&c, o->socket) < 0)
 		return 1;
 	ctl_msg_begin(&b, VMT_CTL_DUMP, 1);
@@ -240,6 +294,10 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 		tlv_put_str(&b, VMT_CTAG_GUEST, argv[i]);
 	if (reason)
 		tlv_put_str(&b, VMT_CTAG_REASON, reason);
+	if (window_ns)
+		tlv_put_u64(&b, VMT_CTAG_WINDOW_NS, window_ns);
+	if (post_ns)
+		tlv_put_u64(&b, VMT_CTAG_POST_NS, post_ns);
 	r = client_request(&c, &b);
 	buf_free(&b);
 	if (o->json)

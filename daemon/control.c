@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <systemd/sd-daemon.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +22,14 @@
 #define MAX_CLIENTS 256
 #define MAX_DUMP_GUESTS 64
 
+enum vmt_access { ACCESS_NONE, ACCESS_READ, ACCESS_FULL };
+
 struct vmt_client {
 	struct vmt_control *ctl;
 	int fd;
 	uid_t uid;
 	pid_t pid;
+	enum vmt_access access;
 	sd_event_source *src;
 	struct vmt_client *next;
 };
@@ -34,6 +41,7 @@ struct vmt_control {
 	sd_event_source *src;
 	struct vmt_client *clients;
 	unsigned nclients;
+	bool activated;
 	uint64_t refused;
 	uint64_t bad_requests;
 };
@@ -140,6 +148,12 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	}
 	if (g->last_dump[0])
 		tlv_put_str(b, VMT_CTAG_LAST_DUMP, g->last_dump);
+	tlv_put_u64(b, VMT_CTAG_STALE_BYTES, g->c.stale_bytes);
+	tlv_put_u64(b, VMT_CTAG_FLUSH_TIMEOUTS, g->c.flush_timeouts);
+	tlv_put_u64(b, VMT_CTAG_SESSIONS, g->c.sessions);
+	tlv_put_u64(b, VMT_CTAG_META_REJECTED, g->c.meta_rejected);
+	tlv_put_u64(b, VMT_CTAG_TRIGGERS_SUPPRESSED, g->c.triggers_suppressed);
+	tlv_put_u32(b, VMT_CTAG_FLAGS, g->discovered ? 1 : 0);
 }
 
 static void handle_status(struct vmt_client *cl, uint32_t id, bool with_daemon)
@@ -155,6 +169,11 @@ static void handle_status(struct vmt_client *cl, uint32_t id, bool with_daemon)
 		tlv_put_u64(&b, VMT_CTAG_DUMPS, m->dumps);
 		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dump_errors);
 		tlv_put_str(&b, VMT_CTAG_PATH, m->conf.state_dir);
+		tlv_put_u64(&b, VMT_CTAG_MEM_CAP, m->conf.memory_max);
+		tlv_put_u64(&b, VMT_CTAG_TRIGGERS, m->triggers_total);
+		tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, m->triggers_suppressed);
+		tlv_put_u64(&b, VMT_CTAG_REFUSED, cl->ctl->refused + cl->ctl->bad_requests);
+		tlv_put_u64(&b, VMT_CTAG_GUESTS_REFUSED, m->guests_refused);
 		client_send(cl, &b);
 	}
 	for (uint32_t i = 0; i < m->nguests; i++) {
@@ -172,6 +191,7 @@ static void handle_dump(struct vmt_client *cl, uint32_t id, const uint8_t *p, ui
 				 .time_ns = now_realtime_ns() };
 	char names[MAX_DUMP_GUESTS][VMT_NAME_MAX];
 	char *ptrs[MAX_DUMP_GUESTS];
+	struct vmt_dump_req rq = { 0 };
 	uint32_t n = 0;
 	struct vmt_tlv tv;
 	size_t pos = 0;
@@ -190,6 +210,16 @@ static void handle_dump(struct vmt_client *cl, uint32_t id, const uint8_t *p, ui
 			}
 			ptrs[n] = names[n];
 			n++;
+		} else if (tv.tag == VMT_CTAG_WINDOW_NS) {
+			if (tlv_u64(&tv, &rq.window_ns) < 0) {
+				client_error(cl, id, EINVAL, "invalid window");
+				return;
+			}
+		} else if (tv.tag == VMT_CTAG_POST_NS) {
+			if (tlv_u64(&tv, &rq.post_ns) < 0 || rq.post_ns > 3600 * 1000000000ull) {
+				client_error(cl, id, EINVAL, "invalid --post (at most an hour)");
+				return;
+			}
 		} else if (tv.tag == VMT_CTAG_REASON) {
 			char reason[VMT_REASON_MAX - 40];
 			if (tlv_str(&tv, reason, sizeof(reason)) < 0) {
@@ -199,9 +229,16 @@ static void handle_dump(struct vmt_client *cl, uint32_t id, const uint8_t *p, ui
 			snprintf(t.reason, sizeof(t.reason), "%s (vmtracectl, pid %d)", reason, cl->pid);
 		}
 	}
-	r = manager_request_dump(cl->ctl->m, ptrs, n, &t, cl, id);
+	rq.names = ptrs;
+	rq.n = n;
+	rq.trigger = &t;
+	rq.client = cl;
+	rq.request_id = id;
+	r = manager_request_dump(cl->ctl->m, &rq);
 	if (r == -ENOENT)
 		client_error(cl, id, ENOENT, "no such guest");
+	else if (r == -EBUSY)
+		client_error(cl, id, EBUSY, "suppressed by the cooldown or the rate limit");
 	else if (r < 0)
 		client_error(cl, id, -r, strerror(-r));
 }
@@ -253,6 +290,13 @@ static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		client_error(cl, 0, EBADMSG, "malformed request");
 		return 0;
 	}
+	if (cl->access != ACCESS_FULL && type != VMT_CTL_STATUS && type != VMT_CTL_GUESTS &&
+	    type != VMT_CTL_SAMPLES) {
+		cl->ctl->refused++;
+		client_error(cl, id, EACCES, "permission denied: this command needs root or the "
+					     "control group");
+		return 0;
+	}
 	switch (type) {
 	case VMT_CTL_STATUS:
 		handle_status(cl, id, true);
@@ -263,12 +307,53 @@ static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	case VMT_CTL_DUMP:
 		handle_dump(cl, id, payload, plen);
 		break;
+	case VMT_CTL_RELOAD: {
+		char err[1024];
+		if (manager_reload(cl->ctl->m, err, sizeof(err)) < 0)
+			client_error(cl, id, EINVAL, err);
+		else
+			client_end(cl, id);
+		break;
+	}
 	default:
 		cl->ctl->bad_requests++;
 		client_error(cl, id, EOPNOTSUPP, "not a request");
 		break;
 	}
 	return 0;
+}
+
+static bool in_group(const char *group, uid_t uid, gid_t gid)
+{
+	gid_t groups[256];
+	int ng = 256;
+	struct group *gr;
+	struct passwd *pw;
+
+	if (!group[0] || !(gr = getgrnam(group)))
+		return false;
+	if (gid == gr->gr_gid)
+		return true;
+	pw = getpwuid(uid);
+	if (!pw || getgrouplist(pw->pw_name, pw->pw_gid, groups, &ng) < 0)
+		return false;
+	for (int i = 0; i < ng; i++)
+		if (groups[i] == gr->gr_gid)
+			return true;
+	return false;
+}
+
+/* Root and the daemon's own user may do everything; then the groups of the
+ * configuration, looked up now so that a reload or a new member counts. */
+static enum vmt_access peer_access(const struct vmt_config *conf, const struct ucred *cr)
+{
+	if (cr->uid == 0 || cr->uid == geteuid())
+		return ACCESS_FULL;
+	if (in_group(conf->control.group, cr->uid, cr->gid))
+		return ACCESS_FULL;
+	if (in_group(conf->control.read_group, cr->uid, cr->gid))
+		return ACCESS_READ;
+	return ACCESS_NONE;
 }
 
 static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -282,10 +367,7 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (cfd < 0)
 		return 0;
-	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl_len) < 0 ||
-	    (cred.uid != 0 && cred.uid != geteuid())) {
-		c->refused++;
-		log_warning("control: refused a client (uid %u, pid %d)", cred.uid, cred.pid);
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl_len) < 0) {
 		close(cfd);
 		return 0;
 	}
@@ -303,6 +385,18 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	cl->fd = cfd;
 	cl->uid = cred.uid;
 	cl->pid = cred.pid;
+	cl->access = peer_access(&c->m->conf, &cred);
+	if (cl->access == ACCESS_NONE) {
+		/* say why before closing: a bare hang-up reads like a crash */
+		c->refused++;
+		log_warning("control: refused uid %u (pid %d): not root nor in the control groups",
+			    cred.uid, cred.pid);
+		client_error(cl, 0, EACCES, "permission denied: vmtraced answers root and the "
+				      "members of its control groups only");
+		close(cfd);
+		free(cl);
+		return 0;
+	}
 	r = sd_event_add_io(c->m->event, &cl->src, cfd, EPOLLIN, client_cb, cl);
 	if (r < 0) {
 		close(cfd);
@@ -330,6 +424,39 @@ static int mkdir_parent(const char *path)
 	return 0;
 }
 
+/*
+ * A socket passed by systemd (vmtraced.socket, FileDescriptorName=control),
+ * or -1. Other passed fds are not ours: closed.
+ */
+static int control_activated_fd(void)
+{
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names), fd = -1;
+
+	for (int i = 0; i < n; i++) {
+		int cand = SD_LISTEN_FDS_START + i;
+		bool named = names && names[i] && !strcmp(names[i], "control");
+		bool only = n == 1 && (!names || !names[i] || !strcmp(names[i], "unknown"));
+
+		if (fd < 0 && (named || only) && sd_is_socket_unix(cand, SOCK_SEQPACKET, 1, NULL, 0) > 0) {
+			fd = cand;
+			continue;
+		}
+		log_warning("ignoring passed fd %d (%s)", cand, names && names[i] ? names[i] : "unnamed");
+		close(cand);
+	}
+	if (names) {
+		for (int i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+	}
+	if (fd >= 0) {
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+	return fd;
+}
+
 int control_new(struct vmt_control **out, struct vmt_manager *m, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -343,6 +470,16 @@ int control_new(struct vmt_control **out, struct vmt_manager *m, const char *pat
 		return -ENOMEM;
 	c->m = m;
 	snprintf(c->path, sizeof(c->path), "%s", path);
+	c->fd = control_activated_fd();
+	if (c->fd >= 0) {
+		c->activated = true;
+		log_info("control socket passed by systemd");
+		r = sd_event_add_io(m->event, &c->src, c->fd, EPOLLIN, accept_cb, c);
+		if (r < 0)
+			goto fail;
+		*out = c;
+		return 0;
+	}
 	strcpy(sa.sun_path, path);
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
@@ -377,6 +514,7 @@ void control_free(struct vmt_control *c)
 		client_free(c->clients);
 	sd_event_source_disable_unref(c->src);
 	close(c->fd);
-	unlink(c->path);
+	if (!c->activated)	/* systemd owns an activated socket's file */
+		unlink(c->path);
 	free(c);
 }

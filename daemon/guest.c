@@ -458,6 +458,21 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 		g->have_aux = false;
 	}
 	if (!g->nrings) {
+		uint64_t pages = VMT_MAX(g->conf.rec.ring_size / h.page_size, 1);
+		uint64_t need = ring_mem_size((uint32_t)VMT_MIN(pages, UINT32_MAX), h.page_size) * h.ncpus;
+		uint64_t cap = g->m->conf.memory_max;
+
+		if (cap && g->m->mem_used + need > cap) {
+			char why[200];
+			g->m->guests_refused++;
+			snprintf(why, sizeof(why),
+				 "rings of %llu KiB do not fit under memory_max (%llu of %llu KiB used)",
+				 (unsigned long long)(need >> 10), (unsigned long long)(g->m->mem_used >> 10),
+				 (unsigned long long)(cap >> 10));
+			log_guest(VMT_LOG_ERR, 0, g->conf.name, "refused: %s", why);
+			guest_fail(g, why);
+			return;
+		}
 		r = guest_alloc_rings(g, h.ncpus, h.page_size);
 		if (r < 0) {
 			log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot allocate rings: %m");
@@ -892,6 +907,27 @@ bool guest_flush(struct vmt_guest *g, uint64_t id)
 	put_le64(p, id);
 	guest_send(g, VMT_MSG_FLUSH, p, sizeof(p));
 	return g->flush_wait;
+}
+
+void guest_vanished(struct vmt_guest *g)
+{
+	guest_disconnect(g, "its folder is gone");
+}
+
+bool guest_forget(struct vmt_guest *g, uint64_t forget_after_ns)
+{
+	if (g->state != GUEST_OFFLINE || !forget_after_ns ||
+	    now_monotonic_ns() - g->state_since_ns < forget_after_ns)
+		return false;
+	if (g->nrings) {
+		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "offline for %llu s: rings freed (%llu KiB)",
+			  (unsigned long long)(forget_after_ns / 1000000000),
+			  (unsigned long long)(guest_mem(g) >> 10));
+		g->m->mem_used -= guest_mem(g);
+		guest_free_rings(g);
+		g->have_aux = false;
+	}
+	return true;
 }
 
 void guest_stop(struct vmt_guest *g)

@@ -48,12 +48,16 @@ struct vmt_guest_counters {
 	uint64_t flush_bad;	/* FLUSHED that did not fit the stream */
 	uint64_t errors_from_agent;
 	uint64_t triggers_from_agent;
+	uint64_t triggers_suppressed;	/* automatic triggers held back by the cooldown */
 };
 
 struct vmt_guest {
 	struct vmt_manager *m;
 	struct vmt_guest_conf conf;
 	enum vmt_guest_state state;
+	bool discovered;	/* found in a discovery folder, not configured */
+	bool present;		/* discovered: its folder was there at the last rescan */
+	bool keep, fresh;	/* bookkeeping of a reload */
 
 	struct vmt_channel ctl;
 	sd_event_source *ctl_src;
@@ -93,6 +97,7 @@ struct vmt_guest {
 	struct vmt_cpu_stats *stats;	/* last FLUSHED */
 	bool have_stats;
 
+	uint64_t last_freeze_ns;	/* CLOCK_MONOTONIC of its last dump, for the cooldown */
 	struct vmt_guest_counters c;
 	uint64_t ctl_rejected_bytes_base;
 	uint64_t log_budget_ns;	/* rate limit for complaints */
@@ -106,6 +111,10 @@ void guest_free(struct vmt_guest *g);
 void guest_connect(struct vmt_guest *g);
 /* Ask the agent to flush; false if there is no session to ask. */
 bool guest_flush(struct vmt_guest *g, uint64_t id);
+/* Its folder is gone: close the channels, keep the rings. */
+void guest_vanished(struct vmt_guest *g);
+/* Free the rings of a guest offline since forget_after; true if it did. */
+bool guest_forget(struct vmt_guest *g, uint64_t forget_after_ns);
 /* Tell the agent to stop tracing (daemon shutdown). */
 void guest_stop(struct vmt_guest *g);
 /* Memory the rings take. */

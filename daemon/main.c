@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "log.h"
@@ -23,6 +24,18 @@ static void usage(FILE *f)
 		"  -v        with -n: print it normalized\n"
 		"  -d        debug logging\n"
 		"  -V        print the version\n");
+}
+
+/* Under systemd, stderr is a stream to journald: log with fields instead. */
+static bool stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2 || fstat(2, &st) < 0)
+		return false;
+	return st.st_dev == dev && st.st_ino == ino;
 }
 
 int main(int argc, char **argv)
@@ -65,6 +78,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_set_level(debug ? VMT_LOG_DEBUG : conf.log_level);
+	if (stderr_is_journal())
+		log_open_journal();
 
 	r = manager_new(&m, &conf, path);
 	config_free(&conf);

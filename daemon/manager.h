@@ -21,24 +21,42 @@
 struct vmt_guest;
 struct vmt_client;
 
-/* One dump request as it moves from flushing to written. */
+enum vmt_dump_phase {
+	VMT_DUMP_DELAY,		/* coalescing window and --post: recording goes on */
+	VMT_DUMP_FLUSH,		/* waiting for the agents' FLUSHED */
+	VMT_DUMP_WRITE,		/* frozen, the writer has the copies */
+};
+
+/* One dump as it moves from its first trigger to its files. */
 struct vmt_dump {
 	uint64_t id;
-	bool writing;		/* frozen and handed to the writer */
+	enum vmt_dump_phase phase;
 	bool all_guests;
 	char **guests;		/* names when !all_guests */
 	uint32_t nguests;
 	uint32_t ntriggers;
 	struct vmt_trigger triggers[VMT_SAMPLE_MAX_TRIGGERS];
 	uint32_t triggers_dropped;
-	sd_event_source *timeout;
+	uint64_t window_ns;	/* keep this much before the trigger, 0 = the whole ring */
+	uint64_t post_ns;	/* and record this much after it */
+	uint64_t fire_at_ns;	/* CLOCK_MONOTONIC: end of DELAY */
+	sd_event_source *timer;	/* DELAY's end, or FLUSH's timeout */
 	unsigned jobs_left;
-	/* who waits for the answer: control clients */
-	struct vmt_waiter *waiters;
-	/* files written, for the answer */
-	char **files;
+	struct vmt_waiter *waiters;	/* control clients waiting for the answer */
+	char **files;		/* written, for the answer */
 	uint32_t nfiles;
 	int error;
+};
+
+/* What one trigger asks for. */
+struct vmt_dump_req {
+	char *const *names;	/* guests, n = 0: all */
+	uint32_t n;
+	const struct vmt_trigger *trigger;
+	uint64_t window_ns;
+	uint64_t post_ns;
+	struct vmt_client *client;	/* to answer, or NULL */
+	uint32_t request_id;
 };
 
 struct vmt_waiter {
@@ -55,12 +73,18 @@ struct vmt_manager {
 	uint32_t nguests;
 	struct vmt_writer writer;
 	struct vmt_control *control;
+	struct vmt_discovery *discovery;
 	uint64_t start_ns;
 	uint64_t next_dump_id;
 	uint64_t last_sample_ns;
 	struct vmt_dump *cur;	/* flushing or writing */
 	struct vmt_dump *next;	/* waiting for cur to finish */
+	double tokens;		/* rate limit bucket */
+	uint64_t tokens_at_ns;
 	/* daemon-wide counters */
+	uint64_t triggers_total;
+	uint64_t triggers_suppressed;
+	uint64_t guests_refused;	/* rings refused by memory_max */
 	uint64_t dumps;
 	uint64_t dump_errors;
 	uint64_t samples_written;
@@ -74,11 +98,11 @@ int manager_run(struct vmt_manager *m);
 void manager_free(struct vmt_manager *m);
 
 /*
- * Ask for a dump of the named guests (NULL/0 = all). waiter may be NULL.
- * -ENOENT if a named guest does not exist.
+ * Ask for a dump. 0: it will happen (the client, if any, gets the files);
+ * -ENOENT: a named guest does not exist; -EBUSY: an automatic trigger was
+ * suppressed by the cooldown or the rate limit (and counted).
  */
-int manager_request_dump(struct vmt_manager *m, char *const *names, uint32_t n,
-			 const struct vmt_trigger *t, struct vmt_client *client, uint32_t request_id);
+int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq);
 /* A control client went away: forget it in pending answers. */
 void manager_forget_client(struct vmt_manager *m, struct vmt_client *client);
 
@@ -89,5 +113,11 @@ void manager_guest_flushed(struct vmt_manager *m, struct vmt_guest *g);
 void manager_dump_guest_now(struct vmt_manager *m, struct vmt_guest *g, const struct vmt_trigger *t);
 void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g);
 struct vmt_guest *manager_find_guest(struct vmt_manager *m, const char *name);
+/* A guest that was not in the configuration (discovery). */
+int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, struct vmt_guest **out);
+void manager_writer_done(struct vmt_job *job, void *userdata);
+void manager_free_dumps(struct vmt_manager *m);
+/* Re-read the configuration file; err says why it was refused. */
+int manager_reload(struct vmt_manager *m, char *err, size_t err_len);
 
 #endif

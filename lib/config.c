@@ -16,6 +16,9 @@
 #define KiB ((uint64_t)1 << 10)
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)
+#define TiB ((uint64_t)1 << 40)
+#define SEC_MS ((uint64_t)1000)
+#define DAY_MS (86400 * SEC_MS)
 
 #define CONFIG_FILE_MAX (16 * MiB)
 #define RING_PAGE ((uint64_t)4096)
@@ -25,7 +28,19 @@
 /* A bare number is bytes: the minimum catches "64" written for 64MiB. */
 #define META_MIN (64 * KiB)
 #define META_MAX (4 * GiB)
-#define FLUSH_MAX_MS 60000u
+#define FLUSH_MAX_MS (60 * SEC_MS)
+/* Below 1MiB a cap on all rings, or on all samples, is a typo. */
+#define MEMORY_MIN MiB
+#define MEMORY_MAX (64 * TiB)
+#define RETAIN_BYTES_MIN MiB
+#define RETAIN_BYTES_MAX (1024 * TiB)
+#define RETAIN_SAMPLES_MAX 1000000
+#define FORGET_MAX_MS (365 * DAY_MS)
+#define AGE_MAX_MS (3650 * DAY_MS)
+#define COALESCE_MAX_MS (60 * SEC_MS)
+#define COOLDOWN_MAX_MS DAY_MS
+#define PER_MINUTE_MAX 600
+#define GROUP_MAX 32	/* useradd's limit */
 /* Room under PATH_MAX for the guest folders and sample names below it. */
 #define DIR_MAX 3840
 #define SUN_PATH_MAX 107	/* sizeof(sockaddr_un.sun_path) - 1 */
@@ -42,6 +57,7 @@ struct cfg_parser {
 	size_t err_len;
 	struct vmt_config *c;
 	yaml_node_t *guests;	/* parsed after `record:` wherever it stands */
+	yaml_node_t *discovery;	/* parsed after the guests, whose paths it checks */
 };
 
 /* What one guest's mapping needs beyond the struct: nodes for messages. */
@@ -49,6 +65,12 @@ struct guest_parse {
 	struct vmt_guest_conf *g;
 	yaml_node_t *name;
 	yaml_node_t *path;
+};
+
+struct discovery_parse {
+	struct vmt_discovery_conf *d;
+	yaml_node_t *path;
+	yaml_node_t *transport;
 };
 
 typedef int field_fn(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj);
@@ -75,10 +97,22 @@ static const char *const transports[] = {
 	[VMT_TRANSPORT_SOCKET] = "socket",
 };
 
+static const char *const layouts[] = {
+	[VMT_LAYOUT_VMTRACED] = "vmtraced",
+	[VMT_LAYOUT_LIBVIRT] = "libvirt",
+};
+
 const char *transport_name(enum vmt_transport t)
 {
 	if ((unsigned)t < ARRAY_SIZE(transports))
 		return transports[t];
+	return "unknown";
+}
+
+const char *layout_name(enum vmt_layout l)
+{
+	if ((unsigned)l < ARRAY_SIZE(layouts))
+		return layouts[l];
 	return "unknown";
 }
 
@@ -108,7 +142,19 @@ void config_init(struct vmt_config *c)
 	strcpy(c->control_socket, "/run/vmtraced/control.sock");
 	c->log_level = VMT_LOG_INFO;
 	c->zstd_level = 3;
+	c->memory_max = 0;
+	c->forget_after_s = 3600;
 	record_init(&c->rec);
+	c->triggers.coalesce_ms = 500;
+	c->triggers.cooldown_ms = 10000;
+	c->triggers.max_per_minute = 12;
+	/* retention and control: all zero, no limit and root only */
+	c->host.enabled = 0;
+	strcpy(c->host.events, "kvm:*,sched:sched_switch,sched:sched_wakeup,sched:sched_waking");
+	strcpy(c->host.clock, "mono");
+	c->host.ring_size = 4 * MiB;
+	c->host.buffer_kb = 4096;
+	c->host.qemu_only = 1;
 }
 
 void config_free(struct vmt_config *c)
@@ -116,6 +162,23 @@ void config_free(struct vmt_config *c)
 	free(c->guests);
 	c->guests = NULL;
 	c->nguests = 0;
+	free(c->discovery);
+	c->discovery = NULL;
+	c->ndiscovery = 0;
+}
+
+static bool record_equal(const struct vmt_record_conf *a, const struct vmt_record_conf *b)
+{
+	return a->ring_size == b->ring_size && a->guest_buffer_kb == b->guest_buffer_kb &&
+	       !strcmp(a->clock, b->clock) && !strcmp(a->events, b->events) &&
+	       a->meta_max == b->meta_max && a->flush_timeout_ms == b->flush_timeout_ms;
+}
+
+/* Field by field: bytes after a string's NUL may differ. */
+bool config_guest_equal(const struct vmt_guest_conf *a, const struct vmt_guest_conf *b)
+{
+	return !strcmp(a->name, b->name) && !strcmp(a->path, b->path) &&
+	       a->transport == b->transport && a->cpus == b->cpus && record_equal(&a->rec, &b->rec);
 }
 
 /* ---- messages ---------------------------------------------------------- */
@@ -150,7 +213,9 @@ static const char *show(const char *s, char *buf, size_t n)
 
 static const char *size_text(uint64_t v, char *buf, size_t n)
 {
-	if (v && v % GiB == 0)
+	if (v && v % TiB == 0)
+		snprintf(buf, n, "%" PRIu64 "TiB", v / TiB);
+	else if (v && v % GiB == 0)
 		snprintf(buf, n, "%" PRIu64 "GiB", v / GiB);
 	else if (v && v % MiB == 0)
 		snprintf(buf, n, "%" PRIu64 "MiB", v / MiB);
@@ -161,6 +226,26 @@ static const char *size_text(uint64_t v, char *buf, size_t n)
 	return buf;
 }
 #define SIZE_TEXT(v) size_text((v), (char[32]){ 0 }, 32)
+
+/* In the largest unit that says it exactly, "60s" rather than "1m". */
+static const char *duration_text(uint64_t ms, char *buf, size_t n)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = {
+		{ "d", DAY_MS }, { "h", 3600 * SEC_MS }, { "s", SEC_MS },
+	};
+
+	for (size_t i = 0; ms && i < ARRAY_SIZE(units); i++)
+		if (ms % units[i].ms == 0) {
+			snprintf(buf, n, "%" PRIu64 "%s", ms / units[i].ms, units[i].unit);
+			return buf;
+		}
+	snprintf(buf, n, "%" PRIu64 "%s", ms, ms ? "ms" : "");
+	return buf;
+}
+#define DURATION_TEXT(v) duration_text((v), (char[32]){ 0 }, 32)
 
 __attribute__((format(printf, 5, 0)))
 static void err_vwrite(struct cfg_parser *p, size_t line, size_t col, const char *field,
@@ -315,13 +400,15 @@ static int node_size(struct cfg_parser *p, yaml_node_t *n, const char *field, ui
 	return 0;
 }
 
-/* "1000" and "1000ms" are milliseconds, "2s" seconds. */
-static int node_ms(struct cfg_parser *p, yaml_node_t *n, const char *field, uint32_t min,
-		   uint32_t max, uint32_t *out)
+/*
+ * A duration between min_ms and max_ms, stored in units of unit_ms (1 or
+ * 1000): a field kept in seconds refuses "1500ms" rather than round it.
+ */
+static int node_duration(struct cfg_parser *p, yaml_node_t *n, const char *field,
+			 uint64_t unit_ms, uint64_t min_ms, uint64_t max_ms, uint64_t *out)
 {
 	const char *s = NULL;
-	char *end;
-	unsigned long long v;
+	uint64_t v = 0;
 	int r;
 
 	r = node_scalar(p, n, field, "a duration", false, &s);
@@ -329,23 +416,70 @@ static int node_ms(struct cfg_parser *p, yaml_node_t *n, const char *field, uint
 		return r;
 	if (s[0] == '-')
 		return cfg_error(p, n, field, "%s: a duration cannot be negative", SHOW(s));
-	if (!isdigit((unsigned char)s[0]))
-		goto bad;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	while (*end == ' ')
-		end++;
-	if (!strcmp(end, "s"))
-		v = v > UINT32_MAX ? UINT64_MAX : v * 1000;
-	else if (*end && strcmp(end, "ms"))
-		goto bad;
-	if (errno || v < min || v > max)
-		return cfg_error(p, n, field, "%s is out of range (%ums to %ums)", SHOW(s), min, max);
-	*out = (uint32_t)v;
+	r = parse_duration_ms(s, &v);
+	if (r == -EINVAL)
+		return cfg_error(p, n, field,
+				 "%s is not a duration (500ms, 10s, 5m, 1h, 30d; a bare number is seconds)",
+				 SHOW(s));
+	if (r < 0 || v < min_ms || v > max_ms)
+		return cfg_error(p, n, field, "%s is out of range (%s to %s)", SHOW(s),
+				 DURATION_TEXT(min_ms), DURATION_TEXT(max_ms));
+	if (v % unit_ms)
+		return cfg_error(p, n, field, "%s is not a whole number of seconds", SHOW(s));
+	*out = v / unit_ms;
 	return 0;
-bad:
-	return cfg_error(p, n, field, "%s is not a duration (milliseconds: 500, 500ms, or seconds: 2s)",
-			 SHOW(s));
+}
+
+static int node_bool(struct cfg_parser *p, yaml_node_t *n, const char *field, int *out)
+{
+	static const char *const words[] = { "false", "False", "FALSE", "true", "True", "TRUE" };
+	const char *s = NULL;
+	int r;
+
+	r = node_scalar(p, n, field, "true or false", false, &s);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		if (!strcmp(s, words[i])) {
+			*out = i >= 3;
+			return 0;
+		}
+	return cfg_error(p, n, field, "%s is not true or false", SHOW(s));
+}
+
+/* useradd's rule for names, so a group that cannot exist is a typo. */
+static bool group_is_valid(const char *s)
+{
+	size_t len = strlen(s);
+
+	if (!len)
+		return true;	/* none */
+	if (len > GROUP_MAX || !((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+		return false;
+	for (size_t i = 1; i < len; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
+		      (ch == '$' && i == len - 1)))
+			return false;
+	}
+	return true;
+}
+
+static int node_group(struct cfg_parser *p, yaml_node_t *n, const char *field, char *dst)
+{
+	const char *s = NULL;
+	int r;
+
+	r = node_scalar(p, n, field, "a group name", true, &s);
+	if (r < 0)
+		return r;
+	if (!group_is_valid(s))
+		return cfg_error(p, n, field,
+				 "%s is not a group name ([a-z_][a-z0-9_-]*, optionally ending in $, at most %d characters)",
+				 SHOW(s), GROUP_MAX);
+	strcpy(dst, s);
+	return 0;
 }
 
 /*
@@ -425,52 +559,98 @@ static int map_walk(struct cfg_parser *p, yaml_node_t *map, const char *prefix,
 	return 0;
 }
 
+/* A block of settings: null keeps them all, else a mapping of known keys. */
+static int map_parse(struct cfg_parser *p, yaml_node_t *v, const char *field, const char *what,
+		     const struct field_def *defs, size_t ndefs, void *obj)
+{
+	uint32_t seen;
+
+	if (node_is_null(v))
+		return 0;
+	if (v->type != YAML_MAPPING_NODE)
+		return cfg_error(p, v, field, "expected a mapping of %s, found %s", what, node_kind(v));
+	return map_walk(p, v, field, defs, ndefs, obj, &seen);
+}
+
+/* The value of key in a mapping, NULL if absent. */
+static yaml_node_t *map_find(struct cfg_parser *p, yaml_node_t *map, const char *key)
+{
+	if (map->type != YAML_MAPPING_NODE)
+		return NULL;
+	for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top; pr++) {
+		yaml_node_t *k = node_at(p, pr->key);
+
+		if (k->type == YAML_SCALAR_NODE && !strcmp((const char *)k->data.scalar.value, key))
+			return node_at(p, pr->value);
+	}
+	return NULL;
+}
+
 /* ---- record ------------------------------------------------------------ */
 
-static int rec_ring_size(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+static int ring_size_parse(struct cfg_parser *p, yaml_node_t *v, const char *field, uint64_t *dst)
 {
-	struct vmt_record_conf *rec = obj;
 	uint64_t s;
 	int r;
 
 	r = node_size(p, v, field, RING_PAGE, RING_MAX, false, &s);
 	if (r < 0)
 		return r;
-	rec->ring_size = (s + RING_PAGE - 1) / RING_PAGE * RING_PAGE;
+	*dst = (s + RING_PAGE - 1) / RING_PAGE * RING_PAGE;
 	return 0;
 }
 
-static int rec_guest_buffer(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+static int buffer_kb_parse(struct cfg_parser *p, yaml_node_t *v, const char *field, uint32_t *dst)
 {
-	struct vmt_record_conf *rec = obj;
 	uint64_t s;
 	int r;
 
 	r = node_size(p, v, field, GUEST_BUFFER_MIN, GUEST_BUFFER_MAX, true, &s);
 	if (r < 0)
 		return r;
-	rec->guest_buffer_kb = (uint32_t)((s + KiB - 1) / KiB);
+	*dst = (uint32_t)((s + KiB - 1) / KiB);
 	return 0;
 }
 
-static int rec_clock(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+static int clock_parse(struct cfg_parser *p, yaml_node_t *v, const char *field, char *dst,
+		       size_t size)
 {
-	struct vmt_record_conf *rec = obj;
 	const char *s = NULL;
 	int r;
 
 	r = node_scalar(p, v, field, "a trace clock name", true, &s);
 	if (r < 0)
 		return r;
-	if (strlen(s) >= sizeof(rec->clock))
+	if (strlen(s) >= size)
 		return cfg_error(p, v, field, "%s is too long for a trace clock (at most %zu bytes)",
-				 SHOW(s), sizeof(rec->clock) - 1);
+				 SHOW(s), size - 1);
 	for (const char *q = s; *q; q++)
 		if (!isalnum((unsigned char)*q) && *q != '_' && *q != '-')
 			return cfg_error(p, v, field, "%s is not a trace clock name ([A-Za-z0-9_-])",
 					 SHOW(s));
-	strcpy(rec->clock, s);
+	strcpy(dst, s);
 	return 0;
+}
+
+static int rec_ring_size(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_record_conf *rec = obj;
+
+	return ring_size_parse(p, v, field, &rec->ring_size);
+}
+
+static int rec_guest_buffer(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_record_conf *rec = obj;
+
+	return buffer_kb_parse(p, v, field, &rec->guest_buffer_kb);
+}
+
+static int rec_clock(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_record_conf *rec = obj;
+
+	return clock_parse(p, v, field, rec->clock, sizeof(rec->clock));
 }
 
 /* tracefs set_event syntax, narrowed: system:event, or one of them alone. */
@@ -515,9 +695,9 @@ static int events_add(struct cfg_parser *p, yaml_node_t *v, const char *field, c
 	return 0;
 }
 
-static int rec_events(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+/* A list, or one comma-separated string, joined into dst with commas. */
+static int events_parse(struct cfg_parser *p, yaml_node_t *v, const char *field, char *dst)
 {
-	struct vmt_record_conf *rec = obj;
 	char buf[VMT_CONFIG_MAX_EVENTS] = "";
 	size_t o = 0;
 	int r;
@@ -565,8 +745,15 @@ static int rec_events(struct cfg_parser *p, yaml_node_t *v, const char *field, v
 				return cfg_error(p, v, field, "an empty entry in the event list");
 		}
 	}
-	memcpy(rec->events, buf, o + 1);
+	memcpy(dst, buf, o + 1);
 	return 0;
+}
+
+static int rec_events(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_record_conf *rec = obj;
+
+	return events_parse(p, v, field, rec->events);
 }
 
 static int rec_meta_max(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
@@ -579,8 +766,14 @@ static int rec_meta_max(struct cfg_parser *p, yaml_node_t *v, const char *field,
 static int rec_flush_timeout(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_record_conf *rec = obj;
+	uint64_t ms;
+	int r;
 
-	return node_ms(p, v, field, 1, FLUSH_MAX_MS, &rec->flush_timeout_ms);
+	r = node_duration(p, v, field, 1, 1, FLUSH_MAX_MS, &ms);
+	if (r < 0)
+		return r;
+	rec->flush_timeout_ms = (uint32_t)ms;
+	return 0;
 }
 
 static const struct field_def record_defs[] = {
@@ -596,14 +789,7 @@ static const struct field_def record_defs[] = {
 static int record_parse(struct cfg_parser *p, yaml_node_t *v, const char *field,
 			struct vmt_record_conf *rec)
 {
-	uint32_t seen;
-
-	if (node_is_null(v))
-		return 0;
-	if (v->type != YAML_MAPPING_NODE)
-		return cfg_error(p, v, field, "expected a mapping of record settings, found %s",
-				 node_kind(v));
-	return map_walk(p, v, field, record_defs, ARRAY_SIZE(record_defs), rec, &seen);
+	return map_parse(p, v, field, "record settings", record_defs, ARRAY_SIZE(record_defs), rec);
 }
 
 /* ---- guests ------------------------------------------------------------ */
@@ -634,9 +820,9 @@ static int guest_path(struct cfg_parser *p, yaml_node_t *v, const char *field, v
 	return node_path(p, v, field, true, DIR_MAX, gp->g->path);
 }
 
-static int guest_transport(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+static int transport_parse(struct cfg_parser *p, yaml_node_t *v, const char *field,
+			   enum vmt_transport *dst)
 {
-	struct guest_parse *gp = obj;
 	const char *s = NULL;
 	int r;
 
@@ -645,10 +831,17 @@ static int guest_transport(struct cfg_parser *p, yaml_node_t *v, const char *fie
 		return r;
 	for (size_t i = 0; i < ARRAY_SIZE(transports); i++)
 		if (!strcmp(s, transports[i])) {
-			gp->g->transport = (enum vmt_transport)i;
+			*dst = (enum vmt_transport)i;
 			return 0;
 		}
 	return cfg_error(p, v, field, "%s is not a transport (auto, fifo, socket)", SHOW(s));
+}
+
+static int guest_transport(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct guest_parse *gp = obj;
+
+	return transport_parse(p, v, field, &gp->g->transport);
 }
 
 static int guest_cpus(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
@@ -761,6 +954,299 @@ static int guests_parse(struct cfg_parser *p, yaml_node_t *v)
 	return 0;
 }
 
+/* ---- discovery --------------------------------------------------------- */
+
+static int disc_path(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct discovery_parse *dp = obj;
+
+	dp->path = v;
+	return node_path(p, v, field, true, DIR_MAX, dp->d->path);
+}
+
+static int disc_layout(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct discovery_parse *dp = obj;
+	const char *s = NULL;
+	int r;
+
+	r = node_scalar(p, v, field, "a layout", false, &s);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(layouts); i++)
+		if (!strcmp(s, layouts[i])) {
+			dp->d->layout = (enum vmt_layout)i;
+			return 0;
+		}
+	return cfg_error(p, v, field, "%s is not a layout (vmtraced, libvirt)", SHOW(s));
+}
+
+static int disc_transport(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct discovery_parse *dp = obj;
+
+	dp->transport = v;
+	return transport_parse(p, v, field, &dp->d->transport);
+}
+
+enum { DISC_PATH };
+static const struct field_def discovery_defs[] = {
+	[DISC_PATH] = { "path", disc_path },
+	{ "layout", disc_layout },
+	{ "transport", disc_transport },
+};
+
+/* a strictly inside b: both normalized by node_path */
+static bool path_is_inside(const char *a, const char *b)
+{
+	size_t n = strlen(b);
+
+	if (n == 1)
+		return a[1] != 0;	/* b is "/" */
+	return !strncmp(a, b, n) && a[n] == '/';
+}
+
+static int discovery_parse_one(struct cfg_parser *p, yaml_node_t *v, size_t idx)
+{
+	struct vmt_config *c = p->c;
+	struct discovery_parse dp = { .d = &c->discovery[idx] };
+	char field[FIELD_MAX], sub[FIELD_MAX];
+	uint32_t seen;
+	int r;
+
+	snprintf(field, sizeof(field), "%s[%zu]", "discovery", idx);
+	dp.d->layout = VMT_LAYOUT_VMTRACED;
+	dp.d->transport = VMT_TRANSPORT_AUTO;
+	dp.d->line = (int)v->start_mark.line + 1;
+	if (v->type != YAML_MAPPING_NODE)
+		return cfg_error(p, v, field, "expected a mapping with a folder's path, found %s",
+				 node_kind(v));
+	r = map_walk(p, v, field, discovery_defs, ARRAY_SIZE(discovery_defs), &dp, &seen);
+	if (r < 0)
+		return r;
+	if (!(seen & 1u << DISC_PATH)) {
+		field_join(sub, sizeof(sub), field, "path");
+		return cfg_error(p, v, sub, "missing: every discovery entry needs a path");
+	}
+	if (dp.d->layout == VMT_LAYOUT_LIBVIRT && dp.d->transport == VMT_TRANSPORT_FIFO) {
+		field_join(sub, sizeof(sub), field, "transport");
+		return cfg_error(p, dp.transport, sub,
+				 "\"fifo\" with layout libvirt: libvirt's channels are unix sockets");
+	}
+	field_join(sub, sizeof(sub), field, "path");
+	for (size_t j = 0; j < idx; j++) {
+		const struct vmt_discovery_conf *o = &c->discovery[j];
+
+		if (!strcmp(o->path, dp.d->path))
+			return cfg_error(p, dp.path, sub, "%s is already the path of %s[%zu] (line %d)",
+					 SHOW(o->path), "discovery", j, o->line);
+		/* a folder in a watched folder would be taken for a guest */
+		if (path_is_inside(dp.d->path, o->path) || path_is_inside(o->path, dp.d->path))
+			return cfg_error(p, dp.path, sub, "%s %s %s, the path of %s[%zu] (line %d)",
+					 SHOW(dp.d->path),
+					 path_is_inside(dp.d->path, o->path) ? "is inside" : "contains",
+					 SHOW(o->path), "discovery", j, o->line);
+	}
+	for (size_t j = 0; j < c->nguests; j++) {
+		const struct vmt_guest_conf *g = &c->guests[j];
+
+		if (!strcmp(g->path, dp.d->path))
+			return cfg_error(p, dp.path, sub, "%s is already the path of %s[%zu] (line %d)",
+					 SHOW(g->path), "guests", j, g->line);
+	}
+	return 0;
+}
+
+static int discovery_parse(struct cfg_parser *p, yaml_node_t *v)
+{
+	struct vmt_config *c = p->c;
+	size_t n;
+	int r;
+
+	if (node_is_null(v))
+		return 0;
+	if (v->type != YAML_SEQUENCE_NODE)
+		return cfg_error(p, v, "discovery", "expected a list of folders, found %s",
+				 node_kind(v));
+	n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (n > VMT_CONFIG_MAX_DISCOVERY) {
+		char field[FIELD_MAX];
+
+		snprintf(field, sizeof(field), "%s[%d]", "discovery", VMT_CONFIG_MAX_DISCOVERY);
+		return cfg_error(p, node_at(p, v->data.sequence.items.start[VMT_CONFIG_MAX_DISCOVERY]),
+				 field, "more than %d discovery folders", VMT_CONFIG_MAX_DISCOVERY);
+	}
+	if (!n)
+		return 0;
+	c->discovery = calloc(n, sizeof(*c->discovery));
+	if (!c->discovery)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		c->ndiscovery = (uint32_t)i + 1;
+		r = discovery_parse_one(p, node_at(p, v->data.sequence.items.start[i]), i);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- triggers, retention, control -------------------------------------- */
+
+static int trig_coalesce(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_trigger_conf *t = obj;
+	uint64_t ms;
+	int r;
+
+	r = node_duration(p, v, field, 1, 0, COALESCE_MAX_MS, &ms);
+	if (r < 0)
+		return r;
+	t->coalesce_ms = (uint32_t)ms;
+	return 0;
+}
+
+static int trig_cooldown(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_trigger_conf *t = obj;
+	uint64_t ms;
+	int r;
+
+	r = node_duration(p, v, field, 1, 0, COOLDOWN_MAX_MS, &ms);
+	if (r < 0)
+		return r;
+	t->cooldown_ms = (uint32_t)ms;
+	return 0;
+}
+
+static int trig_per_minute(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_trigger_conf *t = obj;
+	long long n;
+	int r;
+
+	r = node_int(p, v, field, 0, PER_MINUTE_MAX, &n);
+	if (r < 0)
+		return r;
+	t->max_per_minute = (uint32_t)n;
+	return 0;
+}
+
+static const struct field_def trigger_defs[] = {
+	{ "coalesce", trig_coalesce },
+	{ "cooldown", trig_cooldown },
+	{ "max_per_minute", trig_per_minute },
+};
+
+static int ret_max_bytes(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_retention_conf *rt = obj;
+
+	return node_size(p, v, field, RETAIN_BYTES_MIN, RETAIN_BYTES_MAX, true, &rt->max_bytes);
+}
+
+static int ret_max_samples(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_retention_conf *rt = obj;
+	long long n;
+	int r;
+
+	r = node_int(p, v, field, 0, RETAIN_SAMPLES_MAX, &n);
+	if (r < 0)
+		return r;
+	rt->max_samples = (uint32_t)n;
+	return 0;
+}
+
+static int ret_max_age(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_retention_conf *rt = obj;
+
+	return node_duration(p, v, field, SEC_MS, 0, AGE_MAX_MS, &rt->max_age_s);
+}
+
+static const struct field_def retention_defs[] = {
+	{ "max_bytes", ret_max_bytes },
+	{ "max_samples", ret_max_samples },
+	{ "max_age", ret_max_age },
+};
+
+static int ctl_group(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_control_conf *ctl = obj;
+
+	return node_group(p, v, field, ctl->group);
+}
+
+static int ctl_read_group(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_control_conf *ctl = obj;
+
+	return node_group(p, v, field, ctl->read_group);
+}
+
+static const struct field_def control_defs[] = {
+	{ "group", ctl_group },
+	{ "read_only_group", ctl_read_group },
+};
+
+/* ---- host -------------------------------------------------------------- */
+
+static int host_enabled(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_host_conf *h = obj;
+
+	return node_bool(p, v, field, &h->enabled);
+}
+
+static int host_events(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_host_conf *h = obj;
+
+	return events_parse(p, v, field, h->events);
+}
+
+/* The host instance is vmtraced's own: nothing to leave, "" is mono. */
+static int host_clock(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_host_conf *h = obj;
+	int r;
+
+	r = clock_parse(p, v, field, h->clock, sizeof(h->clock));
+	if (r == 0 && !h->clock[0])
+		strcpy(h->clock, "mono");
+	return r;
+}
+
+static int host_ring_size(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_host_conf *h = obj;
+
+	return ring_size_parse(p, v, field, &h->ring_size);
+}
+
+static int host_buffer_size(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_host_conf *h = obj;
+
+	return buffer_kb_parse(p, v, field, &h->buffer_kb);
+}
+
+static int host_qemu_only(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_host_conf *h = obj;
+
+	return node_bool(p, v, field, &h->qemu_only);
+}
+
+static const struct field_def host_defs[] = {
+	{ "enabled", host_enabled },
+	{ "events", host_events },
+	{ "clock", host_clock },
+	{ "ring_size", host_ring_size },
+	{ "buffer_size", host_buffer_size },
+	{ "qemu_only", host_qemu_only },
+};
+
 /* ---- top level --------------------------------------------------------- */
 
 static int top_state_dir(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
@@ -808,6 +1294,71 @@ static int top_compression(struct cfg_parser *p, yaml_node_t *v, const char *fie
 	return 0;
 }
 
+static int top_memory_max(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_config *c = obj;
+
+	return node_size(p, v, field, MEMORY_MIN, MEMORY_MAX, true, &c->memory_max);
+}
+
+static int top_forget_after(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_config *c = obj;
+
+	return node_duration(p, v, field, SEC_MS, 0, FORGET_MAX_MS, &c->forget_after_s);
+}
+
+static int top_control(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_config *c = obj;
+
+	return map_parse(p, v, field, "control settings", control_defs, ARRAY_SIZE(control_defs),
+			 &c->control);
+}
+
+static int top_triggers(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_config *c = obj;
+
+	return map_parse(p, v, field, "trigger settings", trigger_defs, ARRAY_SIZE(trigger_defs),
+			 &c->triggers);
+}
+
+static int top_retention(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_config *c = obj;
+
+	return map_parse(p, v, field, "retention settings", retention_defs,
+			 ARRAY_SIZE(retention_defs), &c->retention);
+}
+
+static int top_host(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_config *c = obj;
+	yaml_node_t *ev;
+	int r;
+
+	r = map_parse(p, v, field, "host settings", host_defs, ARRAY_SIZE(host_defs), &c->host);
+	if (r < 0)
+		return r;
+	if (c->host.enabled && !c->host.events[0]) {
+		char sub[FIELD_MAX];
+
+		ev = map_find(p, v, "events");
+		field_join(sub, sizeof(sub), field, "events");
+		return cfg_error(p, ev ? ev : v, sub,
+				 "empty, but the host is enabled: it would record nothing");
+	}
+	return 0;
+}
+
+/* Checked against the guests' paths, so it waits for them. */
+static int top_discovery(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
+{
+	p->discovery = v;
+	return 0;
+}
+
 static int top_record(struct cfg_parser *p, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_config *c = obj;
@@ -827,7 +1378,14 @@ static const struct field_def top_defs[] = {
 	{ "control_socket", top_control_socket },
 	{ "log_level", top_log_level },
 	{ "compression_level", top_compression },
+	{ "memory_max", top_memory_max },
+	{ "forget_after", top_forget_after },
+	{ "control", top_control },
+	{ "triggers", top_triggers },
+	{ "retention", top_retention },
 	{ "record", top_record },
+	{ "host", top_host },
+	{ "discovery", top_discovery },
 	{ "guests", top_guests },
 };
 
@@ -940,8 +1498,13 @@ static int config_parse(struct cfg_parser *p, yaml_parser_t *yp)
 	r = map_walk(p, root, "", top_defs, ARRAY_SIZE(top_defs), p->c, &seen);
 	if (r < 0)
 		return r;
-	if (p->guests)
-		return guests_parse(p, p->guests);
+	if (p->guests) {
+		r = guests_parse(p, p->guests);
+		if (r < 0)
+			return r;
+	}
+	if (p->discovery)
+		return discovery_parse(p, p->discovery);
 	return 0;
 }
 
@@ -1039,15 +1602,10 @@ static void print_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void print_record(FILE *f, const struct vmt_record_conf *r, const char *ind)
+/* "a:b,c:d" as a flow list */
+static void print_events(FILE *f, const char *s)
 {
-	const char *s = r->events;
-
-	fprintf(f, "%sring_size: %" PRIu64 "\n", ind, r->ring_size);
-	fprintf(f, "%sguest_buffer_size: %" PRIu64 "\n", ind, (uint64_t)r->guest_buffer_kb * KiB);
-	fprintf(f, "%sclock: ", ind);
-	print_str(f, r->clock);
-	fprintf(f, "\n%sevents: [", ind);
+	fputc('[', f);
 	while (*s) {
 		char one[VMT_CONFIG_MAX_EVENTS];
 		size_t len = strcspn(s, ",");
@@ -1060,8 +1618,23 @@ static void print_record(FILE *f, const struct vmt_record_conf *r, const char *i
 			s++;
 		}
 	}
-	fprintf(f, "]\n");
-	fprintf(f, "%smetadata_max: %" PRIu64 "\n", ind, r->meta_max);
+	fputc(']', f);
+}
+
+static void print_bool(FILE *f, int b)
+{
+	fputs(b ? "true" : "false", f);
+}
+
+static void print_record(FILE *f, const struct vmt_record_conf *r, const char *ind)
+{
+	fprintf(f, "%sring_size: %" PRIu64 "\n", ind, r->ring_size);
+	fprintf(f, "%sguest_buffer_size: %" PRIu64 "\n", ind, (uint64_t)r->guest_buffer_kb * KiB);
+	fprintf(f, "%sclock: ", ind);
+	print_str(f, r->clock);
+	fprintf(f, "\n%sevents: ", ind);
+	print_events(f, r->events);
+	fprintf(f, "\n%smetadata_max: %" PRIu64 "\n", ind, r->meta_max);
 	fprintf(f, "%sflush_timeout: %" PRIu32 "ms\n", ind, r->flush_timeout_ms);
 }
 
@@ -1073,8 +1646,45 @@ void config_print(const struct vmt_config *c, FILE *f)
 	print_str(f, c->control_socket);
 	fprintf(f, "\nlog_level: %s\n", log_level_name(c->log_level));
 	fprintf(f, "compression_level: %d\n", c->zstd_level);
+	fprintf(f, "memory_max: %" PRIu64 "\n", c->memory_max);
+	fprintf(f, "forget_after: %" PRIu64 "s\n", c->forget_after_s);
+	fputs("control:\n  group: ", f);
+	print_str(f, c->control.group);
+	fputs("\n  read_only_group: ", f);
+	print_str(f, c->control.read_group);
+	fputs("\ntriggers:\n", f);
+	fprintf(f, "  coalesce: %" PRIu32 "ms\n", c->triggers.coalesce_ms);
+	fprintf(f, "  cooldown: %" PRIu32 "ms\n", c->triggers.cooldown_ms);
+	fprintf(f, "  max_per_minute: %" PRIu32 "\n", c->triggers.max_per_minute);
+	fputs("retention:\n", f);
+	fprintf(f, "  max_bytes: %" PRIu64 "\n", c->retention.max_bytes);
+	fprintf(f, "  max_samples: %" PRIu32 "\n", c->retention.max_samples);
+	fprintf(f, "  max_age: %" PRIu64 "s\n", c->retention.max_age_s);
 	fputs("record:\n", f);
 	print_record(f, &c->rec, "  ");
+	fputs("host:\n  enabled: ", f);
+	print_bool(f, c->host.enabled);
+	fputs("\n  events: ", f);
+	print_events(f, c->host.events);
+	fputs("\n  clock: ", f);
+	print_str(f, c->host.clock);
+	fprintf(f, "\n  ring_size: %" PRIu64 "\n", c->host.ring_size);
+	fprintf(f, "  buffer_size: %" PRIu64 "\n", (uint64_t)c->host.buffer_kb * KiB);
+	fputs("  qemu_only: ", f);
+	print_bool(f, c->host.qemu_only);
+	fputc('\n', f);
+	if (!c->ndiscovery)
+		fputs("discovery: []\n", f);
+	else
+		fputs("discovery:\n", f);
+	for (uint32_t i = 0; i < c->ndiscovery; i++) {
+		const struct vmt_discovery_conf *d = &c->discovery[i];
+
+		fputs("  - path: ", f);
+		print_str(f, d->path);
+		fprintf(f, "\n    layout: %s\n", layout_name(d->layout));
+		fprintf(f, "    transport: %s\n", transport_name(d->transport));
+	}
 	if (!c->nguests) {
 		fputs("guests: []\n", f);
 		return;

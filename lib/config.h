@@ -10,10 +10,12 @@
 #ifndef VMT_CONFIG_H
 #define VMT_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #define VMT_CONFIG_MAX_GUESTS 1024
+#define VMT_CONFIG_MAX_DISCOVERY 64
 #define VMT_CONFIG_MAX_EVENTS 4096	/* bytes of the joined event list */
 
 enum vmt_transport {
@@ -41,12 +43,60 @@ struct vmt_guest_conf {
 	int line;		/* where it was defined, for messages */
 };
 
+enum vmt_layout {
+	VMT_LAYOUT_VMTRACED = 0,	/* DIR/<guest>/<port>: FIFO pairs or sockets */
+	VMT_LAYOUT_LIBVIRT,	/* DIR/domain-<id>-<guest>/<port>: libvirt's unix channels */
+};
+
+/* A folder watched for guests that come and go (inotify). */
+struct vmt_discovery_conf {
+	char path[4096];
+	enum vmt_layout layout;
+	enum vmt_transport transport;	/* for the guests found there */
+	int line;
+};
+
+struct vmt_trigger_conf {
+	uint32_t coalesce_ms;	/* triggers this close after the first join its dump */
+	uint32_t cooldown_ms;	/* per guest: no new dump of it sooner than this */
+	uint32_t max_per_minute;	/* all dumps together, 0 = no limit */
+};
+
+struct vmt_retention_conf {
+	uint64_t max_bytes;	/* samples and aux files on disk, 0 = no limit */
+	uint32_t max_samples;	/* per guest, 0 = no limit */
+	uint64_t max_age_s;	/* 0 = no limit */
+};
+
+struct vmt_control_conf {
+	char group[64];		/* may use every command, "" = root only */
+	char read_group[64];	/* may use status, guests, samples; "" = nobody more */
+};
+
+/* The host's own ftrace, recorded like a guest named "host". */
+struct vmt_host_conf {
+	int enabled;
+	char events[VMT_CONFIG_MAX_EVENTS];	/* "kvm:*,sched:sched_switch" */
+	char clock[32];		/* host trace clock, "" = mono */
+	uint64_t ring_size;	/* bytes per host CPU */
+	uint32_t buffer_kb;	/* per-CPU buffer of the host instance */
+	int qemu_only;		/* sched events filtered to QEMU processes' threads */
+};
+
 struct vmt_config {
 	char state_dir[4096];	/* samples and aux files, one folder per guest */
 	char control_socket[4096];
 	int log_level;		/* VMT_LOG_* */
 	int zstd_level;
+	uint64_t memory_max;	/* all rings together, 0 = no cap */
+	uint64_t forget_after_s;	/* free a disconnected guest's rings after, 0 = never */
 	struct vmt_record_conf rec;	/* defaults */
+	struct vmt_trigger_conf triggers;
+	struct vmt_retention_conf retention;
+	struct vmt_control_conf control;
+	struct vmt_host_conf host;
+	uint32_t ndiscovery;
+	struct vmt_discovery_conf *discovery;
 	uint32_t nguests;
 	struct vmt_guest_conf *guests;
 };
@@ -67,6 +117,13 @@ int config_load_string(struct vmt_config *c, const char *name, const char *text,
 void config_free(struct vmt_config *c);
 /* Normalized YAML: every field, defaults filled in, sizes in bytes. */
 void config_print(const struct vmt_config *c, FILE *f);
+/*
+ * Whether a and b would record the same way (every field but line): a
+ * reload keeps the rings of a guest whose entry did not change. A field
+ * added to vmt_guest_conf or vmt_record_conf must be added here too.
+ */
+bool config_guest_equal(const struct vmt_guest_conf *a, const struct vmt_guest_conf *b);
 const char *transport_name(enum vmt_transport t);
+const char *layout_name(enum vmt_layout l);
 
 #endif

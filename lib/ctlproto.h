@@ -23,6 +23,8 @@
 	X(STATUS,   1)       \
 	X(DUMP,     2)       \
 	X(GUESTS,   3)       \
+	X(SAMPLES,  4)       \
+	X(RELOAD,   5)       \
 	X(ERROR,  100)       \
 	X(END,    101)       \
 	X(DAEMON, 102)       \
@@ -69,7 +71,20 @@ const char *ctl_msg_name(unsigned type);
 	X(RELEASE,         28, str)           \
 	X(PAGES_REJECTED,  29, u64)           \
 	X(EVENTS_GUEST_LOST, 30, u64)         \
-	X(TS_BACKWARDS,    31, u64)
+	X(TS_BACKWARDS,    31, u64)           \
+	X(WINDOW_NS,       32, u64)           \
+	X(POST_NS,         33, u64)           \
+	X(TRIGGERS,        34, u64)           \
+	X(TRIGGERS_SUPPRESSED, 35, u64)       \
+	X(CREATED_NS,      36, u64)           \
+	X(BYTES,           37, u64)           \
+	X(STALE_BYTES,     38, u64)           \
+	X(FLUSH_TIMEOUTS,  39, u64)           \
+	X(SESSIONS,        40, u64)           \
+	X(META_REJECTED,   41, u64)           \
+	X(REFUSED,         42, u64)           \
+	X(GUESTS_REFUSED,  43, u64)           \
+	X(FLAGS,           44, u32)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

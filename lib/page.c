@@ -187,3 +187,57 @@ int page_scan(const struct vmt_page_layout *l, const uint8_t *page, struct vmt_p
 	*info = i;
 	return 0;
 }
+
+struct cut_state {
+	const uint8_t *page;
+	uint64_t t_start;
+	uint32_t dropped;
+	uint32_t keep_off;	/* offset of the first kept event, 0 = none found */
+	uint64_t keep_ts;
+};
+
+static int cut_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
+{
+	struct cut_state *c = data;
+
+	(void)size;
+	if (ts >= c->t_start) {
+		c->keep_off = offset;
+		c->keep_ts = ts;
+		return 1;
+	}
+	c->dropped++;
+	return 0;
+}
+
+int page_cut_before(const struct vmt_page_layout *l, uint8_t *page, uint64_t t_start)
+{
+	struct cut_state c = { .page = page, .t_start = t_start };
+	uint64_t word = page_commit_word(l, page), base;
+	uint32_t pad, delta;
+	int r;
+
+	r = page_walk(l, page, cut_cb, &c);
+	if (r < 0)
+		return r;
+	if (!c.dropped)
+		return 0;
+	if (!c.keep_off) {
+		/* nothing at or after t_start: an empty page, flags kept */
+		uint64_t flags = word & ~VMT_PAGE_COMMIT_MASK & ~VMT_PAGE_MISSED_STORED;
+		if (l->commit_size == 8)
+			put_le64(page + l->commit_offset, flags);
+		else
+			put_le32(page + l->commit_offset, (uint32_t)flags);
+		return (int)c.dropped;
+	}
+	delta = get_le32(page + c.keep_off) >> 5;
+	base = c.keep_ts - delta;
+	if (base < 1)
+		return 0;
+	pad = c.keep_off - l->data_offset;	/* at least 8: the smallest event */
+	put_le32(page + l->data_offset, 29u | 1u << 5);
+	put_le32(page + l->data_offset + 4, pad - 4);
+	put_le64(page + l->ts_offset, base - 1);
+	return (int)c.dropped;
+}

@@ -56,4 +56,14 @@ int page_scan(const struct vmt_page_layout *l, const uint8_t *page, struct vmt_p
 typedef int (*page_event_cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data);
 int page_walk(const struct vmt_page_layout *l, const uint8_t *page, page_event_cb cb, void *data);
 
+/*
+ * Drop the events before t_start from a page in place, so that a window
+ * can start at the same time on every CPU: the leading events become one
+ * padding event (time delta 1) and the page timestamp is set so that the
+ * first kept event keeps its time. Returns the number of events dropped
+ * (0: nothing before t_start), or -EBADMSG for a page that does not walk.
+ * A page with no event at or after t_start loses all its events.
+ */
+int page_cut_before(const struct vmt_page_layout *l, uint8_t *page, uint64_t t_start);
+
 #endif

@@ -254,3 +254,34 @@ int parse_size(const char *s, uint64_t *out)
 	*out = v * mul;
 	return 0;
 }
+
+int parse_duration_ms(const char *s, uint64_t *ms)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = {
+		{ "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+		{ "d", 86400000 },
+	};
+	unsigned long long v;
+	char *end;
+	size_t i;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	/* the unit first: "99999999999999999999x" is garbage, not overflow */
+	while (*end == ' ')
+		end++;
+	for (i = 0; i < ARRAY_SIZE(units); i++)
+		if (!strcmp(end, units[i].unit))
+			break;
+	if (i == ARRAY_SIZE(units))
+		return -EINVAL;
+	if (errno || v > UINT64_MAX / units[i].ms)
+		return -ERANGE;
+	*ms = v * units[i].ms;
+	return 0;
+}

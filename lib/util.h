@@ -89,5 +89,8 @@ bool name_is_valid(const char *s);
 
 /* Parse "4096", "64K", "256MiB", "1G" into bytes. */
 int parse_size(const char *s, uint64_t *out);
+/* Parse "500ms", "10s", "5m", "1h", "30d" into milliseconds; a bare number
+ * is seconds. -EINVAL for anything else, -ERANGE past UINT64_MAX ms. */
+int parse_duration_ms(const char *s, uint64_t *ms);
 
 #endif

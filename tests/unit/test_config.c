@@ -15,6 +15,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,8 @@ START_TEST(test_golden)
 		/* a failed load leaves nothing to free and the defaults in place */
 		ck_assert_uint_eq(c.nguests, 0);
 		ck_assert_ptr_null(c.guests);
+		ck_assert_uint_eq(c.ndiscovery, 0);
+		ck_assert_ptr_null(c.discovery);
 	}
 	config_free(&c);
 }
@@ -145,7 +148,7 @@ END_TEST
 
 START_TEST(test_golden_count)
 {
-	ck_assert_msg(ncases >= 40, "only %d golden cases found under tests/config", ncases);
+	ck_assert_msg(ncases >= 120, "only %d golden cases found under tests/config", ncases);
 }
 END_TEST
 
@@ -164,6 +167,24 @@ START_TEST(test_defaults)
 	ck_assert_str_eq(c.rec.events, "sched:*,irq:*,timer:*");
 	ck_assert_uint_eq(c.rec.meta_max, 64 << 20);
 	ck_assert_uint_eq(c.rec.flush_timeout_ms, 1000);
+	ck_assert_uint_eq(c.memory_max, 0);
+	ck_assert_uint_eq(c.forget_after_s, 3600);
+	ck_assert_str_eq(c.control.group, "");
+	ck_assert_str_eq(c.control.read_group, "");
+	ck_assert_uint_eq(c.triggers.coalesce_ms, 500);
+	ck_assert_uint_eq(c.triggers.cooldown_ms, 10000);
+	ck_assert_uint_eq(c.triggers.max_per_minute, 12);
+	ck_assert_uint_eq(c.retention.max_bytes, 0);
+	ck_assert_uint_eq(c.retention.max_samples, 0);
+	ck_assert_uint_eq(c.retention.max_age_s, 0);
+	ck_assert_int_eq(c.host.enabled, 0);
+	ck_assert_str_eq(c.host.events, "kvm:*,sched:sched_switch,sched:sched_wakeup,sched:sched_waking");
+	ck_assert_str_eq(c.host.clock, "mono");
+	ck_assert_uint_eq(c.host.ring_size, 4 << 20);
+	ck_assert_uint_eq(c.host.buffer_kb, 4096);
+	ck_assert_int_eq(c.host.qemu_only, 1);
+	ck_assert_uint_eq(c.ndiscovery, 0);
+	ck_assert_ptr_null(c.discovery);
 	ck_assert_uint_eq(c.nguests, 0);
 	ck_assert_ptr_null(c.guests);
 	check_idempotent(&c, "defaults");
@@ -193,8 +214,9 @@ START_TEST(test_shipped)
 END_TEST
 
 /*
- * Its commented-out guest parses once uncommented. The convention in the
- * file: after `guests:`, "#  " starts commented-out YAML, "# " prose.
+ * Its commented-out discovery folders and guest parse once uncommented.
+ * The convention in the file: from `discovery:` on, "#  " starts
+ * commented-out YAML, "# " prose.
  */
 START_TEST(test_shipped_example)
 {
@@ -206,16 +228,43 @@ START_TEST(test_shipped_example)
 	ck_assert_int_ge(asprintf(&path, "%s/conf/vmtraced.yaml", test_srcdir()), 0);
 	text = slurp(path);
 	ck_assert_ptr_nonnull(text);
-	g = strstr(text, "\nguests:\n");
+	ck_assert_ptr_nonnull(strstr(text, "\nguests:\n"));
+	g = strstr(text, "\ndiscovery:\n");
 	ck_assert_ptr_nonnull(g);
 	for (char *q = g + 1; (q = strstr(q, "\n#  ")); q++)
 		q[1] = ' ';
 	r = config_load_string(&c, "example", text, strlen(text), err, sizeof(err));
-	ck_assert_msg(r == 0, "shipped example guest: %s", err);
+	ck_assert_msg(r == 0, "shipped examples: %s", err);
+	ck_assert_uint_eq(c.ndiscovery, 2);
+	ck_assert_str_eq(c.discovery[0].path, "/var/lib/libvirt/qemu/channel/target");
+	ck_assert_int_eq(c.discovery[0].layout, VMT_LAYOUT_LIBVIRT);
+	ck_assert_int_eq(c.discovery[1].layout, VMT_LAYOUT_VMTRACED);
 	ck_assert_uint_eq(c.nguests, 1);
 	ck_assert_str_eq(c.guests[0].name, "web1");
 	ck_assert_uint_eq(c.guests[0].rec.ring_size, 16 << 20);
 	check_idempotent(&c, "example");
+	config_free(&c);
+}
+END_TEST
+
+/* Its host block, enabled, records the default host events. */
+START_TEST(test_shipped_host)
+{
+	_cleanup_free_ char *path = NULL, *text = NULL;
+	struct vmt_config c;
+	char err[512], *e;
+	int r;
+
+	ck_assert_int_ge(asprintf(&path, "%s/conf/vmtraced.yaml", test_srcdir()), 0);
+	text = slurp(path);
+	ck_assert_ptr_nonnull(text);
+	e = strstr(text, "\nhost:\n  enabled: false\n");
+	ck_assert_ptr_nonnull(e);
+	memcpy(e + strlen("\nhost:\n  enabled: "), "true ", 5);
+	r = config_load_string(&c, "host", text, strlen(text), err, sizeof(err));
+	ck_assert_msg(r == 0, "shipped host block enabled: %s", err);
+	ck_assert_int_eq(c.host.enabled, 1);
+	ck_assert_str_eq(c.host.events, "kvm:*,sched:sched_switch,sched:sched_wakeup,sched:sched_waking");
 	config_free(&c);
 }
 END_TEST
@@ -241,6 +290,88 @@ START_TEST(test_inherit)
 	ck_assert_int_eq(c.guests[1].line, 3);
 	ck_assert_int_eq(c.guests[1].transport, VMT_TRANSPORT_AUTO);
 	config_free(&c);
+}
+END_TEST
+
+/* Every field but line counts; bytes after a string's NUL do not. */
+START_TEST(test_guest_equal)
+{
+	static const char text[] =
+		"guests:\n"
+		"  - {name: a, path: /a, cpus: 2, record: {clock: boot}}\n"
+		"  - {name: b, path: /b}\n";
+	struct vmt_config c;
+	struct vmt_guest_conf a, b;
+	char err[256];
+
+	ck_assert_int_eq(config_load_string(&c, "t", text, strlen(text), err, sizeof(err)), 0);
+	a = c.guests[0];
+	b = c.guests[0];
+	ck_assert(config_guest_equal(&a, &b));
+	b.line = 99;
+	ck_assert(config_guest_equal(&a, &b));
+	memset(b.name + 2, 'x', sizeof(b.name) - 3);	/* after the NUL */
+	memset(b.rec.events + strlen(b.rec.events) + 1, 'y', 8);
+	ck_assert(config_guest_equal(&a, &b));
+	ck_assert(!config_guest_equal(&a, &c.guests[1]));
+
+#define DIFFERS(stmt) do { b = a; stmt; ck_assert_msg(!config_guest_equal(&a, &b), #stmt); } while (0)
+	DIFFERS(strcpy(b.name, "a2"));
+	DIFFERS(strcpy(b.path, "/a2"));
+	DIFFERS(b.transport = VMT_TRANSPORT_SOCKET);
+	DIFFERS(b.cpus = 3);
+	DIFFERS(b.rec.ring_size += 4096);
+	DIFFERS(b.rec.guest_buffer_kb = 0);
+	DIFFERS(strcpy(b.rec.clock, "mono"));
+	DIFFERS(strcpy(b.rec.events, "sched:*"));
+	DIFFERS(b.rec.meta_max *= 2);
+	DIFFERS(b.rec.flush_timeout_ms = 5);
+#undef DIFFERS
+	config_free(&c);
+}
+END_TEST
+
+START_TEST(test_parse_duration)
+{
+	static const struct {
+		const char *s;
+		int r;
+		uint64_t ms;
+	} cases[] = {
+		{ "0", 0, 0 },
+		{ "10", 0, 10000 },
+		{ "500ms", 0, 500 },
+		{ "10s", 0, 10000 },
+		{ "5m", 0, 300000 },
+		{ "1h", 0, 3600000 },
+		{ "30d", 0, 2592000000ull },
+		{ "2 s", 0, 2000 },
+		{ "18446744073709551615ms", 0, UINT64_MAX },
+		{ "18446744073709551616ms", -ERANGE, 0 },
+		{ "18446744073709552s", -ERANGE, 0 },
+		{ "213503982335d", -ERANGE, 0 },
+		{ "99999999999999999999999x", -EINVAL, 0 },
+		{ "", -EINVAL, 0 },
+		{ "s", -EINVAL, 0 },
+		{ "-1s", -EINVAL, 0 },
+		{ "+1s", -EINVAL, 0 },
+		{ " 1s", -EINVAL, 0 },
+		{ "1.5s", -EINVAL, 0 },
+		{ "1S", -EINVAL, 0 },
+		{ "1min", -EINVAL, 0 },
+		{ "1h30m", -EINVAL, 0 },
+		{ "1s ", -EINVAL, 0 },
+		{ "0x10", -EINVAL, 0 },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		uint64_t ms = 12345;
+		int r = parse_duration_ms(cases[i].s, &ms);
+
+		ck_assert_msg(r == cases[i].r, "\"%s\": got %d, want %d", cases[i].s, r, cases[i].r);
+		ck_assert_msg(ms == (r ? 12345 : cases[i].ms), "\"%s\": got %" PRIu64, cases[i].s, ms);
+	}
+	ck_assert_int_eq(parse_duration_ms(NULL, &(uint64_t){ 0 }), -EINVAL);
 }
 END_TEST
 
@@ -292,6 +423,59 @@ static char *guests_text(int n)
 	ck_assert_int_eq(buf_append(&b, "", 1), 0);
 	return (char *)b.data;
 }
+
+static char *discovery_text(int n)
+{
+	struct vmt_buf b = { 0 };
+	char line[128];
+
+	ck_assert_int_eq(buf_append(&b, "discovery:\n", 11), 0);
+	for (int i = 0; i < n; i++) {
+		int len = snprintf(line, sizeof(line), "  - {path: /vm/d%d}\n", i);
+		ck_assert_int_eq(buf_append(&b, line, (size_t)len), 0);
+	}
+	ck_assert_int_eq(buf_append(&b, "", 1), 0);
+	return (char *)b.data;
+}
+
+START_TEST(test_discovery_limit)
+{
+	_cleanup_free_ char *most = discovery_text(VMT_CONFIG_MAX_DISCOVERY);
+	_cleanup_free_ char *over = discovery_text(VMT_CONFIG_MAX_DISCOVERY + 1);
+	struct vmt_config c;
+	char err[256];
+
+	ck_assert_int_eq(config_load_string(&c, "t", most, strlen(most), err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.ndiscovery, VMT_CONFIG_MAX_DISCOVERY);
+	ck_assert_str_eq(c.discovery[VMT_CONFIG_MAX_DISCOVERY - 1].path, "/vm/d63");
+	check_idempotent(&c, "most discovery folders");
+	config_free(&c);
+	ck_assert_int_eq(config_load_string(&c, "t", over, strlen(over), err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "t:66:5: discovery[64]: more than 64 discovery folders");
+	ck_assert_ptr_null(c.discovery);
+}
+END_TEST
+
+/* A failed load after a good one frees what the good one had. */
+START_TEST(test_reload_fails)
+{
+	static const char good[] =
+		"discovery: [{path: /d}]\nguests: [{name: a, path: /a}]\n";
+	static const char bad[] =
+		"discovery: [{path: /d}, {path: /e}, {path: /d/x}]\nguests: [{name: a, path: /a}]\n";
+	struct vmt_config c;
+	char err[256];
+
+	ck_assert_int_eq(config_load_string(&c, "t", good, strlen(good), err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.ndiscovery, 1);
+	config_free(&c);
+	ck_assert_int_eq(config_load_string(&c, "t", bad, strlen(bad), err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "t:1:44: discovery[2].path: \"/d/x\" is inside \"/d\", the path of discovery[0] (line 1)");
+	ck_assert_uint_eq(c.ndiscovery, 0);
+	ck_assert_ptr_null(c.discovery);
+	ck_assert_uint_eq(c.nguests, 0);
+}
+END_TEST
 
 START_TEST(test_guest_limit)
 {
@@ -353,6 +537,9 @@ START_TEST(test_transport_name)
 	ck_assert_str_eq(transport_name(VMT_TRANSPORT_FIFO), "fifo");
 	ck_assert_str_eq(transport_name(VMT_TRANSPORT_SOCKET), "socket");
 	ck_assert_str_eq(transport_name((enum vmt_transport)42), "unknown");
+	ck_assert_str_eq(layout_name(VMT_LAYOUT_VMTRACED), "vmtraced");
+	ck_assert_str_eq(layout_name(VMT_LAYOUT_LIBVIRT), "libvirt");
+	ck_assert_str_eq(layout_name((enum vmt_layout)42), "unknown");
 }
 END_TEST
 
@@ -367,10 +554,15 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_shipped);
 	tcase_add_test(tc, test_shipped_example);
+	tcase_add_test(tc, test_shipped_host);
 	tcase_add_test(tc, test_inherit);
+	tcase_add_test(tc, test_guest_equal);
+	tcase_add_test(tc, test_parse_duration);
 	tcase_add_test(tc, test_missing_file);
 	tcase_add_test(tc, test_err_buffer);
 	tcase_add_test(tc, test_guest_limit);
+	tcase_add_test(tc, test_discovery_limit);
+	tcase_add_test(tc, test_reload_fails);
 	tcase_add_test(tc, test_events_limit);
 	tcase_add_test(tc, test_deep_nesting);
 	tcase_add_test(tc, test_transport_name);

@@ -155,6 +155,47 @@ START_TEST(layout_from_header_page)
 }
 END_TEST
 
+START_TEST(cut_before_keeps_times)
+{
+	struct pagegen g;
+	struct vmt_page_info i;
+	uint8_t orig[4096];
+
+	pagegen_init(&g, page, 4096, 1000);
+	pagegen_event(&g, 0, 8, 1);		/* 1000 */
+	pagegen_event(&g, 10, 200, 2);		/* 1010, long form */
+	pagegen_event(&g, 1ull << 28, 8, 3);	/* time extend, then 1010 + 2^28 */
+	pagegen_event(&g, 5, 12, 4);		/* +5 */
+	pagegen_finish(&g, 0);
+	memcpy(orig, page, sizeof(page));
+
+	/* nothing before the start: unchanged */
+	ck_assert_int_eq(page_cut_before(&L, page, 1000), 0);
+	ck_assert_mem_eq(page, orig, sizeof(page));
+	/* cut the first two: the extended event keeps its time */
+	ck_assert_int_eq(page_cut_before(&L, page, 1011), 2);
+	ck_assert_int_eq(page_scan(&L, page, &i), 0);
+	ck_assert_uint_eq(i.events, 2);
+	ck_assert_uint_eq(i.first_ts, 1010 + (1ull << 28));
+	ck_assert_uint_eq(i.last_ts, 1015 + (1ull << 28));
+	/* cut all */
+	memcpy(page, orig, sizeof(page));
+	ck_assert_int_eq(page_cut_before(&L, page, 1ull << 40), 4);
+	ck_assert_int_eq(page_scan(&L, page, &i), 0);
+	ck_assert_uint_eq(i.events, 0);
+	/* cut the first one of a page whose second event has delta 0 */
+	pagegen_init(&g, page, 4096, 500);
+	pagegen_event(&g, 0, 8, 1);
+	pagegen_event(&g, 0, 8, 2);
+	pagegen_event(&g, 3, 8, 3);
+	pagegen_finish(&g, 0);
+	ck_assert_int_eq(page_cut_before(&L, page, 501), 2);
+	ck_assert_int_eq(page_scan(&L, page, &i), 0);
+	ck_assert_uint_eq(i.events, 1);
+	ck_assert_uint_eq(i.first_ts, 503);
+}
+END_TEST
+
 /* The real pages of the shared corpus: every page walks, and the events
  * counted per CPU are what stock trace-cmd decodes. */
 START_TEST(corpus_pages)
@@ -197,6 +238,7 @@ int main(void)
 	tcase_add_test(t, event_past_commit);
 	tcase_add_test(t, random_pages_never_crash);
 	tcase_add_test(t, layout_from_header_page);
+	tcase_add_test(t, cut_before_keeps_times);
 	tcase_add_test(t, corpus_pages);
 	tcase_set_timeout(t, 60);
 	suite_add_tcase(s, t);

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * discovery: guests that come and go by themselves. Each discovery folder
+ * holds one folder per guest with its ports:
+ *   vmtraced layout: DIR/<name>/agent-ctl-path{,.in,.out}, trace-path-cpuN...
+ *   libvirt layout:  DIR/domain-<id>-<name>/agent-ctl-path, ...
+ * inotify on the folders (and a slow periodic pass, for what inotify cannot
+ * see, such as a folder created after the daemon started) schedules a
+ * rescan; a rescan adds guests whose control port is there and marks the
+ * others absent. An absent guest goes offline; its rings stay until
+ * forget_after, when an absent discovered guest is dropped.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "discovery.h"
+#include "guest.h"
+#include "log.h"
+#include "manager.h"
+
+#define RESCAN_DELAY_USEC 200000ull
+#define RESCAN_PERIOD_USEC (10 * 1000000ull)
+#define WATCH_MASK (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_ATTRIB)
+
+struct vmt_discovery {
+	struct vmt_manager *m;
+	int ifd;
+	sd_event_source *io;
+	sd_event_source *timer;
+	uint64_t rescans;
+};
+
+/* The guest name a folder entry stands for, or false. */
+bool discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, size_t n)
+{
+	const char *p = entry;
+
+	if (layout == VMT_LAYOUT_LIBVIRT) {
+		/* domain-<id>-<name>: the id changes with every start */
+		if (strncmp(p, "domain-", 7))
+			return false;
+		p += 7;
+		if (*p < '0' || *p > '9')
+			return false;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		if (*p++ != '-')
+			return false;
+	}
+	if (strlen(p) >= n || !name_is_valid(p))
+		return false;
+	snprintf(name, n, "%s", p);
+	return true;
+}
+
+static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discovery_conf *dc)
+{
+	struct vmt_manager *m = d->m;
+	struct dirent *de;
+	DIR *dir;
+
+	inotify_add_watch(d->ifd, dc->path, WATCH_MASK | IN_ONLYDIR);
+	dir = opendir(dc->path);
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		char name[VMT_NAME_MAX], path[PATH_MAX];
+		enum vmt_transport t;
+		struct vmt_guest *g;
+		struct stat st;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dc->path, de->d_name) >= (int)sizeof(path))
+			continue;
+		if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		inotify_add_watch(d->ifd, path, WATCH_MASK | IN_ONLYDIR);
+		if (!discovery_guest_name(dc->layout, de->d_name, name, sizeof(name)))
+			continue;
+		if (channel_probe(path, "agent-ctl-path", &t) < 0)
+			continue;
+		g = manager_find_guest(m, name);
+		if (g && !g->discovered)
+			continue;	/* a configured guest of that name wins */
+		if (g) {
+			g->present = true;
+			if (strcmp(g->conf.path, path) && g->state == GUEST_OFFLINE) {
+				/* libvirt restarted it under a new id: same guest */
+				log_guest(VMT_LOG_INFO, 0, name, "now at %s", path);
+				snprintf(g->conf.path, sizeof(g->conf.path), "%s", path);
+			}
+			continue;
+		}
+		struct vmt_guest_conf gc = { .transport = dc->transport, .rec = m->conf.rec };
+		snprintf(gc.name, sizeof(gc.name), "%s", name);
+		snprintf(gc.path, sizeof(gc.path), "%s", path);
+		if (manager_add_guest(m, &gc, &g) < 0)
+			continue;
+		g->discovered = true;
+		g->present = true;
+		log_guest(VMT_LOG_NOTICE, 0, name, "discovered in %s", dc->path);
+		guest_connect(g);
+	}
+	closedir(dir);
+}
+
+void discovery_rescan(struct vmt_discovery *d)
+{
+	struct vmt_manager *m;
+
+	if (!d)
+		return;
+	m = d->m;
+	d->rescans++;
+	for (uint32_t i = 0; i < m->nguests; i++)
+		if (m->guests[i]->discovered)
+			m->guests[i]->present = false;
+	for (uint32_t i = 0; i < m->conf.ndiscovery; i++)
+		discovery_scan_root(d, &m->conf.discovery[i]);
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		struct vmt_guest *g = m->guests[i];
+		if (g->discovered && !g->present && g->state != GUEST_OFFLINE)
+			guest_vanished(g);
+	}
+}
+
+static int discovery_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct vmt_discovery *d = userdata;
+
+	discovery_rescan(d);
+	sd_event_source_set_time_relative(s, RESCAN_PERIOD_USEC);
+	sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+	return 0;
+}
+
+static int discovery_io_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_discovery *d = userdata;
+	char buf[16384];
+
+	/* the events only say "look again": drain them, rescan soon */
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	sd_event_source_set_time_relative(d->timer, RESCAN_DELAY_USEC);
+	sd_event_source_set_enabled(d->timer, SD_EVENT_ONESHOT);
+	return 0;
+}
+
+int discovery_new(struct vmt_discovery **out, struct vmt_manager *m)
+{
+	struct vmt_discovery *d = calloc(1, sizeof(*d));
+	int r;
+
+	if (!d)
+		return -ENOMEM;
+	d->m = m;
+	d->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (d->ifd < 0) {
+		r = -errno;
+		free(d);
+		return r;
+	}
+	r = sd_event_add_io(m->event, &d->io, d->ifd, EPOLLIN, discovery_io_cb, d);
+	if (r >= 0)
+		r = sd_event_add_time_relative(m->event, &d->timer, CLOCK_MONOTONIC, RESCAN_PERIOD_USEC,
+					       100000, discovery_timer_cb, d);
+	if (r < 0) {
+		discovery_free(d);
+		return r;
+	}
+	*out = d;
+	return 0;
+}
+
+void discovery_free(struct vmt_discovery *d)
+{
+	if (!d)
+		return;
+	sd_event_source_disable_unref(d->io);
+	sd_event_source_disable_unref(d->timer);
+	close(d->ifd);
+	free(d);
+}

@@ -1,0 +1,609 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dump: the manager's dumps. A request (signal, control socket, later BPF
+ * and guests) joins the dump that is not yet frozen, or starts one:
+ *
+ *   DELAY  coalesce window, and --post: recording goes on
+ *   FLUSH  every wanted agent flushes; bounded by flush_timeout
+ *   WRITE  each guest's window is copied out of its rings and handed to
+ *          the writer thread; the answer goes out when all are written
+ *
+ * Automatic triggers (BPF, guest) are held back by a per-guest cooldown and
+ * a global rate limit and counted when suppressed; an operator's dump
+ * (signal, vmtracectl) always happens.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "guest.h"
+#include "log.h"
+#include "manager.h"
+
+/* ---- freezing ----------------------------------------------------------- */
+
+/* Sample names carry microseconds and must not collide. */
+static uint64_t manager_sample_time(struct vmt_manager *m)
+{
+	uint64_t t = now_realtime_ns();
+
+	if (t / 1000 <= m->last_sample_ns / 1000)
+		t = (m->last_sample_ns / 1000 + 1) * 1000;
+	m->last_sample_ns = t;
+	return t;
+}
+
+/* How many of ring r's pages (oldest first) belong to the window. */
+static uint32_t window_end(const struct vmt_guest *g, uint32_t c)
+{
+	const struct vmt_ring *r = &g->rings[c];
+	uint32_t n = r->count;
+
+	/* with a flush target the window ends exactly where FLUSHED said;
+	 * pages after it belong to the next window and stay in the ring */
+	if (g->flushed && g->have_target)
+		while (n && ring_slot(r, n - 1)->seq >= g->target_seq[c])
+			n--;
+	return n;
+}
+
+/*
+ * Copy one guest's window out of its rings. span_ns > 0 keeps only the
+ * events of the last span_ns before the newest event of any CPU, the same
+ * start time on every CPU, cut inside the page that straddles it.
+ */
+static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
+				    const struct vmt_trigger *t, uint32_t nt, uint64_t dump_id,
+				    uint64_t span_ns)
+{
+	struct vmt_job *job;
+	uint32_t ps = g->layout.page_size;
+	uint64_t total = 0, t_end = 0, t_start = 0;
+	uint32_t *first, *end;
+	uint8_t *dst;
+
+	if (!g->nrings || !g->have_aux) {
+		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "nothing recorded yet: no sample written");
+		return NULL;
+	}
+	first = calloc(g->nrings, sizeof(*first));
+	end = calloc(g->nrings, sizeof(*end));
+	job = calloc(1, sizeof(*job));
+	if (!job || !first || !end)
+		goto oom;
+	for (uint32_t c = 0; c < g->nrings; c++) {
+		end[c] = window_end(g, c);
+		if (end[c])
+			t_end = VMT_MAX(t_end, ring_slot(&g->rings[c], end[c] - 1)->last_ts);
+	}
+	if (span_ns && t_end > span_ns)
+		t_start = t_end - span_ns;
+	for (uint32_t c = 0; c < g->nrings; c++) {
+		while (first[c] < end[c] && ring_slot(&g->rings[c], first[c])->last_ts < t_start)
+			first[c]++;
+		total += end[c] - first[c];
+	}
+
+	job->kind = VMT_JOB_SAMPLE;
+	job->dump_id = dump_id;
+	job->zstd_level = m->conf.zstd_level;
+	job->zstd_workers = 2;
+	snprintf(job->dir, sizeof(job->dir), "%s/%s", m->conf.state_dir, g->conf.name);
+	job->frozen = malloc(total ? total * ps : 1);
+	job->iovs = calloc(g->nrings, sizeof(*job->iovs));
+	job->sample.cpus = calloc(g->nrings, sizeof(*job->sample.cpus));
+	if (!job->frozen || !job->iovs || !job->sample.cpus)
+		goto oom;
+
+	struct vmt_sample *s = &job->sample;
+	snprintf(s->guest, sizeof(s->guest), "%s", g->conf.name);
+	snprintf(s->host, sizeof(s->host), "%s", m->hostname);
+	s->aux_version = g->aux.version;
+	s->aux_id = g->aux.id;
+	s->created_ns = manager_sample_time(m);
+	s->dump_id = dump_id;
+	s->page_size = ps;
+	s->ncpus = g->nrings;
+	s->ntriggers = VMT_MIN(nt, VMT_SAMPLE_MAX_TRIGGERS);
+	memcpy(s->triggers, t, s->ntriggers * sizeof(*t));
+	s->ctl_rejected_bytes = guest_ctl_rejected_bytes(g);
+	s->ctl_rejected_msgs = guest_ctl_rejected_msgs(g);
+	s->flush_timeouts = g->c.flush_timeouts;
+	sample_file_name(job->name, sizeof(job->name), g->conf.name, s->created_ns);
+
+	dst = job->frozen;
+	for (uint32_t c = 0; c < g->nrings; c++) {
+		const struct vmt_ring *r = &g->rings[c];
+		struct vmt_sample_cpu *sc = &s->cpus[c];
+		uint32_t n = end[c] - first[c];
+
+		sc->cpu = c;
+		sc->npages = n;
+		sc->counters = r->c;
+		sc->have_guest_stats = g->have_stats;
+		if (g->have_stats)
+			sc->guest = g->stats[c];
+		job->iovs[c] = (struct vmt_iovec){ dst, (size_t)n * ps };
+		sc->iov = &job->iovs[c];
+		sc->niov = 1;
+		for (uint32_t i = first[c]; i < end[c]; i++) {
+			const struct vmt_ring_slot *sl = ring_slot(r, i);
+			struct vmt_page_info info = { .first_ts = sl->first_ts, .last_ts = sl->last_ts,
+						      .events = sl->events };
+
+			memcpy(dst, ring_page(r, i), ps);
+			if (i == first[c] && t_start && sl->first_ts < t_start &&
+			    page_cut_before(&g->layout, dst, t_start) > 0)
+				page_scan(&g->layout, dst, &info);
+			if (i == first[c]) {
+				sc->first_seq = sl->seq;
+				sc->first_ts = info.first_ts;
+			}
+			sc->last_ts = info.last_ts;
+			sc->events += info.events;
+			dst += ps;
+		}
+	}
+	free(first);
+	free(end);
+	g->last_freeze_ns = now_monotonic_ns();
+	return job;
+oom:
+	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot freeze the window: %m");
+	free(first);
+	free(end);
+	job_free(job);
+	m->dump_errors++;
+	return NULL;
+}
+
+void manager_dump_guest_now(struct vmt_manager *m, struct vmt_guest *g, const struct vmt_trigger *t)
+{
+	struct vmt_job *job;
+	bool flushed = g->flushed;
+
+	g->flushed = false;	/* no flush target: take every page */
+	job = freeze_guest(m, g, t, 1, 0, 0);
+	g->flushed = flushed;
+	if (job) {
+		m->dumps++;
+		writer_submit(&m->writer, job);
+	}
+}
+
+void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g)
+{
+	struct vmt_job *job = calloc(1, sizeof(*job));
+
+	if (!job) {
+		log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot queue the aux file: %m");
+		free(g->aux.meta);
+		return;
+	}
+	job->kind = VMT_JOB_AUX;
+	snprintf(job->dir, sizeof(job->dir), "%s/%s", m->conf.state_dir, g->conf.name);
+	aux_file_name(job->name, sizeof(job->name), g->aux.version);
+	job->aux = g->aux;	/* takes the bundle */
+	writer_submit(&m->writer, job);
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static bool dump_wants(const struct vmt_dump *d, const struct vmt_guest *g)
+{
+	if (d->all_guests)
+		return true;
+	for (uint32_t i = 0; i < d->nguests; i++)
+		if (!strcmp(d->guests[i], g->conf.name))
+			return true;
+	return false;
+}
+
+static void dump_free(struct vmt_dump *d)
+{
+	struct vmt_waiter *w;
+
+	if (!d)
+		return;
+	while ((w = d->waiters)) {
+		d->waiters = w->next;
+		free(w);
+	}
+	for (uint32_t i = 0; i < d->nguests; i++)
+		free(d->guests[i]);
+	free(d->guests);
+	for (uint32_t i = 0; i < d->nfiles; i++)
+		free(d->files[i]);
+	free(d->files);
+	sd_event_source_disable_unref(d->timer);
+	free(d);
+}
+
+void manager_free_dumps(struct vmt_manager *m)
+{
+	dump_free(m->cur);
+	dump_free(m->next);
+	m->cur = m->next = NULL;
+}
+
+static void dump_begin(struct vmt_manager *m);
+
+static void dump_finish(struct vmt_manager *m)
+{
+	struct vmt_dump *d = m->cur;
+
+	for (struct vmt_waiter *w = d->waiters; w; w = w->next)
+		control_answer_dump(m->control, w->client, w->request_id, d->files, d->nfiles,
+				    d->error);
+	log_info("dump %llu: done, %u file(s)", (unsigned long long)d->id, d->nfiles);
+	dump_free(d);
+	m->cur = m->next;
+	m->next = NULL;
+	if (m->cur)
+		dump_begin(m);
+}
+
+static void dump_freeze(struct vmt_manager *m)
+{
+	struct vmt_dump *d = m->cur;
+	/* 0: the whole ring; otherwise the moments before the trigger and after */
+	uint64_t span = d->window_ns ? d->window_ns + d->post_ns : 0;
+
+	d->timer = sd_event_source_disable_unref(d->timer);
+	d->phase = VMT_DUMP_WRITE;
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		struct vmt_guest *g = m->guests[i];
+		struct vmt_job *job;
+
+		if (!dump_wants(d, g))
+			continue;
+		job = freeze_guest(m, g, d->triggers, d->ntriggers, d->id, span);
+		g->flushed = false;
+		g->have_target = false;
+		g->flush_wait = false;
+		if (!job)
+			continue;
+		d->jobs_left++;
+		writer_submit(&m->writer, job);
+	}
+	m->dumps++;
+	if (!d->jobs_left)
+		dump_finish(m);
+}
+
+static int dump_flush_timeout_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct vmt_manager *m = userdata;
+
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		struct vmt_guest *g = m->guests[i];
+		if (g->flush_wait && dump_wants(m->cur, g)) {
+			g->flush_wait = false;
+			g->c.flush_timeouts++;
+			log_guest(VMT_LOG_WARNING, 0, g->conf.name,
+				  "no FLUSHED within %u ms: dumping what has arrived",
+				  g->conf.rec.flush_timeout_ms);
+		}
+	}
+	dump_freeze(m);
+	return 0;
+}
+
+static bool dump_flushing_done(struct vmt_manager *m)
+{
+	for (uint32_t i = 0; i < m->nguests; i++)
+		if (m->guests[i]->flush_wait && dump_wants(m->cur, m->guests[i]))
+			return false;
+	return true;
+}
+
+/* Ask the wanted agents to flush; freeze when all answered or time is up. */
+static void dump_flush(struct vmt_manager *m)
+{
+	struct vmt_dump *d = m->cur;
+	unsigned waiting = 0;
+	uint32_t timeout_ms = 0;
+	int r;
+
+	d->timer = sd_event_source_disable_unref(d->timer);
+	d->phase = VMT_DUMP_FLUSH;
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		struct vmt_guest *g = m->guests[i];
+		if (dump_wants(d, g) && guest_flush(g, d->id)) {
+			waiting++;
+			timeout_ms = VMT_MAX(timeout_ms, g->conf.rec.flush_timeout_ms);
+		}
+	}
+	log_info("dump %llu: %s (%s), waiting for %u agent(s) to flush", (unsigned long long)d->id,
+		 trigger_kind_name(d->triggers[0].kind), d->triggers[0].reason, waiting);
+	if (!waiting || dump_flushing_done(m)) {
+		dump_freeze(m);
+		return;
+	}
+	r = sd_event_add_time_relative(m->event, &d->timer, CLOCK_MONOTONIC,
+				       (uint64_t)timeout_ms * 1000, 1000, dump_flush_timeout_cb, m);
+	if (r < 0) {
+		log_error_errno(r, "cannot arm the flush timeout: %m");
+		dump_freeze(m);
+	}
+}
+
+static int dump_delay_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	dump_flush(userdata);
+	return 0;
+}
+
+/* Wait for the coalescing window and --post, then flush. */
+static void dump_schedule(struct vmt_manager *m)
+{
+	struct vmt_dump *d = m->cur;
+	uint64_t now = now_monotonic_ns();
+	int r;
+
+	if (d->fire_at_ns <= now) {
+		dump_flush(m);
+		return;
+	}
+	if (d->timer) {
+		sd_event_source_set_time(d->timer, d->fire_at_ns / 1000);
+		sd_event_source_set_enabled(d->timer, SD_EVENT_ONESHOT);
+		return;
+	}
+	r = sd_event_add_time(m->event, &d->timer, CLOCK_MONOTONIC, d->fire_at_ns / 1000, 1000,
+			      dump_delay_cb, m);
+	if (r < 0) {
+		log_error_errno(r, "cannot arm the dump delay: %m");
+		dump_flush(m);
+	}
+}
+
+static void dump_begin(struct vmt_manager *m)
+{
+	m->cur->id = ++m->next_dump_id;
+	m->cur->phase = VMT_DUMP_DELAY;
+	dump_schedule(m);
+}
+
+void manager_guest_flushed(struct vmt_manager *m, struct vmt_guest *g)
+{
+	if (!m->cur || m->cur->phase != VMT_DUMP_FLUSH || !dump_wants(m->cur, g))
+		return;
+	if (dump_flushing_done(m))
+		dump_freeze(m);
+}
+
+static int dump_add_guest(struct vmt_dump *d, const char *name)
+{
+	char **t;
+
+	for (uint32_t i = 0; i < d->nguests; i++)
+		if (!strcmp(d->guests[i], name))
+			return 0;
+	t = realloc(d->guests, (d->nguests + 1) * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	d->guests = t;
+	d->guests[d->nguests] = strdup(name);
+	if (!d->guests[d->nguests])
+		return -ENOMEM;
+	d->nguests++;
+	return 0;
+}
+
+static bool trigger_is_automatic(const struct vmt_trigger *t)
+{
+	return t->kind == VMT_TRIGGER_BPF || t->kind == VMT_TRIGGER_GUEST;
+}
+
+/* The global rate limit: a bucket of max_per_minute tokens, refilled evenly. */
+static bool rate_take(struct vmt_manager *m)
+{
+	uint32_t per_min = m->conf.triggers.max_per_minute;
+	uint64_t now = now_monotonic_ns();
+
+	if (!per_min)
+		return true;
+	if (!m->tokens_at_ns) {
+		m->tokens = per_min;
+		m->tokens_at_ns = now;
+	}
+	m->tokens += (double)(now - m->tokens_at_ns) * per_min / 60e9;
+	if (m->tokens > per_min)
+		m->tokens = per_min;
+	m->tokens_at_ns = now;
+	if (m->tokens < 1)
+		return false;
+	m->tokens -= 1;
+	return true;
+}
+
+static bool guest_cooling(const struct vmt_manager *m, const struct vmt_guest *g, uint64_t now)
+{
+	uint64_t cd = (uint64_t)m->conf.triggers.cooldown_ms * 1000000;
+
+	return g->last_freeze_ns && cd && now - g->last_freeze_ns < cd;
+}
+
+int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
+{
+	uint64_t now = now_monotonic_ns();
+	const char *only[1];
+	char *const *names = rq->names;
+	uint32_t n = rq->n;
+	struct vmt_dump *d, *open = m->cur && m->cur->phase != VMT_DUMP_WRITE ? m->cur : m->next;
+	bool fresh = false, automatic = trigger_is_automatic(rq->trigger);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (!manager_find_guest(m, names[i]))
+			return -ENOENT;
+
+	if (automatic) {
+		/* a guest cooling down after its last dump is left out, unless
+		 * the dump still open takes it anyway */
+		uint32_t eligible = 0;
+		const char *first = NULL;
+
+		for (uint32_t i = 0; i < m->nguests; i++) {
+			struct vmt_guest *g = m->guests[i];
+			bool named = !n;
+			for (uint32_t k = 0; k < n && !named; k++)
+				named = !strcmp(names[k], g->conf.name);
+			if (!named)
+				continue;
+			if (guest_cooling(m, g, now) && !(open && dump_wants(open, g))) {
+				g->c.triggers_suppressed++;
+				continue;
+			}
+			eligible++;
+			first = first ? first : g->conf.name;
+		}
+		if (!eligible) {
+			m->triggers_suppressed++;
+			return -EBUSY;
+		}
+		if (eligible == 1 && n != 1) {
+			only[0] = first;
+			names = (char *const *)only;
+			n = 1;
+		}
+		if (!open && !rate_take(m)) {
+			m->triggers_suppressed++;
+			return -EBUSY;
+		}
+	}
+
+	if (open) {
+		d = open;
+	} else {
+		d = calloc(1, sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		fresh = true;
+		d->fire_at_ns = now + (uint64_t)m->conf.triggers.coalesce_ms * 1000000;
+	}
+	if (!n)
+		d->all_guests = true;
+	for (uint32_t i = 0; i < n; i++)
+		if (dump_add_guest(d, names[i]) < 0)
+			goto oom;
+	if (d->ntriggers < VMT_SAMPLE_MAX_TRIGGERS)
+		d->triggers[d->ntriggers++] = *rq->trigger;
+	else
+		d->triggers_dropped++;
+	m->triggers_total++;
+	/* the widest window asked for; 0 means the whole ring and wins */
+	if (fresh || !rq->window_ns || !d->window_ns)
+		d->window_ns = fresh ? rq->window_ns : 0;
+	else
+		d->window_ns = VMT_MAX(d->window_ns, rq->window_ns);
+	d->post_ns = VMT_MAX(d->post_ns, rq->post_ns);
+	d->fire_at_ns = VMT_MAX(d->fire_at_ns, now + rq->post_ns);
+	if (rq->client) {
+		struct vmt_waiter *w = calloc(1, sizeof(*w));
+		if (!w)
+			goto oom;
+		w->client = rq->client;
+		w->request_id = rq->request_id;
+		w->next = d->waiters;
+		d->waiters = w;
+	}
+	if (fresh) {
+		if (!m->cur) {
+			m->cur = d;
+			dump_begin(m);
+		} else {
+			m->next = d;
+		}
+	} else if (d == m->cur && d->phase == VMT_DUMP_DELAY) {
+		dump_schedule(m);
+	} else if (d == m->cur && d->phase == VMT_DUMP_FLUSH) {
+		/* guests added while flushing are asked too */
+		for (uint32_t i = 0; i < m->nguests; i++) {
+			struct vmt_guest *g = m->guests[i];
+			if (dump_wants(d, g) && !g->flush_wait && !g->flushed)
+				guest_flush(g, d->id);
+		}
+	}
+	return 0;
+oom:
+	if (fresh)
+		dump_free(d);
+	return -ENOMEM;
+}
+
+void manager_forget_client(struct vmt_manager *m, struct vmt_client *client)
+{
+	struct vmt_dump *ds[2] = { m->cur, m->next };
+
+	for (int k = 0; k < 2; k++) {
+		struct vmt_waiter **pp;
+		if (!ds[k])
+			continue;
+		for (pp = &ds[k]->waiters; *pp;) {
+			if ((*pp)->client == client) {
+				struct vmt_waiter *w = *pp;
+				*pp = w->next;
+				free(w);
+			} else {
+				pp = &(*pp)->next;
+			}
+		}
+	}
+}
+
+/* ---- the writer's answers ------------------------------------------------- */
+
+void manager_writer_done(struct vmt_job *job, void *userdata)
+{
+	struct vmt_manager *m = userdata;
+	char path[PATH_MAX + 400];
+	char field[PATH_MAX + 420];
+	const char *fields[2] = { field, NULL };
+
+	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
+	if (job->kind == VMT_JOB_AUX) {
+		if (job->error < 0)
+			log_full(VMT_LOG_ERR, job->error, NULL, "cannot write aux file %s: %m", path);
+		else
+			log_info("wrote %s (%llu bytes)", path, (unsigned long long)job->bytes);
+		job_free(job);
+		return;
+	}
+	snprintf(field, sizeof(field), "SAMPLE=%s", path);
+	if (job->error < 0) {
+		m->dump_errors++;
+		log_full(VMT_LOG_ERR, job->error, fields, "cannot write sample %s: %m", path);
+	} else {
+		uint64_t pages = 0;
+		struct vmt_guest *g = manager_find_guest(m, job->sample.guest);
+
+		for (uint32_t c = 0; c < job->sample.ncpus; c++)
+			pages += job->sample.cpus[c].npages;
+		m->samples_written++;
+		if (g)
+			snprintf(g->last_dump, sizeof(g->last_dump), "%s", path);
+		log_full(VMT_LOG_NOTICE, 0, fields, "wrote %s: %llu pages, %llu bytes, %llu ms", path,
+			 (unsigned long long)pages, (unsigned long long)job->bytes,
+			 (unsigned long long)(job->duration_ns / 1000000));
+	}
+	if (m->cur && m->cur->phase == VMT_DUMP_WRITE && job->dump_id == m->cur->id) {
+		struct vmt_dump *d = m->cur;
+		if (job->error < 0) {
+			d->error = job->error;
+		} else {
+			char **f = realloc(d->files, (d->nfiles + 1) * sizeof(*f));
+			if (f) {
+				d->files = f;
+				d->files[d->nfiles] = strdup(path);
+				if (d->files[d->nfiles])
+					d->nfiles++;
+			}
+		}
+		if (!--d->jobs_left)
+			dump_finish(m);
+	}
+	job_free(job);
+}
