@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "guest.h"
+#include "hostsrc.h"
 #include "log.h"
 #include "manager.h"
 #include "meta.h"
@@ -281,7 +282,7 @@ void guest_connect(struct vmt_guest *g)
 {
 	int r;
 
-	if (channel_is_open(&g->ctl))
+	if (g->host || channel_is_open(&g->ctl))
 		return;
 	r = guest_open_channels(g);
 	if (r < 0) {
@@ -413,6 +414,28 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 	return 0;
 }
 
+int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
+{
+	uint64_t pages = VMT_MAX(g->conf.rec.ring_size / page_size, 1);
+	uint64_t need = ring_mem_size((uint32_t)VMT_MIN(pages, UINT32_MAX), page_size) * ncpus;
+	uint64_t cap = g->m->conf.memory_max;
+	int r;
+
+	if (cap && g->m->mem_used + need > cap) {
+		g->m->guests_refused++;
+		log_guest(VMT_LOG_ERR, 0, g->conf.name,
+			  "refused: rings of %llu KiB do not fit under memory_max (%llu of %llu KiB used)",
+			  (unsigned long long)(need >> 10), (unsigned long long)(g->m->mem_used >> 10),
+			  (unsigned long long)(cap >> 10));
+		return -ENOSPC;
+	}
+	r = guest_alloc_rings(g, ncpus, page_size);
+	if (r < 0)
+		return r;
+	g->m->mem_used += guest_mem(g);
+	return 0;
+}
+
 /* ---- messages --------------------------------------------------------- */
 
 static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
@@ -458,28 +481,16 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 		g->have_aux = false;
 	}
 	if (!g->nrings) {
-		uint64_t pages = VMT_MAX(g->conf.rec.ring_size / h.page_size, 1);
-		uint64_t need = ring_mem_size((uint32_t)VMT_MIN(pages, UINT32_MAX), h.page_size) * h.ncpus;
-		uint64_t cap = g->m->conf.memory_max;
-
-		if (cap && g->m->mem_used + need > cap) {
-			char why[200];
-			g->m->guests_refused++;
-			snprintf(why, sizeof(why),
-				 "rings of %llu KiB do not fit under memory_max (%llu of %llu KiB used)",
-				 (unsigned long long)(need >> 10), (unsigned long long)(g->m->mem_used >> 10),
-				 (unsigned long long)(cap >> 10));
-			log_guest(VMT_LOG_ERR, 0, g->conf.name, "refused: %s", why);
-			guest_fail(g, why);
+		r = guest_setup_rings(g, h.ncpus, h.page_size);
+		if (r == -ENOSPC) {
+			guest_fail(g, "the rings do not fit under memory_max");
 			return;
 		}
-		r = guest_alloc_rings(g, h.ncpus, h.page_size);
 		if (r < 0) {
 			log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot allocate rings: %m");
 			guest_fail(g, "no memory for the rings");
 			return;
 		}
-		g->m->mem_used += guest_mem(g);
 	}
 	g->hello = h;
 	g->have_hello = true;
@@ -769,6 +780,37 @@ static void guest_on_text(struct vmt_guest *g, const struct vmt_msg *msg, uint32
 	guest_complain(g, 0, "%s: %s", what, text);
 }
 
+/* The guest asks for its own dump: untrusted, so the cooldown and the rate
+ * limit apply (manager_request_dump), and complaints are rate-limited. */
+static void guest_on_trigger(struct vmt_guest *g, const struct vmt_msg *msg)
+{
+	struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
+	char *names[1] = { g->conf.name };
+	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t };
+	char text[VMT_REASON_MAX - 16];
+	uint32_t n = VMT_MIN(msg->len, sizeof(text) - 1);
+	int r;
+
+	g->c.triggers_from_agent++;
+	if (g->state != GUEST_STREAMING) {
+		g->c.msgs_unexpected++;
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t c = msg->payload[i];
+		text[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	text[n] = 0;
+	snprintf(t.reason, sizeof(t.reason), "guest: %s", n ? text : "(no reason given)");
+	r = manager_request_dump(g->m, &rq);
+	if (r == -EBUSY)
+		log_guest(VMT_LOG_DEBUG, 0, g->conf.name, "trigger suppressed: %s", t.reason);
+	else if (r < 0)
+		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot start a dump: %m");
+	else
+		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "asked for a dump: %s", text);
+}
+
 static void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 {
 	switch (msg->type) {
@@ -797,9 +839,7 @@ static void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 		guest_on_text(g, msg, 4, "agent error");
 		break;
 	case VMT_MSG_TRIGGER:
-		/* guest-initiated dumps come with rate limits; until then, counted */
-		g->c.triggers_from_agent++;
-		guest_on_text(g, msg, 0, "agent asked for a dump (guest triggers are not enabled)");
+		guest_on_trigger(g, msg);
 		break;
 	default:
 		/* host->guest types coming from the guest */
@@ -900,6 +940,11 @@ bool guest_flush(struct vmt_guest *g, uint64_t id)
 
 	g->flushed = false;
 	g->have_target = false;
+	if (g->host) {
+		/* local: the pages are in the rings when this returns */
+		hostsrc_flush(g->host);
+		return false;
+	}
 	if (g->state != GUEST_STREAMING)
 		return false;
 	g->flush_id = id;
@@ -960,6 +1005,7 @@ void guest_free(struct vmt_guest *g)
 {
 	if (!g)
 		return;
+	hostsrc_free(g->host);
 	guest_close_channels(g);
 	g->timer = sd_event_source_disable_unref(g->timer);
 	g->m->mem_used -= guest_mem(g);

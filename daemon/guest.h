@@ -57,6 +57,7 @@ struct vmt_guest {
 	enum vmt_guest_state state;
 	bool discovered;	/* found in a discovery folder, not configured */
 	bool present;		/* discovered: its folder was there at the last rescan */
+	struct vmt_hostsrc *host;	/* the host's own ftrace instead of channels */
 	bool keep, fresh;	/* bookkeeping of a reload */
 
 	struct vmt_channel ctl;
@@ -117,6 +118,8 @@ void guest_vanished(struct vmt_guest *g);
 bool guest_forget(struct vmt_guest *g, uint64_t forget_after_ns);
 /* Tell the agent to stop tracing (daemon shutdown). */
 void guest_stop(struct vmt_guest *g);
+/* Allocate the rings, within memory_max (-ENOSPC, logged and counted). */
+int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size);
 /* Memory the rings take. */
 uint64_t guest_mem(const struct vmt_guest *g);
 /* Ring bytes from the control rx. */

@@ -35,6 +35,7 @@ struct fg {
 	struct endpoint ctl;
 	struct endpoint data[FAKEGUEST_MAX_CPUS];
 	pthread_mutex_t lock;
+	pthread_mutex_t ctl_lock;	/* one writer at a time on the control port */
 	pthread_cond_t cond;
 	int streaming;
 	unsigned start_gen;
@@ -84,12 +85,19 @@ static void endpoint_accept(struct endpoint *e)
 	e->rfd = e->wfd = fd;
 }
 
+static void ctl_write(struct fg *g, const struct vmt_buf *b)
+{
+	pthread_mutex_lock(&g->ctl_lock);
+	write_full(g->ctl.wfd, b->data, b->len);
+	pthread_mutex_unlock(&g->ctl_lock);
+}
+
 static void send_msg(struct fg *g, unsigned type, const void *p, uint32_t len)
 {
 	struct vmt_buf b = { 0 };
 
 	proto_put(&b, type, p, len);
-	write_full(g->ctl.wfd, b.data, b.len);
+	ctl_write(g, &b);
 	buf_free(&b);
 }
 
@@ -107,7 +115,7 @@ static void send_hello(struct fg *g, uint32_t echo)
 		h.ncpus = g->c->hello_ncpus;
 	h.echo = echo;
 	proto_put_hello(&b, &h);
-	write_full(g->ctl.wfd, b.data, b.len);
+	ctl_write(g, &b);
 	buf_free(&b);
 }
 
@@ -186,6 +194,18 @@ static void *cpu_main(void *arg)
 		}
 		pthread_mutex_lock(&g->lock);
 		ack_flush(g, cpu, bytes, events);
+		if (g->done_cpus + 1 == c->ncpus && c->triggers) {
+			/* the last CPU done asks for dumps, like vmtrace-agent trigger */
+			pthread_mutex_unlock(&g->lock);
+			for (unsigned k = 0; k < c->triggers; k++) {
+				char reason[64];
+				int n = snprintf(reason, sizeof(reason), "fake trigger %u", k);
+				send_msg(g, VMT_MSG_TRIGGER, reason, (uint32_t)n);
+				if (c->trigger_gap_ms)
+					usleep(c->trigger_gap_ms * 1000);
+			}
+			pthread_mutex_lock(&g->lock);
+		}
 		if (++g->done_cpus == c->ncpus && g->done_fd >= 0) {
 			if (write(g->done_fd, "d", 1) < 0) {
 				/* the parent is gone; nothing to tell */
@@ -219,7 +239,7 @@ static void do_flush(struct fg *g, uint64_t id)
 	}
 	pthread_mutex_unlock(&g->lock);
 	proto_put_flushed(&b, id, g->c->ncpus, st);
-	write_full(g->ctl.wfd, b.data, b.len);
+	ctl_write(g, &b);
 	buf_free(&b);
 }
 
@@ -231,6 +251,7 @@ static void fg_run(struct fg *g)
 
 	proto_rx_init(rx);
 	pthread_mutex_init(&g->lock, NULL);
+	pthread_mutex_init(&g->ctl_lock, NULL);
 	pthread_cond_init(&g->cond, NULL);
 	for (unsigned c = 0; c < g->c->ncpus; c++) {
 		args[c] = (struct cpu_arg){ g, c };

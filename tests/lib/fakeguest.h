@@ -27,6 +27,8 @@ struct fakeguest_conf {
 	int corrupt_meta_crc;
 	int garbage_first;	/* junk on the control channel before HELLO */
 	int lie_in_flush;	/* claim more bytes sent than were */
+	unsigned triggers;	/* TRIGGER messages sent once all pages are out */
+	unsigned trigger_gap_ms;	/* between them */
 };
 
 struct fakeguest {
