@@ -20,6 +20,7 @@ static const struct {
 	{ "status", cmd_status, "status                    the daemon and every guest" },
 	{ "dump", cmd_dump, "dump [GUEST...] [--window SEC] [--post SEC] [--reason TEXT]\n"
 			    "                            write samples now; prints the files" },
+	{ "samples", cmd_samples, "samples [GUEST]           the samples on disk, newest first" },
 	{ "reload", cmd_reload, "reload                    re-read the configuration" },
 	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE... samples (+ their aux) -> trace.dat" },
 };

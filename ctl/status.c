@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "client.h"
 #include "commands.h"
@@ -238,6 +239,66 @@ static int simple_request(const struct vmt_ctl_opts *o, unsigned type, const cha
 		;
 	if (r == 0 && done)
 		printf("%s\n", done);
+	return finish(&c, r);
+}
+
+int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	struct vmt_ctl_client c;
+	struct vmt_ctl_record rec;
+	struct vmt_buf b = { 0 };
+	struct rec *v = malloc(sizeof(*v));
+	int r, n = 0;
+
+	if (!v)
+		return 1;
+	if (argc > 2) {
+		fprintf(stderr, "usage: vmtracectl samples [GUEST]\n");
+		free(v);
+		return 2;
+	}
+	if (connect_or_explain(&c, o->socket) < 0) {
+		free(v);
+		return 1;
+	}
+	ctl_msg_begin(&b, VMT_CTL_SAMPLES, 1);
+	if (argc == 2)
+		tlv_put_str(&b, VMT_CTAG_GUEST, argv[1]);
+	r = client_request(&c, &b);
+	buf_free(&b);
+	if (o->json)
+		printf("{\"samples\": [");
+	else
+		printf("%-16s %-27s %10s %4s  %s\n", "GUEST", "CREATED (UTC)", "SIZE", "AUX", "PATH / TRIGGER");
+	while (r >= 0 && (r = client_next(&c, &rec, 30000)) > 0) {
+		char when[40], size[24];
+		time_t sec;
+		struct tm tm;
+
+		rec_parse(&rec, v);
+		if (o->json) {
+			printf("%s", n++ ? ", " : "");
+			rec_json(v);
+			continue;
+		}
+		sec = (time_t)(v->num[VMT_CTAG_CREATED_NS] / 1000000000);
+		gmtime_r(&sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+		human_bytes(size, sizeof(size), v->num[VMT_CTAG_BYTES]);
+		char aux[16] = "?";
+		if (v->have[VMT_CTAG_AUX_VERSION])
+			snprintf(aux, sizeof(aux), "%" PRIu64, v->num[VMT_CTAG_AUX_VERSION]);
+		printf("%-16s %-27s %10s %4s  %s\n", v->str[VMT_CTAG_GUEST], when, size, aux,
+		       v->str[VMT_CTAG_PATH]);
+		if (v->have[VMT_CTAG_REASON])
+			printf("%-60s  %s\n", "", v->str[VMT_CTAG_REASON]);
+		else if (v->have[VMT_CTAG_MESSAGE])
+			printf("%-60s  unreadable: %s\n", "", v->str[VMT_CTAG_MESSAGE]);
+		n++;
+	}
+	if (o->json && r == 0)
+		printf("]}\n");
+	free(v);
 	return finish(&c, r);
 }
 

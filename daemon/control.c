@@ -17,6 +17,7 @@
 #include "guest.h"
 #include "log.h"
 #include "manager.h"
+#include "retention.h"
 #include "vfile.h"
 
 #define MAX_CLIENTS 256
@@ -243,6 +244,51 @@ static void handle_dump(struct vmt_client *cl, uint32_t id, const uint8_t *p, ui
 		client_error(cl, id, -r, strerror(-r));
 }
 
+static void handle_samples(struct vmt_client *cl, uint32_t id, const uint8_t *p, uint32_t len)
+{
+	struct vmt_manager *m = cl->ctl->m;
+	char guest[VMT_NAME_MAX] = "";
+	struct vmt_store st;
+	struct vmt_buf b = { 0 };
+	struct vmt_tlv tv;
+	size_t pos = 0;
+	int r;
+
+	while (tlv_next(p, len, &pos, &tv) > 0)
+		if (tv.tag == VMT_CTAG_GUEST && (tlv_str(&tv, guest, sizeof(guest)) < 0 || !name_is_valid(guest))) {
+			client_error(cl, id, EINVAL, "invalid guest name");
+			return;
+		}
+	r = retention_list(m->conf.state_dir, guest[0] ? guest : NULL, &st);
+	if (r < 0 && r != -ENOENT) {
+		retention_store_free(&st);
+		client_error(cl, id, -r, strerror(-r));
+		return;
+	}
+	for (size_t i = 0; r >= 0 && i < st.nsamples; i++) {
+		const struct vmt_store_sample *sm = &st.samples[i];
+
+		ctl_msg_begin(&b, VMT_CTL_FILE, id);
+		tlv_put_str(&b, VMT_CTAG_PATH, sm->path);
+		tlv_put_str(&b, VMT_CTAG_GUEST, st.guests[sm->guest].name);
+		tlv_put_u64(&b, VMT_CTAG_CREATED_NS, sm->created_ns);
+		tlv_put_u64(&b, VMT_CTAG_BYTES, sm->bytes);
+		if (!sm->info_error) {
+			tlv_put_u32(&b, VMT_CTAG_AUX_VERSION, sm->aux_version);
+			if (sm->ntriggers)
+				tlv_put_str(&b, VMT_CTAG_REASON, sm->triggers[0].reason);
+		} else {
+			tlv_put_str(&b, VMT_CTAG_MESSAGE, sm->why);
+		}
+		if (b.len > VMT_CTL_MAX_MSG - 64)
+			continue;
+		client_send(cl, &b);
+	}
+	buf_free(&b);
+	retention_store_free(&st);
+	client_end(cl, id);
+}
+
 void control_answer_dump(struct vmt_control *c, struct vmt_client *cl, uint32_t id,
 			 char *const *files, uint32_t nfiles, int error)
 {
@@ -306,6 +352,9 @@ static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		break;
 	case VMT_CTL_DUMP:
 		handle_dump(cl, id, payload, plen);
+		break;
+	case VMT_CTL_SAMPLES:
+		handle_samples(cl, id, payload, plen);
 		break;
 	case VMT_CTL_RELOAD: {
 		char err[1024];

@@ -22,6 +22,61 @@
 #include "log.h"
 #include "manager.h"
 
+/* ---- retention ----------------------------------------------------------- */
+
+/* What the writer needs to apply the retention rules after a job: the
+ * limits, and the aux versions live sessions will still write samples for. */
+static void job_set_retention(struct vmt_manager *m, struct vmt_job *job)
+{
+	snprintf(job->state_dir, sizeof(job->state_dir), "%s", m->conf.state_dir);
+	job->retention = m->conf.retention;
+	job->pins = calloc(m->nguests ? m->nguests : 1, sizeof(*job->pins));
+	if (!job->pins)
+		return;
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		const struct vmt_guest *g = m->guests[i];
+		if (!g->have_aux)
+			continue;
+		snprintf(job->pins[job->npins].guest, sizeof(job->pins[0].guest), "%s", g->conf.name);
+		job->pins[job->npins++].aux_version = g->aux.version;
+	}
+}
+
+void manager_submit_retention(struct vmt_manager *m)
+{
+	struct vmt_job *job = calloc(1, sizeof(*job));
+
+	if (!job)
+		return;
+	job->kind = VMT_JOB_RETENTION;
+	job_set_retention(m, job);
+	writer_submit(&m->writer, job);
+}
+
+static void log_retention(struct vmt_manager *m, const struct vmt_job *job)
+{
+	const struct vmt_retention_result *r = &job->ret;
+
+	if (!job->state_dir[0])
+		return;
+	if (job->ret_error < 0 && job->ret_error != -ENOENT) {
+		log_full(VMT_LOG_WARNING, job->ret_error, NULL, "retention: cannot scan %s: %m",
+			 job->state_dir);
+		return;
+	}
+	m->retention_deleted += r->samples + r->aux;
+	if (r->samples || r->aux || r->temps)
+		log_info("retention: deleted %u sample(s), %u aux file(s) (%llu KiB), %u stale temporary file(s); "
+			 "%u sample(s) kept (%llu KiB)",
+			 r->samples, r->aux, (unsigned long long)(r->bytes >> 10), r->temps,
+			 r->kept_samples, (unsigned long long)(r->kept_bytes >> 10));
+	if (r->errors)
+		log_full(VMT_LOG_WARNING, r->first_error, NULL, "retention: %u file(s) could not be deleted: %m",
+			 r->errors);
+	if (r->unmet)
+		log_warning("retention: limits not met: what is left is needed by live sessions");
+}
+
 /* ---- freezing ----------------------------------------------------------- */
 
 /* Sample names carry microseconds and must not collide. */
@@ -88,6 +143,7 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 
 	job->kind = VMT_JOB_SAMPLE;
 	job->dump_id = dump_id;
+	job_set_retention(m, job);
 	job->zstd_level = m->conf.zstd_level;
 	job->zstd_workers = 2;
 	snprintf(job->dir, sizeof(job->dir), "%s/%s", m->conf.state_dir, g->conf.name);
@@ -564,6 +620,11 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 	const char *fields[2] = { field, NULL };
 
 	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
+	log_retention(m, job);
+	if (job->kind == VMT_JOB_RETENTION) {
+		job_free(job);
+		return;
+	}
 	if (job->kind == VMT_JOB_AUX) {
 		if (job->error < 0)
 			log_full(VMT_LOG_ERR, job->error, NULL, "cannot write aux file %s: %m", path);
@@ -575,7 +636,9 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 	snprintf(field, sizeof(field), "SAMPLE=%s", path);
 	if (job->error < 0) {
 		m->dump_errors++;
-		log_full(VMT_LOG_ERR, job->error, fields, "cannot write sample %s: %m", path);
+		log_full(VMT_LOG_ERR, job->error, fields,
+			 "cannot write sample %s%s: %m; the rings are untouched, the next dump tries again",
+			 path, job->retried ? " (again after the retention rules made room)" : "");
 	} else {
 		uint64_t pages = 0;
 		struct vmt_guest *g = manager_find_guest(m, job->sample.guest);

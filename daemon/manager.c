@@ -42,6 +42,10 @@ static void manager_housekeeping(struct vmt_manager *m)
 {
 	uint64_t after = m->conf.forget_after_s * 1000000000ull;
 
+	/* max_age needs time to pass, not only dumps: look once a minute */
+	if (m->housekeeping_runs++ % 12 == 0)
+		manager_submit_retention(m);
+
 	for (uint32_t i = 0; i < m->nguests;) {
 		struct vmt_guest *g = m->guests[i];
 

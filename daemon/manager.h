@@ -85,6 +85,8 @@ struct vmt_manager {
 	uint64_t triggers_total;
 	uint64_t triggers_suppressed;
 	uint64_t guests_refused;	/* rings refused by memory_max */
+	uint64_t retention_deleted;	/* files deleted by the retention rules */
+	uint64_t housekeeping_runs;
 	uint64_t dumps;
 	uint64_t dump_errors;
 	uint64_t samples_written;
@@ -116,6 +118,8 @@ struct vmt_guest *manager_find_guest(struct vmt_manager *m, const char *name);
 /* A guest that was not in the configuration (discovery). */
 int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, struct vmt_guest **out);
 void manager_writer_done(struct vmt_job *job, void *userdata);
+/* Apply the retention rules (and clear stale temporaries) in the writer. */
+void manager_submit_retention(struct vmt_manager *m);
 void manager_free_dumps(struct vmt_manager *m);
 /* Re-read the configuration file; err says why it was refused. */
 int manager_reload(struct vmt_manager *m, char *err, size_t err_len);

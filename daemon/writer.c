@@ -19,6 +19,7 @@ void job_free(struct vmt_job *job)
 	free(job->frozen);
 	free(job->iovs);
 	free(job->sample.cpus);
+	free(job->pins);
 	aux_free(&job->aux);
 	free(job);
 }
@@ -66,6 +67,15 @@ static int job_run(struct vmt_job *job)
 	return afile_commit(&a);
 }
 
+static void job_retention(struct vmt_job *job)
+{
+	if (!job->state_dir[0])
+		return;
+	memset(&job->ret, 0, sizeof(job->ret));
+	job->ret_error = retention_apply(job->state_dir, &job->retention, job->pins, job->npins,
+					 now_realtime_ns() / 1000000000, &job->ret);
+}
+
 static void *writer_main(void *arg)
 {
 	struct vmt_writer *w = arg;
@@ -86,7 +96,16 @@ static void *writer_main(void *arg)
 		pthread_mutex_unlock(&w->lock);
 
 		t0 = now_monotonic_ns();
-		job->error = job_run(job);
+		if (job->kind != VMT_JOB_RETENTION)
+			job->error = job_run(job);
+		if (job->error == -ENOSPC || job->error == -EDQUOT) {
+			/* make room by the retention rules, then try once more */
+			job_retention(job);
+			job->retried = 1;
+			job->error = job_run(job);
+		}
+		if (job->kind != VMT_JOB_AUX)
+			job_retention(job);
 		job->duration_ns = now_monotonic_ns() - t0;
 		/* the pages are not needed any more: give the memory back now */
 		free(job->frozen);

@@ -15,10 +15,11 @@
 #include <systemd/sd-event.h>
 
 #include "aux.h"
+#include "retention.h"
 #include "sample.h"
 #include "vfile.h"
 
-enum vmt_job_kind { VMT_JOB_SAMPLE, VMT_JOB_AUX };
+enum vmt_job_kind { VMT_JOB_SAMPLE, VMT_JOB_AUX, VMT_JOB_RETENTION };
 
 struct vmt_job {
 	enum vmt_job_kind kind;
@@ -31,6 +32,14 @@ struct vmt_job {
 	struct vmt_iovec *iovs;
 	struct vmt_aux aux;	/* VMT_JOB_AUX */
 	uint64_t dump_id;	/* which dump request it belongs to, 0 for none */
+	/* retention, run after a sample (and alone as VMT_JOB_RETENTION) */
+	char state_dir[PATH_MAX];
+	struct vmt_retention_conf retention;
+	struct vmt_aux_pin *pins;
+	size_t npins;
+	struct vmt_retention_result ret;
+	int ret_error;
+	int retried;		/* the write failed, retention ran, it was tried again */
 	int error;		/* result, -errno */
 	uint64_t bytes;		/* file size written */
 	uint64_t duration_ns;

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "sample.h"
@@ -341,16 +344,16 @@ static int section_get(const struct vmt_vfile *f, const struct vmt_vsection *s, 
 	return vfile_section_data_why(f, s, p, owned, why, n);
 }
 
-static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char *why, size_t n)
+/* The format version and the one INFO section into s, which is zeroed first. */
+static int sample_parse_info(const struct vmt_vfile *f, struct vmt_sample *s, char *why, size_t n)
 {
-	const struct vmt_vsection *info = NULL, *cs[VMT_MAX_CPUS] = { 0 }, *ps[VMT_MAX_CPUS] = { 0 };
-	struct vmt_sample *s;
+	const struct vmt_vsection *info = NULL;
 	char msg[200];
 	const uint8_t *p;
 	void *owned;
-	uint64_t total = 0;
 	int r;
 
+	memset(s, 0, sizeof(*s));
 	if (f->format_version != VMT_SAMPLE_VERSION)
 		return sbad(why, n, f, NULL, "format version %u, this reader knows %d",
 			    f->format_version, VMT_SAMPLE_VERSION);
@@ -363,19 +366,32 @@ static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char
 	}
 	if (!info)
 		return sbad(why, n, f, NULL, "no INFO section");
+	r = section_get(f, info, SAMPLE_INFO_MAX, &p, &owned, why, n);
+	if (r < 0)
+		return r;
+	r = parse_info(p, (size_t)info->raw_size, s, msg, sizeof(msg));
+	free(owned);
+	if (r < 0)
+		return sbad(why, n, f, info, "%s", msg);
+	return 0;
+}
+
+static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char *why, size_t n)
+{
+	const struct vmt_vsection *cs[VMT_MAX_CPUS] = { 0 }, *ps[VMT_MAX_CPUS] = { 0 };
+	struct vmt_sample *s;
+	char msg[200];
+	const uint8_t *p;
+	void *owned;
+	uint64_t total = 0;
+	int r;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	r = section_get(f, info, SAMPLE_INFO_MAX, &p, &owned, why, n);
+	r = sample_parse_info(f, s, why, n);
 	if (r < 0)
 		goto fail;
-	r = parse_info(p, (size_t)info->raw_size, s, msg, sizeof(msg));
-	free(owned);
-	if (r < 0) {
-		sbad(why, n, f, info, "%s", msg);
-		goto fail;
-	}
 
 	/* every section is placed and sized before any page memory is taken */
 	for (uint32_t i = 0; i < f->nsect; i++) {
@@ -489,6 +505,55 @@ int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why
 		return r;
 	r = sample_parse(&f, out, why, why_len);
 	vfile_close(&f);
+	return r;
+}
+
+int sample_read_info_fd(int fd, struct vmt_sample *s, char *why, size_t why_len)
+{
+	struct vmt_vfile f;
+	struct stat st;
+	void *m = NULL;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	if (why && why_len)
+		why[0] = 0;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	if ((uint64_t)st.st_size > SIZE_MAX)
+		return -EFBIG;
+	/* mapped, not read: indexing touches only the section headers and INFO */
+	if (st.st_size > 0) {
+		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED)
+			return -errno;
+	}
+	r = vfile_open_mem(&f, m, (size_t)st.st_size, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES,
+			   why, why_len);
+	if (r == 0) {
+		r = sample_parse_info(&f, s, why, why_len);
+		vfile_close(&f);
+	}
+	if (m)
+		munmap(m, (size_t)st.st_size);
+	if (r < 0)
+		memset(s, 0, sizeof(*s));
+	return r;
+}
+
+int sample_read_info(const char *path, struct vmt_sample *s, char *why, size_t why_len)
+{
+	int fd, r;
+
+	memset(s, 0, sizeof(*s));
+	/* O_NONBLOCK: a FIFO under a sample's name must not hang the caller */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	r = sample_read_info_fd(fd, s, why, why_len);
+	close(fd);
 	return r;
 }
 

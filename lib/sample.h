@@ -104,6 +104,17 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
 int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why_len);
 int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char *why, size_t why_len);
 void sample_free(struct vmt_sample *s);
+/*
+ * Only the INFO section (guest, aux version, triggers, ...) into *s, which
+ * the caller owns; s->cpus is NULL. The file is mapped and only its section
+ * headers and INFO are touched, so this is cheap for a sample of any size.
+ * -EBADMSG with why when the file is not a whole sample as far as the
+ * section headers tell or its INFO is bad; -EINVAL if it is not a regular
+ * file; -errno for I/O. On error *s is zeroed.
+ */
+int sample_read_info(const char *path, struct vmt_sample *s, char *why, size_t why_len);
+/* The same on an open file (openat with O_NOFOLLOW, say); fd stays open. */
+int sample_read_info_fd(int fd, struct vmt_sample *s, char *why, size_t why_len);
 
 /* "GUEST-20261122T121314.123456Z.vmts" for a CLOCK_REALTIME time. */
 int sample_file_name(char *out, size_t n, const char *guest, uint64_t realtime_ns);
