@@ -109,15 +109,16 @@ static bool temp_name_parse(const char *guest, const char *name, size_t len)
 
 static int grow(void **p, size_t n, size_t *cap, size_t size)
 {
+	size_t c = *cap ? *cap * 2 : 16;
 	void *t;
 
 	if (n < *cap)
 		return 0;
-	*cap = *cap ? *cap * 2 : 16;
-	t = reallocarray(*p, *cap, size);
+	t = reallocarray(*p, c, size);
 	if (!t)
 		return -ENOMEM;
 	*p = t;
+	*cap = c;
 	return 0;
 }
 
