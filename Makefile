@@ -7,6 +7,7 @@ SBINDIR    ?= $(PREFIX)/sbin
 MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 DESTDIR    ?=
 
 O          ?= build
@@ -151,6 +152,8 @@ install: all
 	for f in docs/man/*.5; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(MANDIR)/man5/; done; true
 	for f in docs/man/*.8; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(MANDIR)/man8/; done; true
 	for f in units/*.service units/*.socket; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(UNITDIR)/; done; true
+	install -d $(DESTDIR)$(TMPFILESDIR)
+	install -m 644 units/vmtraced.tmpfiles $(DESTDIR)$(TMPFILESDIR)/vmtraced.conf
 
 clean:
 	rm -rf $(O)

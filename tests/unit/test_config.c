@@ -337,7 +337,7 @@ START_TEST(test_parse_duration)
 		const char *s;
 		int r;
 		uint64_t ms;
-	} cases[] = {
+	} durations[] = {
 		{ "0", 0, 0 },
 		{ "10", 0, 10000 },
 		{ "500ms", 0, 500 },
@@ -364,12 +364,12 @@ START_TEST(test_parse_duration)
 		{ "0x10", -EINVAL, 0 },
 	};
 
-	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(durations); i++) {
 		uint64_t ms = 12345;
-		int r = parse_duration_ms(cases[i].s, &ms);
+		int r = parse_duration_ms(durations[i].s, &ms);
 
-		ck_assert_msg(r == cases[i].r, "\"%s\": got %d, want %d", cases[i].s, r, cases[i].r);
-		ck_assert_msg(ms == (r ? 12345 : cases[i].ms), "\"%s\": got %" PRIu64, cases[i].s, ms);
+		ck_assert_msg(r == durations[i].r, "\"%s\": got %d, want %d", durations[i].s, r, durations[i].r);
+		ck_assert_msg(ms == (r ? 12345 : durations[i].ms), "\"%s\": got %" PRIu64, durations[i].s, ms);
 	}
 	ck_assert_int_eq(parse_duration_ms(NULL, &(uint64_t){ 0 }), -EINVAL);
 }
