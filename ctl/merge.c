@@ -106,7 +106,7 @@ int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 	char why[512];
 
 	(void)o;
-	optind = 1;
+	optind = 0;	/* 0: glibc forgets the permutation state of the last parse */
 	while ((opt = getopt_long(argc, argv, "o:a:q", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'o': out = optarg; break;

@@ -327,7 +327,7 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 	const char *reason = NULL;
 	int timeout_s = 300, opt, r, files = 0;
 
-	optind = 1;
+	optind = 0;	/* 0: glibc forgets the permutation state of the last parse */
 	while ((opt = getopt_long(argc, argv, "r:t:w:p:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'r': reason = optarg; break;
