@@ -82,7 +82,8 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 		if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue;
 		inotify_add_watch(d->ifd, path, WATCH_MASK | IN_ONLYDIR);
-		if (!discovery_guest_name(dc->layout, de->d_name, name, sizeof(name)))
+		if (!discovery_guest_name(dc->layout, de->d_name, name, sizeof(name)) ||
+		    !strcmp(name, "host"))	/* the host's own trace has that name */
 			continue;
 		if (channel_probe(path, "agent-ctl-path", &t) < 0)
 			continue;

@@ -591,7 +591,7 @@ static void bundle_clock(const struct vmt_guest *g, char *out, size_t n)
 }
 
 /* The version an aux of this id has on disk, or the next free one. */
-static uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
+uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
 {
 	char dir[PATH_MAX + 80];
 	uint32_t max = 0;

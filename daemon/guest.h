@@ -120,6 +120,8 @@ bool guest_forget(struct vmt_guest *g, uint64_t forget_after_ns);
 void guest_stop(struct vmt_guest *g);
 /* Allocate the rings, within memory_max (-ENOSPC, logged and counted). */
 int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size);
+/* The version an aux of this content id has on disk, or the next free one. */
+uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists);
 /* Memory the rings take. */
 uint64_t guest_mem(const struct vmt_guest *g);
 /* Ring bytes from the control rx. */

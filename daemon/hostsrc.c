@@ -1,22 +1,829 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder until the host source lands: no host recording. */
+/*
+ * The host source. The instance "vmtraced" is ours alone, so nothing another
+ * tracer set up is touched; one left by a daemon that died is removed and
+ * made afresh. Full pages are spliced out of each CPU's trace_pipe_raw into
+ * a pipe and read from it into the ring's fill slot; a flush also read()s
+ * the page the kernel is still writing. The metadata is built once, like
+ * the agent's, and becomes the "host" guest's aux.
+ */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <tracefs.h>
+#include <unistd.h>
 
+#include "guest.h"
 #include "hostsrc.h"
+#include "log.h"
+#include "manager.h"
+#include "meta.h"
+#include "page.h"
+
+#define HOST_GUEST "host"
+#define INSTANCE "vmtraced"
+#define AGENT_NAME "vmtraced host source"
+#define META_MAX (256u << 20)	/* kallsyms alone is several MiB */
+#define FILE_MAX (64u << 20)
+/*
+ * poll() on trace_pipe_raw waits for at least one full page and for
+ * buffer_percent of the buffer: 1% wakes us every ~10 pages of a 4 MiB
+ * buffer. 0 would not do: poll would then report a partial page, which
+ * splice cannot take, and the loop would spin.
+ */
+#define BUFFER_PERCENT "1"
+#define READ_BUDGET_PAGES 64	/* per callback, so the host cannot starve the guests */
+#define PIPE_PAGES 64
+#define POLL_USEC 100000	/* when trace_pipe_raw cannot be polled */
+#define PARTIAL_READS 4		/* a flush reads the page being written, and a few more */
+#define EMPTY_WAKEUPS_MAX 100	/* poll said ready but no page came: poll is not for us */
+
+/* Thread names of QEMU: the process ("qemu-system-x86", "qemu-kvm"), its
+ * vCPUs with debug-threads=on ("CPU 0/KVM", "CPU 0/TCG"), vhost workers. */
+static const char *const qemu_comms[] = { "qemu*", "CPU *", "vhost-*" };
+
+struct vmt_hostsrc_cpu {
+	struct vmt_hostsrc *h;
+	uint32_t cpu;
+	int fd;			/* per_cpu/cpuN/trace_pipe_raw, -1 if none */
+	int pipe[2];
+	size_t in_pipe;		/* spliced bytes not yet in the ring */
+	sd_event_source *src;
+	bool broken;		/* reading failed: logged once, stopped */
+	unsigned rejected_logged;
+	unsigned empty_wakeups;	/* in a row */
+};
+
+struct vmt_hostsrc {
+	struct vmt_manager *m;
+	struct vmt_guest *g;
+	struct tracefs_instance *inst;
+	char *dir;		/* the instance's folder */
+	const char *top;	/* tracefs */
+	uint32_t ncpus, page_size;
+	uint32_t pipe_pages;
+	uint32_t kernel_pages;	/* per CPU: bounds a flush */
+	struct vmt_hostsrc_cpu *cpus;
+	bool poll_ok;		/* buffer_percent is there: poll waits for full pages */
+	sd_event_source *timer;	/* when trace_pipe_raw cannot be polled */
+};
+
+/* ---- the instance --------------------------------------------------------- */
+
+static int errno_or(int fallback)
+{
+	return errno > 0 ? -errno : fallback;
+}
+
+/* "sched_*" as the anchored basic regex libtracefs matches names with. */
+static void glob_to_regex(const char *s, size_t len, char *out, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len && o + 3 < n; i++) {
+		if (s[i] == '*')
+			out[o++] = '.';
+		out[o++] = s[i];
+	}
+	out[o] = 0;
+}
+
+/*
+ * One entry of host.events: "sys:event" (globs), or a bare word for a
+ * system or an event, as set_event reads it. -ENOENT if nothing matched.
+ */
+static int hostsrc_enable_one(struct tracefs_instance *inst, const char *e, size_t len)
+{
+	const char *c = memchr(e, ':', len);
+	char sys[2 * VMT_CONFIG_MAX_EVENTS], ev[2 * VMT_CONFIG_MAX_EVENTS];
+
+	if (!c) {
+		glob_to_regex(e, len, sys, sizeof(sys));
+		if (tracefs_event_enable(inst, sys, NULL) == 0)
+			return 0;
+		return tracefs_event_enable(inst, NULL, sys) == 0 ? 0 : -ENOENT;
+	}
+	glob_to_regex(e, (size_t)(c - e), sys, sizeof(sys));
+	glob_to_regex(c + 1, len - (size_t)(c - e) - 1, ev, sizeof(ev));
+	/* a whole system goes through its own enable file */
+	return tracefs_event_enable(inst, strcmp(sys, ".*") ? sys : NULL,
+				    strcmp(ev, ".*") ? ev : NULL) == 0 ? 0 : -ENOENT;
+}
+
+/* Enable host.events; those that cannot be are named in one message. */
+static int hostsrc_enable_events(struct vmt_hostsrc *h)
+{
+	const char *list = h->m->conf.host.events;
+	char failed[VMT_CONFIG_MAX_EVENTS + 8] = "";
+	unsigned ok = 0, bad = 0;
+
+	for (const char *p = list; *p;) {
+		size_t len = strcspn(p, ",");
+
+		if (len && hostsrc_enable_one(h->inst, p, len) == 0) {
+			ok++;
+		} else if (len) {
+			size_t o = strlen(failed);
+			snprintf(failed + o, sizeof(failed) - o, "%s%.*s", bad++ ? ", " : "", (int)len, p);
+		}
+		p += len + (p[len] == ',');
+	}
+	if (!ok)
+		return log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST,
+				 "none of the host events can be enabled (%s): no host recording",
+				 failed);
+	if (bad)
+		log_guest(VMT_LOG_WARNING, 0, HOST_GUEST,
+			  "not available on this kernel, left out: %s", failed);
+	return 0;
+}
+
+/* The instance's enabled events, "sys:event" lines; malloc'd. */
+static char *hostsrc_set_event(struct vmt_hostsrc *h)
+{
+	return tracefs_instance_file_read(h->inst, "set_event", NULL);
+}
+
+static bool format_has(const char *fmt, const char *field)
+{
+	char a[80], b[80];
+
+	snprintf(a, sizeof(a), " %s[", field);
+	snprintf(b, sizeof(b), " %s;", field);
+	return strstr(fmt, a) || strstr(fmt, b);
+}
+
+static void filter_add(char *f, size_t n, const char *field)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(qemu_comms); i++) {
+		size_t o = strlen(f);
+		snprintf(f + o, n - o, "%s%s ~ \"%s\"", o ? " || " : "", field, qemu_comms[i]);
+	}
+}
+
+/*
+ * qemu_only: each sched event keeps what concerns QEMU's threads, by the
+ * names it carries (prev/next of a switch, the woken task, ...) or else
+ * the current task's (COMM). An event whose filter the kernel refuses is
+ * turned off rather than recorded for every task of the host.
+ */
+static int hostsrc_filter_sched(struct vmt_hostsrc *h)
+{
+	_cleanup_free_ char *set = hostsrc_set_event(h);
+	char *save = NULL;
+
+	if (!set)
+		return log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST, "cannot read set_event: %m");
+	for (char *l = strtok_r(set, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		_cleanup_free_ char *fmt = NULL;
+		char path[PATH_MAX], filter[512] = "";
+		size_t len;
+
+		if (strncmp(l, "sched:", 6))
+			continue;
+		snprintf(path, sizeof(path), "%s/events/sched/%s/format", h->top, l + 6);
+		if (read_file(path, 1 << 20, &fmt, &len) < 0)
+			fmt = NULL;
+		if (fmt && format_has(fmt, "prev_comm") && format_has(fmt, "next_comm")) {
+			filter_add(filter, sizeof(filter), "prev_comm");
+			filter_add(filter, sizeof(filter), "next_comm");
+		} else if (fmt && format_has(fmt, "parent_comm") && format_has(fmt, "child_comm")) {
+			filter_add(filter, sizeof(filter), "parent_comm");
+			filter_add(filter, sizeof(filter), "child_comm");
+		} else if (fmt && format_has(fmt, "comm")) {
+			filter_add(filter, sizeof(filter), "comm");
+		} else {
+			filter_add(filter, sizeof(filter), "COMM");
+		}
+		errno = 0;
+		if (tracefs_event_file_write(h->inst, "sched", l + 6, "filter", filter) < 0) {
+			log_guest(VMT_LOG_WARNING, errno_or(-EIO), HOST_GUEST,
+				  "sched:%s: filter '%s' refused, event left out: %m", l + 6, filter);
+			tracefs_event_file_write(h->inst, "sched", l + 6, "enable", "0");
+			continue;
+		}
+		log_guest(VMT_LOG_DEBUG, 0, HOST_GUEST, "sched:%s filter: %s", l + 6, filter);
+	}
+	return 0;
+}
+
+/* Create the instance, or remove a stale one and create it again. */
+static int hostsrc_instance(struct vmt_hostsrc *h)
+{
+	char path[PATH_MAX];
+
+	/* libtracefs leaks when it cannot make the folder: ask first */
+	snprintf(path, sizeof(path), "%s/instances", h->top);
+	if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) < 0)
+		return log_guest(VMT_LOG_ERR, -errno, HOST_GUEST,
+				 "cannot create ftrace instances in %s (root needed): %m", path);
+	errno = 0;
+	h->inst = tracefs_instance_create(INSTANCE);
+	if (h->inst && !tracefs_instance_is_new(h->inst)) {
+		log_guest(VMT_LOG_NOTICE, 0, HOST_GUEST,
+			  "ftrace instance " INSTANCE " left from an earlier run: made afresh");
+		errno = 0;
+		if (tracefs_instance_destroy(h->inst) < 0) {
+			int r = errno_or(-EBUSY);
+			tracefs_instance_free(h->inst);
+			h->inst = NULL;
+			return log_guest(VMT_LOG_ERR, r, HOST_GUEST,
+					 "cannot remove the ftrace instance " INSTANCE
+					 " (another vmtraced running?): %m");
+		}
+		tracefs_instance_free(h->inst);
+		errno = 0;
+		h->inst = tracefs_instance_create(INSTANCE);
+	}
+	if (!h->inst)
+		return log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST,
+				 "cannot create the ftrace instance %s/" INSTANCE ": %m", path);
+	h->dir = tracefs_instance_get_dir(h->inst);
+	return h->dir ? 0 : -ENOMEM;
+}
+
+static int hostsrc_configure(struct vmt_hostsrc *h)
+{
+	const struct vmt_host_conf *hc = &h->m->conf.host;
+	const char *clock = hc->clock[0] ? hc->clock : "mono";
+	int r;
+
+	/* a new instance traces at once: nothing may flow before the filters */
+	if (tracefs_trace_off(h->inst) < 0)
+		return log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST, "tracing_on=0: %m");
+	errno = 0;
+	if (hc->buffer_kb && tracefs_instance_set_buffer_size(h->inst, hc->buffer_kb, -1) < 0)
+		return log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST, "buffer_size_kb=%u: %m",
+				 hc->buffer_kb);
+	errno = 0;
+	if (tracefs_instance_file_write(h->inst, "trace_clock", clock) < 0)
+		return log_guest(VMT_LOG_ERR, errno_or(-EINVAL), HOST_GUEST, "trace_clock=%s: %m",
+				 clock);
+	errno = 0;
+	h->poll_ok = tracefs_instance_file_write(h->inst, "buffer_percent", BUFFER_PERCENT) > 0;
+	r = hostsrc_enable_events(h);
+	if (r >= 0 && hc->qemu_only)
+		r = hostsrc_filter_sched(h);
+	if (r < 0)
+		return r;
+	errno = 0;
+	if (tracefs_instance_file_clear(h->inst, "trace") < 0)
+		return log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST, "clearing the buffer: %m");
+	return 0;
+}
+
+/* CPUs as the instance numbers them: one past the highest per_cpu/cpuN. */
+static uint32_t hostsrc_count_cpus(const struct vmt_hostsrc *h)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	uint32_t n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/per_cpu", h->dir);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		unsigned c;
+		char tail;
+
+		if (sscanf(de->d_name, "cpu%u%c", &c, &tail) == 1 && c < VMT_MAX_CPUS && c + 1 > n)
+			n = c + 1;
+	}
+	closedir(d);
+	return n;
+}
+
+/* ---- metadata --------------------------------------------------------------- */
+
+static int meta_add_path(struct vmt_buf *b, const char *name, const char *path, bool required)
+{
+	_cleanup_free_ char *data = NULL;
+	size_t len;
+	int r = read_file(path, FILE_MAX, &data, &len);
+
+	if (r < 0) {
+		if (!required && (r == -ENOENT || r == -EACCES || r == -EPERM))
+			return 0;
+		return log_guest(VMT_LOG_ERR, r, HOST_GUEST, "metadata: %s: %m", path);
+	}
+	if (b->len + len + 8 + strlen(name) > META_MAX)
+		return log_guest(VMT_LOG_ERR, -EFBIG, HOST_GUEST,
+				 "metadata: over %u MiB with %s", META_MAX >> 20, name);
+	r = meta_add(b, name, data, (uint32_t)len);
+	return r < 0 ? log_guest(VMT_LOG_ERR, r, HOST_GUEST, "metadata: %s: %m", name) : 0;
+}
+
+static int meta_add_system(struct vmt_hostsrc *h, struct vmt_buf *b, const char *sys)
+{
+	char **evs = tracefs_system_events(h->top, sys);
+	int r = 0;
+
+	if (!evs)
+		return 0;
+	for (char **e = evs; *e && r >= 0; e++) {
+		char name[512], path[PATH_MAX];
+
+		snprintf(name, sizeof(name), "events/%s/%s/format", sys, *e);
+		snprintf(path, sizeof(path), "%s/%s", h->top, name);
+		r = meta_add_path(b, name, path, false);
+	}
+	tracefs_list_free(evs);
+	return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The formats of every event of the systems with an enabled event. */
+static int meta_add_enabled(struct vmt_hostsrc *h, struct vmt_buf *b)
+{
+	_cleanup_free_ char *set = hostsrc_set_event(h);
+	_cleanup_free_ char **sys = NULL;
+	char *save = NULL;
+	size_t n = 0, cap = 0, k = 0;
+	int r = 0;
+
+	if (!set)
+		return log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST, "cannot read set_event: %m");
+	for (char *l = strtok_r(set, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char *c = strchr(l, ':');
+
+		if (!c)
+			continue;
+		*c = 0;
+		if (n == cap) {
+			char **t = realloc(sys, (cap = cap ? 2 * cap : 16) * sizeof(*t));
+			if (!t)
+				return -ENOMEM;
+			sys = t;
+		}
+		sys[n++] = l;
+	}
+	if (!n)
+		return log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST, "no host event is enabled");
+	qsort(sys, n, sizeof(*sys), cmp_str);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(sys[i], "ftrace") && (!k || strcmp(sys[k - 1], sys[i])))
+			sys[k++] = sys[i];
+	for (size_t i = 0; r >= 0 && i < k; i++)
+		r = meta_add_system(h, b, sys[i]);
+	return r;
+}
+
+static int hostsrc_meta(struct vmt_hostsrc *h, struct vmt_buf *b)
+{
+	static const char *const top_files[] = { "printk_formats", "saved_cmdlines", "saved_tgids" };
+	char path[PATH_MAX];
+	const char *why;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/events/header_page", h->dir);
+	r = meta_add_path(b, "events/header_page", path, true);
+	snprintf(path, sizeof(path), "%s/events/header_event", h->dir);
+	if (r >= 0)
+		r = meta_add_path(b, "events/header_event", path, true);
+	if (r >= 0)
+		r = meta_add_system(h, b, "ftrace");
+	if (r >= 0)
+		r = meta_add_enabled(h, b);
+	for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(top_files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", h->top, top_files[i]);
+		r = meta_add_path(b, top_files[i], path, false);
+	}
+	snprintf(path, sizeof(path), "%s/trace_clock", h->dir);
+	if (r >= 0)
+		r = meta_add_path(b, "trace_clock", path, false);
+	/* the host's kptr_restrict is left as it is: root reads real addresses
+	 * unless it is 2 */
+	if (r >= 0)
+		r = meta_add_path(b, "kallsyms", "/proc/kallsyms", false);
+	if (r >= 0 && meta_validate(b->data, b->len, &why) < 0)
+		r = log_guest(VMT_LOG_ERR, -EBADMSG, HOST_GUEST, "metadata: %s", why);
+	return r;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+static void hostsrc_cpu_fail(struct vmt_hostsrc_cpu *c, int err, const char *what)
+{
+	if (!c->broken)
+		log_guest(VMT_LOG_ERR, err, HOST_GUEST, "cpu%u: %s failed, its events are lost from now: %m",
+			  c->cpu, what);
+	c->broken = true;
+	c->src = sd_event_source_disable_unref(c->src);
+}
+
+static void hostsrc_commit(struct vmt_hostsrc_cpu *c, struct vmt_ring *r, uint32_t n)
+{
+	if (ring_fill_commit(r, n) == -EBADMSG && c->rejected_logged++ < 3)
+		log_guest(VMT_LOG_WARNING, 0, HOST_GUEST,
+			  "cpu%u: page %llu rejected (bad commit or event length)", c->cpu,
+			  (unsigned long long)(r->next_seq - 1));
+}
+
+/* Move up to budget whole pages of one CPU into its ring: true once the
+ * kernel has no full page left (or reading stopped), false if the budget
+ * ran out first. */
+static bool hostsrc_pump(struct vmt_hostsrc_cpu *c, uint32_t budget)
+{
+	struct vmt_hostsrc *h = c->h;
+	struct vmt_ring *r = &h->g->rings[c->cpu];
+	uint32_t ps = h->page_size;
+
+	while (!c->broken && (budget || c->in_pipe)) {
+		if (!c->in_pipe) {
+			size_t want = (size_t)VMT_MIN(budget, h->pipe_pages) * ps;
+			ssize_t n = splice(c->fd, NULL, c->pipe[1], NULL, want, SPLICE_F_NONBLOCK);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				/* EAGAIN: no full page now */
+				if (n < 0 && errno != EAGAIN)
+					hostsrc_cpu_fail(c, -errno, "splice from trace_pipe_raw");
+				return true;
+			}
+			c->in_pipe = (size_t)n;
+			budget -= (uint32_t)VMT_MIN((size_t)budget, ((size_t)n + ps - 1) / ps);
+		}
+		while (c->in_pipe) {
+			uint32_t room;
+			uint8_t *p = ring_fill_space(r, &room);
+			ssize_t n = read(c->pipe[0], p, VMT_MIN((size_t)room, c->in_pipe));
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				hostsrc_cpu_fail(c, n < 0 ? -errno : -EIO, "read from the splice pipe");
+				return true;
+			}
+			c->in_pipe -= (size_t)n;
+			hostsrc_commit(c, r, (uint32_t)n);
+		}
+	}
+	return c->broken;
+}
+
+/* The page the kernel is still writing: read() hands it out as it is. */
+static void hostsrc_read_partial(struct vmt_hostsrc_cpu *c)
+{
+	struct vmt_ring *r = &c->h->g->rings[c->cpu];
+
+	for (int i = 0; i < PARTIAL_READS && !c->broken; i++) {
+		uint32_t room;
+		uint8_t *p = ring_fill_space(r, &room);
+		ssize_t n;
+
+		if (room != c->h->page_size)
+			return;	/* the pipe gives whole pages: cannot happen */
+		n = read(c->fd, p, room);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN)
+			hostsrc_cpu_fail(c, -errno, "read from trace_pipe_raw");
+		if (n <= 0)
+			return;
+		if ((size_t)n < room)
+			memset(p + n, 0, room - (size_t)n);
+		hostsrc_commit(c, r, room);
+	}
+}
+
+static int hostsrc_use_timer(struct vmt_hostsrc *h, int err, const char *why);
+
+static int hostsrc_io_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_hostsrc_cpu *c = userdata;
+	const struct vmt_ring *r = &c->h->g->rings[c->cpu];
+	uint64_t seq = r->next_seq;
+
+	hostsrc_pump(c, READ_BUDGET_PAGES);
+	if (r->next_seq != seq)
+		c->empty_wakeups = 0;
+	else if (++c->empty_wakeups == EMPTY_WAKEUPS_MAX)
+		hostsrc_use_timer(c->h, 0, "poll on trace_pipe_raw wakes without a full page");
+	return 0;
+}
+
+static int hostsrc_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct vmt_hostsrc *h = userdata;
+	bool drained = true;
+
+	for (uint32_t i = 0; i < h->ncpus; i++)
+		if (h->cpus[i].fd >= 0)
+			drained &= hostsrc_pump(&h->cpus[i], READ_BUDGET_PAGES);
+	/* more is waiting: come back after the other sources had their turn */
+	sd_event_source_set_time_relative(s, drained ? POLL_USEC : 0);
+	sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+	return 0;
+}
+
+static int hostsrc_open(struct vmt_hostsrc *h)
+{
+	uint32_t opened = 0;
+	ssize_t kb;
+
+	h->cpus = calloc(h->ncpus, sizeof(*h->cpus));
+	if (!h->cpus)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < h->ncpus; i++)
+		h->cpus[i] = (struct vmt_hostsrc_cpu){ .h = h, .cpu = i, .fd = -1, .pipe = { -1, -1 } };
+	for (uint32_t i = 0; i < h->ncpus; i++) {
+		struct vmt_hostsrc_cpu *c = &h->cpus[i];
+		char path[PATH_MAX];
+		int sz;
+
+		snprintf(path, sizeof(path), "%s/per_cpu/cpu%u/trace_pipe_raw", h->dir, i);
+		/* a CPU that is not there has no buffer: its ring stays empty */
+		c->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (c->fd < 0)
+			continue;
+		if (pipe2(c->pipe, O_NONBLOCK | O_CLOEXEC) < 0)
+			return log_guest(VMT_LOG_ERR, -errno, HOST_GUEST, "pipe: %m");
+		fcntl(c->pipe[1], F_SETPIPE_SZ, PIPE_PAGES * h->page_size);
+		sz = fcntl(c->pipe[1], F_GETPIPE_SZ);
+		h->pipe_pages = sz > 0 ? VMT_MAX((uint32_t)sz / h->page_size, 1u) : 1;
+		opened++;
+	}
+	if (!opened)
+		return log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST,
+				 "no per_cpu/cpuN/trace_pipe_raw can be opened in %s", h->dir);
+	kb = tracefs_instance_get_buffer_size(h->inst, 0);
+	h->kernel_pages = kb > 0 ? (uint32_t)VMT_MIN((uint64_t)kb * 1024 / h->page_size, 1u << 24)
+				 : 1u << 12;
+	return 0;
+}
+
+/* Read on a timer instead of poll(); may be called from an io callback. */
+static int hostsrc_use_timer(struct vmt_hostsrc *h, int err, const char *why)
+{
+	int r;
+
+	if (err)
+		log_guest(VMT_LOG_INFO, err, HOST_GUEST, "%s (%m): reading every %u ms", why,
+			  POLL_USEC / 1000);
+	else
+		log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "%s: reading every %u ms", why, POLL_USEC / 1000);
+	for (uint32_t i = 0; i < h->ncpus; i++)
+		h->cpus[i].src = sd_event_source_disable_unref(h->cpus[i].src);
+	if (h->timer)
+		return 0;
+	r = sd_event_add_time_relative(h->m->event, &h->timer, CLOCK_MONOTONIC, POLL_USEC, 10000,
+				       hostsrc_timer_cb, h);
+	return r < 0 ? log_guest(VMT_LOG_ERR, r, HOST_GUEST, "cannot arm the read timer: %m") : 0;
+}
+
+/*
+ * Measured on 6.18 under fork loops: poll wakes every ~12 pages and costs
+ * about 6.5 us a page; a 100 ms timer costs a little less a page but wakes
+ * an idle host too and, with every CPU busy, fell behind and lost events
+ * where poll lost none. So poll, and the timer as the fallback.
+ */
+static int hostsrc_watch(struct vmt_hostsrc *h)
+{
+	int r = 0;
+
+	if (!h->poll_ok)
+		return hostsrc_use_timer(h, 0, "no buffer_percent in this kernel");
+	for (uint32_t i = 0; r >= 0 && i < h->ncpus; i++)
+		if (h->cpus[i].fd >= 0)
+			r = sd_event_add_io(h->m->event, &h->cpus[i].src, h->cpus[i].fd, EPOLLIN,
+					    hostsrc_io_cb, &h->cpus[i]);
+	return r < 0 ? hostsrc_use_timer(h, r, "trace_pipe_raw cannot be polled") : 0;
+}
+
+/* ---- the "host" guest -------------------------------------------------------- */
+
+static void read_line(const char *path, char *out, size_t n)
+{
+	_cleanup_free_ char *s = NULL;
+	size_t len;
+
+	out[0] = 0;
+	if (read_file(path, 4096, &s, &len) < 0)
+		return;
+	s[strcspn(s, "\n")] = 0;
+	snprintf(out, n, "%s", s);
+}
+
+/* Rings, hello and aux of the guest that stands for the host. */
+static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
+			 const struct vmt_page_layout *layout)
+{
+	struct vmt_manager *m = h->m;
+	struct vmt_guest_conf gc = { .line = 0 };
+	struct vmt_guest *g;
+	struct vmt_hello *hl;
+	struct vmt_aux *a;
+	struct utsname u;
+	char *clock;
+	bool exists;
+	int r;
+
+	snprintf(gc.name, sizeof(gc.name), HOST_GUEST);
+	gc.rec = m->conf.rec;
+	gc.rec.ring_size = m->conf.host.ring_size;
+	gc.rec.meta_max = META_MAX;
+	snprintf(gc.rec.clock, sizeof(gc.rec.clock), "%s", m->conf.host.clock);
+	snprintf(gc.rec.events, sizeof(gc.rec.events), "%s", m->conf.host.events);
+	r = manager_add_guest(m, &gc, &g);
+	if (r < 0)
+		return log_guest(VMT_LOG_ERR, r, HOST_GUEST, "%m");
+	h->g = g;
+	r = guest_setup_rings(g, h->ncpus, h->page_size);
+	if (r < 0)
+		return r == -ENOSPC ? r : log_guest(VMT_LOG_ERR, r, HOST_GUEST, "cannot allocate rings: %m");
+
+	hl = &g->hello;
+	hl->version = VMT_PROTO_VERSION;
+	hl->ncpus = h->ncpus;
+	hl->page_size = h->page_size;
+	hl->mono_ns = now_monotonic_ns();
+	if (uname(&u) == 0)
+		snprintf(hl->release, sizeof(hl->release), "%s", u.release);
+	clock = tracefs_get_clock(h->inst);
+	snprintf(hl->clock, sizeof(hl->clock), "%s", clock ? clock : m->conf.host.clock);
+	free(clock);
+	read_line("/proc/sys/kernel/random/boot_id", hl->boot_id, sizeof(hl->boot_id));
+	snprintf(hl->agent, sizeof(hl->agent), AGENT_NAME);
+	g->have_hello = true;
+	g->c.sessions = 1;
+
+	a = &g->aux;
+	snprintf(a->guest, sizeof(a->guest), HOST_GUEST);
+	a->ncpus = hl->ncpus;
+	a->page_size = hl->page_size;
+	snprintf(a->release, sizeof(a->release), "%s", hl->release);
+	snprintf(a->clock, sizeof(a->clock), "%s", hl->clock);
+	snprintf(a->boot_id, sizeof(a->boot_id), "%s", hl->boot_id);
+	snprintf(a->agent, sizeof(a->agent), "%s", hl->agent);
+	a->meta = bundle->data;
+	a->meta_len = bundle->len;
+	*bundle = (struct vmt_buf){ 0 };
+	a->id = aux_compute_id(a);
+	a->created_ns = now_realtime_ns();
+	a->version = guest_aux_version(g, a->id, &exists);
+	g->have_aux = true;
+	if (!exists)
+		manager_submit_aux(m, g);	/* the writer takes the bundle */
+	else
+		free(a->meta);
+	a->meta = NULL;
+	a->meta_len = 0;
+	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "aux version %u (%s)", a->version,
+		  exists ? "already on disk" : "new");
+
+	g->layout = *layout;
+	for (uint32_t i = 0; i < g->nrings; i++) {
+		g->rings[i].layout = *layout;
+		ring_reset_stream(&g->rings[i], 0);
+		g->stream_base[i] = g->rings[i].next_seq;
+	}
+	g->state = GUEST_STREAMING;
+	g->state_since_ns = now_monotonic_ns();
+	return 0;
+}
+
+/* The header page says how big a sub-buffer is: data offset plus data size. */
+static int hostsrc_layout(struct vmt_hostsrc *h, const struct vmt_buf *bundle,
+			  struct vmt_page_layout *l)
+{
+	struct vmt_meta_entry e;
+	char text[2048];
+	const char *f;
+	unsigned off, size;
+
+	if (meta_find(bundle->data, bundle->len, "events/header_page", &e) < 0 ||
+	    e.data_len >= sizeof(text))
+		return -EBADMSG;
+	memcpy(text, e.data, e.data_len);
+	text[e.data_len] = 0;
+	f = strstr(text, " data;");
+	h->page_size = (uint32_t)getpagesize();
+	if (f && sscanf(f, " data;\toffset:%u;\tsize:%u;", &off, &size) == 2 && off + size >= 64 &&
+	    off + size <= (1u << 20))
+		h->page_size = off + size;
+	if (page_layout_parse(l, text, e.data_len, h->page_size) < 0)
+		return log_guest(VMT_LOG_ERR, -EBADMSG, HOST_GUEST,
+				 "events/header_page does not describe a page we can read");
+	return 0;
+}
 
 int hostsrc_new(struct vmt_manager *m, struct vmt_guest **out)
 {
-	(void)m;
-	(void)out;
-	return -EOPNOTSUPP;
+	struct vmt_hostsrc *h;
+	struct vmt_buf bundle = { 0 };
+	struct vmt_page_layout layout;
+	int r;
+
+	*out = NULL;
+	if (!m->conf.host.enabled)
+		return 0;
+	if (manager_find_guest(m, HOST_GUEST))
+		return log_guest(VMT_LOG_ERR, -EEXIST, HOST_GUEST,
+				 "a guest is already named \"" HOST_GUEST "\": no host recording");
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return log_guest(VMT_LOG_ERR, -ENOMEM, HOST_GUEST, "%m");
+	h->m = m;
+	errno = 0;
+	h->top = tracefs_tracing_dir();
+	if (!h->top) {
+		r = log_guest(VMT_LOG_ERR, errno_or(-ENOENT), HOST_GUEST,
+			      "tracefs not found and cannot be mounted: no host recording (%m)");
+		goto fail;
+	}
+	r = hostsrc_instance(h);
+	if (r >= 0)
+		r = hostsrc_configure(h);
+	if (r >= 0)
+		r = hostsrc_meta(h, &bundle);
+	if (r >= 0)
+		r = hostsrc_layout(h, &bundle, &layout);
+	if (r >= 0) {
+		h->ncpus = hostsrc_count_cpus(h);
+		if (!h->ncpus)
+			r = log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST, "no CPU in %s/per_cpu", h->dir);
+	}
+	if (r >= 0)
+		r = hostsrc_open(h);
+	if (r >= 0)
+		r = hostsrc_guest(h, &bundle, &layout);
+	if (r >= 0)
+		r = hostsrc_watch(h);
+	if (r >= 0 && tracefs_trace_on(h->inst) < 0)
+		r = log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST, "tracing_on=1: %m");
+	if (r < 0)
+		goto fail;
+	h->g->host = h;
+	*out = h->g;
+	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "recording %s in ftrace instance " INSTANCE
+		  " (%u CPUs, clock %s%s)", m->conf.host.events, h->ncpus, h->g->hello.clock,
+		  m->conf.host.qemu_only ? ", sched events of QEMU threads only" : "");
+	return 0;
+fail:
+	buf_free(&bundle);
+	if (h->g) {
+		/* manager_add_guest() appended it: take it back out */
+		if (m->nguests && m->guests[m->nguests - 1] == h->g)
+			m->nguests--;
+		guest_free(h->g);
+		h->g = NULL;
+	}
+	hostsrc_free(h);
+	return r;
 }
 
 void hostsrc_flush(struct vmt_hostsrc *h)
 {
-	(void)h;
+	if (!h)
+		return;
+	for (uint32_t i = 0; i < h->ncpus; i++) {
+		struct vmt_hostsrc_cpu *c = &h->cpus[i];
+
+		if (c->fd < 0)
+			continue;
+		hostsrc_pump(c, h->kernel_pages + 16);
+		hostsrc_read_partial(c);
+	}
 }
 
 void hostsrc_free(struct vmt_hostsrc *h)
 {
-	(void)h;
+	if (!h)
+		return;
+	h->timer = sd_event_source_disable_unref(h->timer);
+	for (uint32_t i = 0; h->cpus && i < h->ncpus; i++) {
+		struct vmt_hostsrc_cpu *c = &h->cpus[i];
+
+		c->src = sd_event_source_disable_unref(c->src);
+		for (int k = 0; k < 2; k++)
+			if (c->pipe[k] >= 0)
+				close(c->pipe[k]);
+		if (c->fd >= 0)
+			close(c->fd);
+	}
+	free(h->cpus);
+	if (h->inst) {
+		tracefs_trace_off(h->inst);
+		tracefs_event_disable(h->inst, NULL, NULL);
+		/* an open trace_pipe_raw would keep it busy: all are closed */
+		errno = 0;
+		if (tracefs_instance_destroy(h->inst) < 0)
+			log_guest(VMT_LOG_WARNING, errno_or(-EBUSY), HOST_GUEST,
+				  "cannot remove the ftrace instance " INSTANCE ": %m");
+		tracefs_instance_free(h->inst);
+	}
+	if (h->dir)
+		tracefs_put_tracing_file(h->dir);
+	free(h);
 }

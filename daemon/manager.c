@@ -11,6 +11,7 @@
 #include "control.h"
 #include "discovery.h"
 #include "guest.h"
+#include "hostsrc.h"
 #include "log.h"
 #include "manager.h"
 
@@ -84,6 +85,13 @@ static int status_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
+static bool host_conf_equal(const struct vmt_host_conf *a, const struct vmt_host_conf *b)
+{
+	return a->enabled == b->enabled && !strcmp(a->events, b->events) &&
+	       !strcmp(a->clock, b->clock) && a->ring_size == b->ring_size &&
+	       a->buffer_kb == b->buffer_kb && a->qemu_only == b->qemu_only;
+}
+
 /*
  * Reload the configuration: one that fails to parse or validate is logged
  * and the running one stays. Guests whose settings did not change keep
@@ -94,6 +102,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	struct vmt_config nc;
 	struct vmt_guest **ng;
 	uint32_t n = 0, kept = 0, added = 0, removed = 0;
+	bool host_kept = false;
 	int r;
 
 	sd_notify(0, "RELOADING=1");
@@ -143,6 +152,19 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 			g->keep = true;
 		}
 	}
+	/* the host source keeps its instance and rings if host: did not change */
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		struct vmt_guest *g = m->guests[i];
+		bool taken = false;
+
+		for (uint32_t k = 0; k < n; k++)
+			taken |= !strcmp(ng[k]->conf.name, g->conf.name);
+		if (g->host && !taken && host_conf_equal(&m->conf.host, &nc.host)) {
+			ng[n++] = g;
+			g->keep = true;
+			host_kept = true;
+		}
+	}
 	for (uint32_t i = 0; i < m->nguests; i++) {
 		struct vmt_guest *g = m->guests[i];
 		if (g->keep) {
@@ -163,6 +185,10 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 			ng[i]->fresh = false;
 			guest_connect(ng[i]);
 		}
+	if (!host_kept) {
+		struct vmt_guest *hg;
+		hostsrc_new(m, &hg);	/* logs why it cannot */
+	}
 	if (m->conf.ndiscovery && !m->discovery && discovery_new(&m->discovery, m) < 0)
 		log_error("cannot watch the discovery folders");
 	discovery_rescan(m->discovery);
@@ -275,6 +301,10 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 		if (r < 0)
 			goto fail;
 		m->nguests++;
+	}
+	{
+		struct vmt_guest *hg;
+		hostsrc_new(m, &hg);	/* a host that cannot be traced is logged, not fatal */
 	}
 	*out = m;
 	return 0;

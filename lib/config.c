@@ -807,6 +807,8 @@ static int guest_name(struct cfg_parser *p, yaml_node_t *v, const char *field, v
 		return cfg_error(p, v, field,
 				 "%s is not a valid name ([A-Za-z0-9_.-], 1 to 64 characters, no leading '.')",
 				 SHOW(s));
+	if (!strcmp(s, "host"))
+		return cfg_error(p, v, field, "\"host\" is reserved for the host's own trace (host:)");
 	strcpy(gp->g->name, s);
 	gp->name = v;
 	return 0;
