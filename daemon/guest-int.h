@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * guest-int: what guest.c (channels, timers, rings) and agentmsg.c (the
+ * agent's messages) share inside one guest. Not for other modules.
+ */
+#ifndef VMT_GUEST_INT_H
+#define VMT_GUEST_INT_H
+
+#include "guest.h"
+
+#define RETRY_USEC (2 * 1000000ull)	/* channels absent, or HELLO not answered */
+#define FAILED_RETRY_USEC (30 * 1000000ull)
+#define STARTING_TIMEOUT_USEC (60 * 1000000ull)
+
+/* Complaints about guest input are rate-limited. */
+void guest_complain(struct vmt_guest *g, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s);
+void guest_arm(struct vmt_guest *g, uint64_t usec);
+void guest_send(struct vmt_guest *g, unsigned type, const void *p, uint32_t len);
+void guest_send_host_hello(struct vmt_guest *g);
+void guest_send_start(struct vmt_guest *g);
+/* Give up on this session: STOP, state failed, retry later. */
+void guest_fail(struct vmt_guest *g, const char *why);
+void guest_drain_data(struct vmt_guest *g);
+void guest_free_rings(struct vmt_guest *g);
+bool guest_rings_empty(const struct vmt_guest *g);
+void guest_end_flush(struct vmt_guest *g);
+
+/* agentmsg.c */
+void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_check_flushed(struct vmt_guest *g);
+
+#endif
