@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config_print: a struct vmt_config as the normalized YAML `vmtraced -n -v`
+ * shows: every field, defaults filled in, sizes in bytes, durations in ms
+ * or s, and strings quoted only where a YAML reader would take them for
+ * something else. The output reads back as the same configuration.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config-int.h"
+#include "util.h"
+
+static bool word_is_reserved(const char *s)
+{
+	static const char *const words[] = {
+		"~", "null", "true", "false", "yes", "no", "y", "n", "on", "off",
+	};
+	bool digits = true;
+
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		if (!strcasecmp(s, words[i]))
+			return true;
+	for (const char *q = s; *q; q++)
+		if (!isdigit((unsigned char)*q) && *q != '.')
+			digits = false;
+	return digits;	/* would read back as a number elsewhere */
+}
+
+/* Plain when it reads back as the same string in block and flow context. */
+static void print_str(FILE *f, const char *s)
+{
+	size_t len = strlen(s);
+	bool plain = len && (isalnum((unsigned char)s[0]) || s[0] == '/' || s[0] == '_' ||
+			     s[0] == '.') && s[len - 1] != ':' && !word_is_reserved(s);
+
+	for (const char *q = s; plain && *q; q++)
+		plain = isalnum((unsigned char)*q) || strchr("/_.-:*", *q);
+	if (plain) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20 || ch == 0x7f)
+			fprintf(f, "\\x%02x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+/* "a:b,c:d" as a flow list */
+static void print_events(FILE *f, const char *s)
+{
+	fputc('[', f);
+	while (*s) {
+		char one[VMT_CONFIG_MAX_EVENTS];
+		size_t len = strcspn(s, ",");
+
+		snprintf(one, sizeof(one), "%.*s", (int)len, s);
+		print_str(f, one);
+		s += len;
+		if (*s) {
+			fputs(", ", f);
+			s++;
+		}
+	}
+	fputc(']', f);
+}
+
+static void print_bool(FILE *f, int b)
+{
+	fputs(b ? "true" : "false", f);
+}
+
+static void print_record(FILE *f, const struct vmt_record_conf *r, const char *ind)
+{
+	fprintf(f, "%sring_size: %" PRIu64 "\n", ind, r->ring_size);
+	fprintf(f, "%sguest_buffer_size: %" PRIu64 "\n", ind, (uint64_t)r->guest_buffer_kb * KiB);
+	fprintf(f, "%sclock: ", ind);
+	print_str(f, r->clock);
+	fprintf(f, "\n%sevents: ", ind);
+	print_events(f, r->events);
+	fprintf(f, "\n%smetadata_max: %" PRIu64 "\n", ind, r->meta_max);
+	fprintf(f, "%sflush_timeout: %" PRIu32 "ms\n", ind, r->flush_timeout_ms);
+}
+
+void config_print(const struct vmt_config *c, FILE *f)
+{
+	fputs("state_dir: ", f);
+	print_str(f, c->state_dir);
+	fputs("\ncontrol_socket: ", f);
+	print_str(f, c->control_socket);
+	fprintf(f, "\nlog_level: %s\n", config_log_level_name(c->log_level));
+	fprintf(f, "compression_level: %d\n", c->zstd_level);
+	fprintf(f, "memory_max: %" PRIu64 "\n", c->memory_max);
+	fprintf(f, "forget_after: %" PRIu64 "s\n", c->forget_after_s);
+	fputs("control:\n  group: ", f);
+	print_str(f, c->control.group);
+	fputs("\n  read_only_group: ", f);
+	print_str(f, c->control.read_group);
+	fputs("\ntriggers:\n", f);
+	fprintf(f, "  coalesce: %" PRIu32 "ms\n", c->triggers.coalesce_ms);
+	fprintf(f, "  cooldown: %" PRIu32 "ms\n", c->triggers.cooldown_ms);
+	fprintf(f, "  max_per_minute: %" PRIu32 "\n", c->triggers.max_per_minute);
+	fputs("retention:\n", f);
+	fprintf(f, "  max_bytes: %" PRIu64 "\n", c->retention.max_bytes);
+	fprintf(f, "  max_samples: %" PRIu32 "\n", c->retention.max_samples);
+	fprintf(f, "  max_age: %" PRIu64 "s\n", c->retention.max_age_s);
+	fputs("record:\n", f);
+	print_record(f, &c->rec, "  ");
+	fputs("host:\n  enabled: ", f);
+	print_bool(f, c->host.enabled);
+	fputs("\n  events: ", f);
+	print_events(f, c->host.events);
+	fputs("\n  clock: ", f);
+	print_str(f, c->host.clock);
+	fprintf(f, "\n  ring_size: %" PRIu64 "\n", c->host.ring_size);
+	fprintf(f, "  buffer_size: %" PRIu64 "\n", (uint64_t)c->host.buffer_kb * KiB);
+	fputs("  qemu_only: ", f);
+	print_bool(f, c->host.qemu_only);
+	fputc('\n', f);
+	if (!c->ndiscovery)
+		fputs("discovery: []\n", f);
+	else
+		fputs("discovery:\n", f);
+	for (uint32_t i = 0; i < c->ndiscovery; i++) {
+		const struct vmt_discovery_conf *d = &c->discovery[i];
+
+		fputs("  - path: ", f);
+		print_str(f, d->path);
+		fprintf(f, "\n    layout: %s\n", layout_name(d->layout));
+		fprintf(f, "    transport: %s\n", transport_name(d->transport));
+	}
+	if (!c->nguests) {
+		fputs("guests: []\n", f);
+		return;
+	}
+	fputs("guests:\n", f);
+	for (uint32_t i = 0; i < c->nguests; i++) {
+		const struct vmt_guest_conf *g = &c->guests[i];
+
+		fputs("  - name: ", f);
+		print_str(f, g->name);
+		fputs("\n    path: ", f);
+		print_str(f, g->path);
+		fprintf(f, "\n    transport: %s\n", transport_name(g->transport));
+		fprintf(f, "    cpus: %" PRIu32 "\n", g->cpus);
+		fputs("    record:\n", f);
+		print_record(f, &g->rec, "      ");
+	}
+}
