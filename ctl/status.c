@@ -159,14 +159,12 @@ int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv)
 	ctl_msg_begin(&b, VMT_CTL_STATUS, 1);
 	r = client_request(&c, &b);
 	buf_free(&b);
-	if (o->json)
-		printf("{");
 	while (r >= 0 && (r = client_next(&c, &rec, 10000)) > 0) {
 		rec_parse(&rec, v);
 		if (rec.type == VMT_CTL_DAEMON) {
 			char mem[32];
 			if (o->json) {
-				printf("\"daemon\": ");
+				printf("{\"daemon\": ");
 				rec_json(v);
 				printf(", \"guests\": [");
 				continue;
@@ -266,9 +264,7 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 		tlv_put_str(&b, VMT_CTAG_GUEST, argv[1]);
 	r = client_request(&c, &b);
 	buf_free(&b);
-	if (o->json)
-		printf("{\"samples\": [");
-	else
+	if (!o->json)
 		printf("%-16s %-27s %10s %4s  %s\n", "GUEST", "CREATED (UTC)", "SIZE", "AUX", "PATH / TRIGGER");
 	while (r >= 0 && (r = client_next(&c, &rec, 30000)) > 0) {
 		char when[40], size[24];
@@ -277,7 +273,7 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 
 		rec_parse(&rec, v);
 		if (o->json) {
-			printf("%s", n++ ? ", " : "");
+			printf("%s", n++ ? ", " : "{\"samples\": [");
 			rec_json(v);
 			continue;
 		}
@@ -297,7 +293,7 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 		n++;
 	}
 	if (o->json && r == 0)
-		printf("]}\n");
+		printf("%s]}\n", n ? "" : "{\"samples\": [");
 	free(v);
 	return finish(&c, r);
 }
@@ -361,8 +357,6 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 		tlv_put_u64(&b, VMT_CTAG_POST_NS, post_ns);
 	r = client_request(&c, &b);
 	buf_free(&b);
-	if (o->json)
-		printf("{\"files\": [");
 	while (r >= 0 && (r = client_next(&c, &rec, timeout_s * 1000)) > 0) {
 		struct vmt_tlv t;
 		size_t pos = 0;
@@ -373,7 +367,8 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 		while (tlv_next(rec.payload, rec.len, &pos, &t) > 0)
 			if (t.tag == VMT_CTAG_PATH && tlv_str(&t, path, sizeof(path)) == 0) {
 				if (o->json) {
-					printf("%s", files ? ", " : "");
+					/* nothing on stdout until the daemon has said yes */
+					printf("%s", files ? ", " : "{\"files\": [");
 					json_string(path);
 				} else {
 					printf("%s\n", path);
@@ -382,7 +377,7 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 			}
 	}
 	if (o->json && r == 0)
-		printf("]}\n");
+		printf("%s]}\n", files ? "" : "{\"files\": [");
 	if (r == 0 && !files)
 		fprintf(stderr, "vmtracectl: nothing recorded yet: no sample written\n");
 	return finish(&c, r);

@@ -46,7 +46,11 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 		char why[160];
 		snprintf(why, sizeof(why), "agent has %u CPUs but only %u trace-path-cpuN channels exist",
 			 h.ncpus, g->nchan);
-		guest_fail(g, why);
+		/* the ports may still be appearing (QEMU starting, channels
+		 * hot-plugged): reconnecting counts them again */
+		guest_complain(g, 0, "%s; counting them again in %llu s", why,
+			       (unsigned long long)(RETRY_USEC / 1000000));
+		guest_disconnect(g, why);
 		return;
 	}
 	if (g->nrings && (g->nrings != h.ncpus || g->layout.page_size != h.page_size)) {
@@ -267,15 +271,15 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		aux_free(&g->aux);
 		g->aux = a;
 		g->have_aux = true;
-		/* the writer takes the bundle; the guest keeps the description */
+		/* the guest keeps the bundle until the aux file is on disk */
 		g->meta = (struct vmt_buf){ 0 };
 		if (!exists) {
 			manager_submit_aux(g->m, g);
 		} else {
 			free(g->aux.meta);
+			g->aux.meta = NULL;
+			g->aux.meta_len = 0;
 		}
-		g->aux.meta = NULL;
-		g->aux.meta_len = 0;
 		log_guest(VMT_LOG_INFO, 0, g->conf.name, "aux version %u (%s)", g->aux.version,
 			  exists ? "already on disk" : "new");
 	} else {

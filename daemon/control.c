@@ -336,6 +336,12 @@ static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		client_error(cl, 0, EBADMSG, "malformed request");
 		return 0;
 	}
+	if (cl->access == ACCESS_NONE) {
+		client_error(cl, id, EACCES, "permission denied: vmtraced answers root and the "
+					     "members of its control groups only");
+		client_free(cl);
+		return 0;
+	}
 	if (cl->access != ACCESS_FULL && type != VMT_CTL_STATUS && type != VMT_CTL_GUESTS &&
 	    type != VMT_CTL_SAMPLES) {
 		cl->ctl->refused++;
@@ -436,15 +442,13 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	cl->pid = cred.pid;
 	cl->access = peer_access(&c->m->conf, &cred);
 	if (cl->access == ACCESS_NONE) {
-		/* say why before closing: a bare hang-up reads like a crash */
+		/* say why, and hang up only once the request is read: closing a
+		 * socket with unread data resets it, and the answer is lost */
 		c->refused++;
 		log_warning("control: refused uid %u (pid %d): not root nor in the control groups",
 			    cred.uid, cred.pid);
 		client_error(cl, 0, EACCES, "permission denied: vmtraced answers root and the "
 				      "members of its control groups only");
-		close(cfd);
-		free(cl);
-		return 0;
 	}
 	r = sd_event_add_io(c->m->event, &cl->src, cfd, EPOLLIN, client_cb, cl);
 	if (r < 0) {

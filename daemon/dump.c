@@ -205,6 +205,9 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	free(first);
 	free(end);
 	g->last_freeze_ns = now_monotonic_ns();
+	/* an aux file that could not be written: again, before this sample */
+	if (g->have_aux && g->aux.meta && !g->aux_pending)
+		manager_submit_aux(m, g);
 	return job;
 oom:
 	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot freeze the window: %m");
@@ -229,20 +232,27 @@ void manager_dump_guest_now(struct vmt_manager *m, struct vmt_guest *g, const st
 	}
 }
 
+
 void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g)
 {
 	struct vmt_job *job = calloc(1, sizeof(*job));
 
-	if (!job) {
-		log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot queue the aux file: %m");
-		free(g->aux.meta);
-		return;
-	}
+	if (!job || !g->aux.meta)
+		goto fail;
 	job->kind = VMT_JOB_AUX;
 	snprintf(job->dir, sizeof(job->dir), "%s/%s", m->conf.state_dir, g->conf.name);
 	aux_file_name(job->name, sizeof(job->name), g->aux.version);
-	job->aux = g->aux;	/* takes the bundle */
+	job->aux = g->aux;
+	job->aux.meta = malloc(g->aux.meta_len);
+	if (!job->aux.meta)
+		goto fail;
+	memcpy(job->aux.meta, g->aux.meta, g->aux.meta_len);
+	g->aux_pending = true;
 	writer_submit(&m->writer, job);
+	return;
+fail:
+	free(job);
+	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot queue the aux file: %m");
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -626,10 +636,22 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 		return;
 	}
 	if (job->kind == VMT_JOB_AUX) {
-		if (job->error < 0)
-			log_full(VMT_LOG_ERR, job->error, NULL, "cannot write aux file %s: %m", path);
-		else
+		struct vmt_guest *g = manager_find_guest(m, job->aux.guest);
+		bool mine = g && g->have_aux && g->aux.id == job->aux.id;
+
+		if (mine)
+			g->aux_pending = false;
+		if (job->error < 0) {
+			log_full(VMT_LOG_ERR, job->error, NULL, "cannot write aux file %s: %m%s", path,
+				 mine && g->aux.meta ? "; the next dump tries again" : "");
+		} else {
 			log_info("wrote %s (%llu bytes)", path, (unsigned long long)job->bytes);
+			if (mine) {
+				free(g->aux.meta);
+				g->aux.meta = NULL;
+				g->aux.meta_len = 0;
+			}
+		}
 		job_free(job);
 		return;
 	}

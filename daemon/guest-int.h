@@ -22,6 +22,8 @@ void guest_send_host_hello(struct vmt_guest *g);
 void guest_send_start(struct vmt_guest *g);
 /* Give up on this session: STOP, state failed, retry later. */
 void guest_fail(struct vmt_guest *g, const char *why);
+/* Close the channels, state offline, connect again in RETRY_USEC. */
+void guest_disconnect(struct vmt_guest *g, const char *why);
 void guest_drain_data(struct vmt_guest *g);
 void guest_free_rings(struct vmt_guest *g);
 bool guest_rings_empty(const struct vmt_guest *g);

@@ -15,7 +15,7 @@
 #include "page.h"
 
 #define OUT_MAX 65536			/* control bytes queued for a guest that does not read */
-#define READ_BUDGET_PAGES 64		/* per data callback, so one guest cannot starve others */
+#define READ_BUDGET_BYTES (256 * 1024)	/* per data callback, so one guest cannot starve others */
 #define LOG_BURST 10
 #define LOG_WINDOW_NS (10 * 1000000000ull)
 
@@ -103,7 +103,6 @@ uint64_t guest_ctl_rejected_msgs(const struct vmt_guest *g)
 
 /* ---- sending ---------------------------------------------------------- */
 
-static void guest_disconnect(struct vmt_guest *g, const char *why);
 
 static int guest_flush_out(struct vmt_guest *g)
 {
@@ -191,7 +190,7 @@ void guest_end_flush(struct vmt_guest *g)
 	manager_guest_flushed(g->m, g);
 }
 
-static void guest_disconnect(struct vmt_guest *g, const char *why)
+void guest_disconnect(struct vmt_guest *g, const char *why)
 {
 	if (g->state != GUEST_OFFLINE)
 		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "disconnected: %s", why);
@@ -467,6 +466,7 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct vmt_guest *g = userdata;
+	uint8_t *buf = g->m->bounce;
 	uint32_t cpu = 0;
 
 	while (cpu < g->nchan && g->data_src[cpu] != s)
@@ -474,42 +474,47 @@ static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *use
 	if (cpu == g->nchan)
 		return 0;
 
-	for (int i = 0; i < READ_BUDGET_PAGES; i++) {
-		struct vmt_ring *r;
-		uint8_t scratch[4096], *p;
-		uint32_t room;
-		ssize_t n;
+	/*
+	 * Big reads, then page-sized pieces into the ring: one read() per page
+	 * would wake the writer on the other side of the pipe for every page.
+	 * The budget keeps one busy guest from starving the others.
+	 */
+	for (uint32_t done = 0; done < READ_BUDGET_BYTES;) {
+		ssize_t n = read(fd, buf, VMT_BOUNCE_SIZE);
 
-		if (g->state != GUEST_STREAMING || cpu >= g->nrings) {
-			/* no session: these bytes have no place in any stream */
-			n = read(fd, scratch, sizeof(scratch));
-			if (n > 0) {
-				g->c.stale_bytes += (uint64_t)n;
-				continue;
-			}
-		} else {
-			r = &g->rings[cpu];
-			p = ring_fill_space(r, &room);
-			n = read(fd, p, room);
-			if (n > 0) {
-				int ok = ring_fill_commit(r, (uint32_t)n);
-				if (ok == -EBADMSG)
-					guest_complain(g, 0, "cpu%u: page %llu rejected (bad commit or event length)",
-						       cpu, (unsigned long long)(r->next_seq - 1));
-				continue;
-			}
-		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0) {
 			guest_disconnect(g, "data channel closed");
 			return 0;
 		}
-		if (errno != EAGAIN) {
-			guest_disconnect(g, strerror(errno));
-			return 0;
+		if (n < 0) {
+			if (errno != EAGAIN) {
+				guest_disconnect(g, strerror(errno));
+				return 0;
+			}
+			break;
 		}
-		break;
+		done += (uint32_t)n;
+		if (g->state != GUEST_STREAMING || cpu >= g->nrings) {
+			/* no session: these bytes have no place in any stream */
+			g->c.stale_bytes += (uint64_t)n;
+			continue;
+		}
+		for (size_t off = 0; off < (size_t)n;) {
+			struct vmt_ring *r = &g->rings[cpu];
+			uint32_t room, k;
+			uint8_t *p = ring_fill_space(r, &room);
+
+			k = (uint32_t)VMT_MIN((size_t)room, (size_t)n - off);
+			memcpy(p, buf + off, k);
+			off += k;
+			if (ring_fill_commit(r, k) == -EBADMSG)
+				guest_complain(g, 0, "cpu%u: page %llu rejected (bad commit or event length)",
+					       cpu, (unsigned long long)(r->next_seq - 1));
+		}
+		if ((size_t)n < VMT_BOUNCE_SIZE)
+			break;	/* drained for now */
 	}
 	guest_check_flushed(g);
 	return 0;

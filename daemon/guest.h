@@ -86,8 +86,9 @@ struct vmt_guest {
 	bool meta_open;
 
 	/* aux in force: the pages in the rings decode with it */
-	struct vmt_aux aux;
+	struct vmt_aux aux;	/* aux.meta: kept until the aux file is written */
 	bool have_aux;
+	bool aux_pending;	/* an aux job is queued */
 
 	/* flush for the dump in progress */
 	uint64_t flush_id;

@@ -65,8 +65,11 @@ struct vmt_waiter {
 	struct vmt_waiter *next;
 };
 
+#define VMT_BOUNCE_SIZE 65536
+
 struct vmt_manager {
 	sd_event *event;
+	uint8_t bounce[VMT_BOUNCE_SIZE];	/* guest data reads land here first */
 	struct vmt_config conf;
 	const char *config_path;
 	struct vmt_guest **guests;
@@ -113,6 +116,8 @@ void manager_guest_flushed(struct vmt_manager *m, struct vmt_guest *g);
 /* Freeze one guest at once, without a flush, into its own sample (the
  * guest's aux is about to change). */
 void manager_dump_guest_now(struct vmt_manager *m, struct vmt_guest *g, const struct vmt_trigger *t);
+/* Queue a copy of the guest's bundle; the guest keeps its own until the
+ * aux file is written, so a failed write is tried again before a sample. */
 void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g);
 struct vmt_guest *manager_find_guest(struct vmt_manager *m, const char *name);
 /* A guest that was not in the configuration (discovery). */

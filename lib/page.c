@@ -83,7 +83,13 @@ static uint64_t page_commit_word(const struct vmt_page_layout *l, const uint8_t 
 				   : get_le32(page + l->commit_offset);
 }
 
-int page_walk(const struct vmt_page_layout *l, const uint8_t *page, page_event_cb cb, void *data)
+/*
+ * The one walker. Always inlined, so that page_scan() (the hot path of
+ * ingestion: every page is checked) gets its callback inlined too.
+ */
+static inline __attribute__((always_inline)) int walk(const struct vmt_page_layout *l,
+						      const uint8_t *page, page_event_cb cb,
+						      void *data)
 {
 	uint64_t word = page_commit_word(l, page);
 	uint64_t ts = get_le64(page + l->ts_offset);
@@ -154,8 +160,13 @@ int page_walk(const struct vmt_page_layout *l, const uint8_t *page, page_event_c
 	return pos == commit || commit - pos < 4 ? 0 : -EBADMSG;
 }
 
+int page_walk(const struct vmt_page_layout *l, const uint8_t *page, page_event_cb cb, void *data)
+{
+	return walk(l, page, cb, data);
+}
 
-static int scan_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
+
+static inline int scan_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
 {
 	struct vmt_page_info *i = data;
 
@@ -177,7 +188,7 @@ int page_scan(const struct vmt_page_layout *l, const uint8_t *page, struct vmt_p
 	i.base_ts = i.first_ts = i.last_ts = get_le64(page + l->ts_offset);
 	i.commit = (uint32_t)(word & VMT_PAGE_COMMIT_MASK);
 	i.missed_flag = !!(word & VMT_PAGE_MISSED_EVENTS);
-	r = page_walk(l, page, scan_cb, &i);
+	r = walk(l, page, scan_cb, &i);
 	if (r < 0)
 		return r;
 	if ((word & VMT_PAGE_MISSED_STORED) && i.missed_flag) {

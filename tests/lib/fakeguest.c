@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -201,6 +202,11 @@ static void *cpu_main(void *arg)
 				char reason[64];
 				int n = snprintf(reason, sizeof(reason), "fake trigger %u", k);
 				send_msg(g, VMT_MSG_TRIGGER, reason, (uint32_t)n);
+				/* the dump a trigger starts flushes at once, as the
+				 * agent's would: this CPU has sent all it will */
+				pthread_mutex_lock(&g->lock);
+				ack_flush(g, cpu, bytes, events);
+				pthread_mutex_unlock(&g->lock);
 				if (c->trigger_gap_ms)
 					usleep(c->trigger_gap_ms * 1000);
 			}
@@ -334,6 +340,8 @@ int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
+		/* a guest left behind by a failed check would hold the test's files */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(pfd[0]);
 		g->done_fd = pfd[1];
 		signal(SIGPIPE, SIG_IGN);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -29,29 +30,58 @@ static int sock_answers(const char *path)
 
 int testd_start(struct testd *d, const char *dir, const char *body)
 {
+	return testd_start_opts(d, dir, body, NULL);
+}
+
+int testd_start_opts(struct testd *d, const char *dir, const char *body,
+		     const struct testd_opts *o)
+{
+	static const struct testd_opts none = { 0 };
 	char bin[512];
 	FILE *f;
+
+	if (!o)
+		o = &none;
 
 	memset(d, 0, sizeof(*d));
 	snprintf(d->dir, sizeof(d->dir), "%s", dir);
 	snprintf(d->state, sizeof(d->state), "%s/state", dir);
 	snprintf(d->sock, sizeof(d->sock), "%s/control.sock", dir);
+	if (o->connect)
+		snprintf(d->sock, sizeof(d->sock), "%s", o->connect);
 	snprintf(d->conf, sizeof(d->conf), "%s/vmtraced.yaml", dir);
 	snprintf(d->log, sizeof(d->log), "%s/vmtraced.log", dir);
 	f = fopen(d->conf, "w");
 	if (!f)
 		return -errno;
-	fprintf(f, "state_dir: %s\ncontrol_socket: %s\nlog_level: debug\n%s", d->state, d->sock, body);
+	fprintf(f, "state_dir: %s\ncontrol_socket: %s/control.sock\nlog_level: debug\n%s", d->state,
+		dir, body);
 	fclose(f);
 	snprintf(bin, sizeof(bin), "%s/%s/vmtraced", test_srcdir(), test_builddir());
 	d->pid = fork();
 	if (d->pid < 0)
 		return -errno;
 	if (d->pid == 0) {
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fd = open(d->log, O_WRONLY | O_CREAT | (o->append_log ? O_APPEND : O_TRUNC), 0644);
+		const char *argv[64];
+		int n = 0;
+
+		/* a daemon left behind by a failed check would hold the test's files */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(fd, 2);
 		dup2(fd, 1);
-		execl(bin, "vmtraced", "-c", d->conf, (char *)NULL);
+		for (const char *const *e = o->env; e && *e; e++)
+			putenv((char *)*e);
+		for (const char *const *w = o->wrapper; w && *w && n < 58; w++)
+			argv[n++] = *w;
+		argv[n++] = o->wrapper ? bin : "vmtraced";
+		argv[n++] = "-c";
+		argv[n++] = d->conf;
+		argv[n] = NULL;
+		if (o->wrapper)
+			execvp(argv[0], (char *const *)argv);
+		else
+			execv(bin, (char *const *)argv);
 		_exit(127);
 	}
 	for (int i = 0; i < 200; i++) {

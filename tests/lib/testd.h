@@ -17,8 +17,19 @@ struct testd {
 };
 
 /* Write DIR/vmtraced.yaml (state_dir, control_socket, then body) and start
- * the daemon; returns once the control socket answers. */
+ * the daemon; returns once the control socket answers. The daemon gets
+ * SIGKILL if the test process dies first (a failed check). */
 int testd_start(struct testd *d, const char *dir, const char *body);
+
+/* What testd_start_opts() may change. */
+struct testd_opts {
+	const char *const *env;		/* "NAME=value" added to the daemon's environment */
+	const char *const *wrapper;	/* argv run first, NULL-ended: vmtraced -c FILE follows */
+	const char *connect;		/* talk to this socket, not control_socket (activation) */
+	int append_log;			/* keep the log of an earlier start */
+};
+int testd_start_opts(struct testd *d, const char *dir, const char *body,
+		     const struct testd_opts *o);
 /* Run `vmtracectl -s SOCK ARGS...` (a shell-quoted string), stdout into
  * out; returns the exit code. */
 int testd_ctl(struct testd *d, char *out, size_t n, const char *args);

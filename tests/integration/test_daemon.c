@@ -1,0 +1,1395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: the running daemon as an operator and a guest see it.
+ * Real ftrace pages (this machine's tracefs, or the shared corpus) are fed
+ * by stand-in guests; vmtraced is driven through vmtracectl, raw control
+ * packets, signals, a changed configuration, systemd's notify socket and
+ * socket activation, a full disk and SIGKILL in the middle of a dump. Each
+ * check looks at values (status fields, sample contents, decoded events),
+ * not only exit codes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ctlproto.h"
+#include "fakeguest.h"
+#include "itest.h"
+#include "page.h"
+#include "ring.h"
+#include "sample.h"
+#include "testd.h"
+#include "testutil.h"
+#include "vfile.h"
+
+#define PS ITEST_PS
+
+static struct itest_input in;
+
+static uint64_t fed_pages(void)
+{
+	uint64_t n = 0;
+
+	for (unsigned c = 0; c < in.ncpus; c++)
+		n += in.npages[c];
+	return n;
+}
+
+static uint64_t fed_events(void)
+{
+	uint64_t n = 0;
+
+	for (unsigned c = 0; c < in.ncpus; c++)
+		n += itest_events_of(in.pages[c], in.npages[c]);
+	return n;
+}
+
+#define NEED_INPUT()                                                        \
+	do {                                                                \
+		if (!in.ncpus)                                              \
+			VMT_SKIP("no ftrace pages: not root and no corpus"); \
+	} while (0)
+
+static uint64_t sample_pages(const struct vmt_sample *s)
+{
+	uint64_t n = 0;
+
+	for (uint32_t c = 0; c < s->ncpus; c++)
+		n += s->cpus[c].npages;
+	return n;
+}
+
+static int guest_samples(struct itest_run *r, const char *guest, char ***list)
+{
+	char dir[400];
+
+	snprintf(dir, sizeof(dir), "%s/%s", r->d.state, guest);
+	return itest_samples(dir, list);
+}
+
+static bool file_exists(const char *fmt_dir, const char *name)
+{
+	char p[800];
+
+	snprintf(p, sizeof(p), "%s/%s", fmt_dir, name);
+	return access(p, F_OK) == 0;
+}
+
+/* ---- 2. a guest reboot gives a new aux version ----------------------------------- */
+
+START_TEST(reboot_new_aux_version)
+{
+	struct itest_run r;
+	char gdir[400], sample[4400], dat[400], st[64];
+	char **list;
+	int n;
+	struct vmt_sample *old = NULL, *s;
+	uint64_t per_cpu[ITEST_MAX_CPUS], total, half_pages = 0, half_events = 0;
+	size_t half[ITEST_MAX_CPUS];
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "reboot");
+	r.fc[0].boot_id = "boot-aaaa";
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 64MiB\n  flush_timeout: 5000ms\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	ck_assert(ITEST_WAIT(file_exists(gdir, "aux-000001.vmtaux"), 5000));
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "aux_version"), 1);
+	ck_assert_int_eq(guest_samples(&r, "g1", &list), 0);
+
+	/* the guest reboots: the same channels, another boot id, half the pages */
+	itest_run_guest_stop(&r, 0);
+	r.fc[0].boot_id = "boot-bbbb";
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		half[c] = in.npages[c] / 2;
+		r.fc[0].pages[c] = in.pages[c] + (in.npages[c] - half[c]) * PS;
+		r.fc[0].npages[c] = half[c];
+		half_pages += half[c];
+		half_events += itest_events_of(r.fc[0].pages[c], half[c]);
+	}
+	itest_run_guest(&r, 0);
+	ck_assert_msg(ITEST_WAIT(file_exists(gdir, "aux-000002.vmtaux"), 8000),
+		      "no aux-000002.vmtaux after the reboot (log: %s)", r.d.log);
+	ck_assert_msg(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n), n == 1),
+				 5000),
+		      "no sample of the old window (log: %s)", r.d.log);
+
+	/* the old window, written on its own with the old aux */
+	n = guest_samples(&r, "g1", &list);
+	ck_assert_int_eq(n, 1);
+	old = itest_read_sample(list[0]);
+	ck_assert_uint_eq(old->aux_version, 1);
+	ck_assert_uint_eq(old->ntriggers, 1);
+	ck_assert_uint_eq(old->triggers[0].kind, VMT_TRIGGER_GUEST);
+	ck_assert_msg(strstr(old->triggers[0].reason, "rebooted") != NULL, "reason '%s'",
+		      old->triggers[0].reason);
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		ck_assert_uint_eq(old->cpus[c].npages, in.npages[c]);
+		ck_assert_uint_eq(old->cpus[c].events, itest_events_of(in.pages[c], in.npages[c]));
+	}
+	snprintf(dat, sizeof(dat), "%s/old.dat", r.dir);
+	ck_assert_int_eq(itest_merge(&r.d, list[0], dat), 0);
+	ck_assert_int_eq(tdread_counts(dat, per_cpu, ITEST_MAX_CPUS, &total), 0);
+	ck_assert_uint_eq(total, fed_events());
+	itest_free_list(list, n);
+
+	/* the new session streams with aux 2 and holds only its own pages */
+	ck_assert_msg(itest_wait_state(&r.d, "g1", "streaming", 5000, st, sizeof(st)), "state %s", st);
+	itest_expect_pages_in(&r.d, "g1", fed_pages() + half_pages);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "aux_version"), 2);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 2);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "pages"), half_pages);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	s = itest_read_sample(sample);
+	ck_assert_uint_eq(s->aux_version, 2);
+	ck_assert_uint_ne(s->aux_id, old->aux_id);
+	for (unsigned c = 0; c < in.ncpus; c++)
+		ck_assert_uint_eq(s->cpus[c].npages, half[c]);
+	snprintf(dat, sizeof(dat), "%s/new.dat", r.dir);
+	ck_assert_int_eq(itest_merge(&r.d, sample, dat), 0);
+	ck_assert_int_eq(tdread_counts(dat, per_cpu, ITEST_MAX_CPUS, &total), 0);
+	ck_assert_uint_eq(total, half_events);
+	ck_assert_int_ge(testd_log_count(&r.d, "aux version 2 (new)"), 1);
+	sample_free(s);
+	sample_free(old);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 3. memory_max ------------------------------------------------------------------ */
+
+START_TEST(memory_cap_refuses_second_guest)
+{
+	struct itest_run r;
+	const uint64_t cap = 1 << 20;
+	/* per CPU as many pages as let one guest's rings fit under the cap */
+	uint64_t pages = cap / ring_mem_size(0, PS) / (in.ncpus ? in.ncpus : 1) - 1;
+	uint64_t need = ring_mem_size((uint32_t)pages, PS) * in.ncpus, mem;
+	struct ijson root;
+	const struct ijson *g1, *g2, *dm;
+	char top[256], st[64], out[4096];
+
+	NEED_INPUT();
+	ck_assert_msg(need <= cap && 2 * need > cap, "rings of %llu bytes: pick another size",
+		      (unsigned long long)need);
+	itest_run_init(&r, &in, "memcap");
+	snprintf(top, sizeof(top),
+		 "memory_max: 1MiB\nrecord:\n  ring_size: %lluKiB\n  flush_timeout: 5000ms\n",
+		 (unsigned long long)(pages * PS >> 10));
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, top, 2);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "mem_used"), need);
+
+	itest_run_guest(&r, 1);
+	ck_assert_msg(itest_wait_state(&r.d, "g2", "failed", 6000, st, sizeof(st)),
+		      "g2 is '%s', not failed (log: %s)", st, r.d.log);
+	ck_assert_int_eq(testd_log_count(&r.d, "guest g2: refused: rings of"), 1);
+	ck_assert_int_ge(testd_log_count(&r.d, "do not fit under memory_max"), 1);
+	ck_assert_int_eq(testd_log_count(&r.d, "guest g1: refused"), 0);
+
+	ck_assert_int_eq(itest_status(&r.d, &root), 0);
+	dm = ijson_get(&root, "daemon");
+	g1 = itest_guest(&root, "g1");
+	g2 = itest_guest(&root, "g2");
+	ck_assert_ptr_nonnull(g1);
+	ck_assert_ptr_nonnull(g2);
+	ck_assert_uint_eq(ijson_u64(dm, "guests_refused"), 1);
+	ck_assert_uint_eq(ijson_u64(dm, "mem_cap"), cap);
+	ck_assert_uint_eq(ijson_u64(dm, "mem_used"), need);
+	ck_assert_str_eq(ijson_str(g2, "state"), "failed");
+	ck_assert_uint_eq(ijson_u64(g2, "mem_used"), 0);
+	ck_assert_uint_eq(ijson_u64(g2, "capacity"), 0);
+	ck_assert_str_eq(ijson_str(g1, "state"), "streaming");
+	ck_assert_uint_eq(ijson_u64(g1, "mem_used"), need);
+	ijson_free(&root);
+
+	/* the cap holds while g1 keeps streaming and g2 keeps trying */
+	for (int i = 0; i < 10; i++) {
+		mem = itest_num(&r.d, NULL, "mem_used");
+		ck_assert_uint_le(mem, cap);
+		usleep(100000);
+	}
+	/* a dump writes g1 only */
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "dump"), 0);
+	ck_assert_ptr_nonnull(strstr(out, "/g1/g1-"));
+	ck_assert_ptr_null(strstr(out, "/g2/"));
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 4. control commands --------------------------------------------------------------- */
+
+/* Split a line into whitespace-separated fields. */
+static int fields(char *line, char **f, int max)
+{
+	int n = 0;
+
+	for (char *t = strtok(line, " \t\n"); t && n < max; t = strtok(NULL, " \t\n"))
+		f[n++] = t;
+	return n;
+}
+
+START_TEST(control_status_guests_reload)
+{
+	struct itest_run r;
+	char out[16384], *line, *f[16], want[64];
+	struct ijson root;
+	const struct ijson *dm, *gs, *g1;
+	struct ictl_msg *m = malloc(sizeof(*m));
+	unsigned count;
+	int fd, nf;
+	uint64_t cap_pages = (16u << 20) / PS;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "control");
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 16MiB\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+
+	/* JSON: parses, and says what was fed */
+	ck_assert_int_eq(itest_status(&r.d, &root), 0);
+	ck_assert_int_eq(root.type, IJ_OBJ);
+	dm = ijson_get(&root, "daemon");
+	gs = ijson_get(&root, "guests");
+	ck_assert_ptr_nonnull(dm);
+	ck_assert_ptr_nonnull(gs);
+	ck_assert_int_eq(gs->type, IJ_ARR);
+	ck_assert_uint_eq(gs->n, 1);
+	ck_assert_str_eq(ijson_str(dm, "version"), "0.1.0");
+	ck_assert_str_eq(ijson_str(dm, "path"), r.d.state);
+	ck_assert_uint_eq(ijson_u64(dm, "dumps"), 0);
+	ck_assert_uint_eq(ijson_u64(dm, "dump_errors"), 0);
+	ck_assert_uint_eq(ijson_u64(dm, "mem_used"), ring_mem_size((uint32_t)cap_pages, PS) * in.ncpus);
+	g1 = itest_guest(&root, "g1");
+	ck_assert_ptr_nonnull(g1);
+	ck_assert_str_eq(ijson_str(g1, "state"), "streaming");
+	ck_assert_uint_eq(ijson_u64(g1, "ncpus"), in.ncpus);
+	ck_assert_uint_eq(ijson_u64(g1, "pages_in"), fed_pages());
+	ck_assert_uint_eq(ijson_u64(g1, "pages"), fed_pages());
+	ck_assert_uint_eq(ijson_u64(g1, "capacity"), cap_pages * in.ncpus);
+	ck_assert_uint_eq(ijson_u64(g1, "events_in"), fed_events());
+	ck_assert_uint_eq(ijson_u64(g1, "bytes_in"), fed_pages() * PS);
+	ck_assert_uint_eq(ijson_u64(g1, "pages_rejected"), 0);
+	ck_assert_uint_eq(ijson_u64(g1, "aux_version"), 1);
+	ck_assert_uint_eq(ijson_u64(g1, "sessions"), 1);
+	ck_assert_uint_eq(ijson_u64(g1, "flags"), 0);
+	ck_assert_uint_le(ijson_u64(g1, "first_ts"), ijson_u64(g1, "last_ts"));
+	ijson_free(&root);
+
+	/* the table says the same */
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "status"), 0);
+	ck_assert_msg(strncmp(out, "vmtraced 0.1.0, up ", 19) == 0, "status: %s", out);
+	line = strstr(out, "\nGUEST ");
+	ck_assert_msg(line != NULL, "no table header in: %s", out);
+	ck_assert_ptr_nonnull(strstr(line, "STATE"));
+	ck_assert_ptr_nonnull(strstr(line, "PAGES-IN"));
+	line = strstr(line + 1, "\ng1 ");
+	ck_assert_msg(line != NULL, "no g1 row in: %s", out);
+	nf = fields(line + 1, f, 16);
+	ck_assert_int_ge(nf, 9);
+	ck_assert_str_eq(f[0], "g1");
+	ck_assert_str_eq(f[1], "streaming");
+	snprintf(want, sizeof(want), "%u", in.ncpus);
+	ck_assert_str_eq(f[2], want);
+	snprintf(want, sizeof(want), "%llu/%llu", (unsigned long long)fed_pages(),
+		 (unsigned long long)(cap_pages * in.ncpus));
+	ck_assert_str_eq(f[3], want);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)fed_pages());
+	ck_assert_str_eq(f[5], want);
+
+	/* GUESTS: one GUEST record per guest, no DAEMON record, END */
+	fd = ictl_connect(r.d.sock);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ictl_request(fd, VMT_CTL_GUESTS, 7, NULL), 0);
+	ck_assert_int_eq(ictl_recv(fd, m, 5000), 1);
+	ck_assert_uint_eq(m->type, VMT_CTL_GUEST);
+	ck_assert_uint_eq(m->id, 7);
+	ck_assert_int_eq(ictl_collect(fd, m, VMT_CTL_DAEMON, &count, 5000), VMT_CTL_END);
+	ck_assert_uint_eq(count, 0);
+	ck_assert_uint_eq(m->id, 7);
+	close(fd);
+
+	/* reload with the same file: the guest keeps its session */
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "reload"), 0);
+	ck_assert_str_eq(out, "configuration reloaded\n");
+	ck_assert_int_eq(testd_log_count(&r.d, "configuration reloaded: 1 guest(s) kept, 0 started, 0 removed"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "pages_in"), fed_pages());
+	ck_assert(itest_state_is(&r.d, "g1", "streaming"));
+	free(m);
+	itest_run_end(&r);
+}
+END_TEST
+
+struct peer_job {
+	const char *sock;
+	unsigned type;		/* request sent */
+	const char *ctl;	/* or: run vmtracectl with these arguments */
+};
+
+/* As nobody: send one request, say what came back: "ERROR <errno> <message>"
+ * or "END <records>". */
+static int peer_request(void *arg, char *out)
+{
+	const struct peer_job *j = arg;
+	struct ictl_msg *m = malloc(sizeof(*m));
+	unsigned n = 0;
+	int fd, r;
+
+	fd = ictl_connect(j->sock);
+	if (fd < 0) {
+		snprintf(out, 4096, "CONNECT %s", strerror(-fd));
+		return 1;
+	}
+	ictl_request(fd, j->type, 42, NULL);	/* may fail: the daemon hung up */
+	usleep(100000);	/* a client slower to read than the daemon to answer */
+	r = ictl_collect(fd, m, j->type == VMT_CTL_DUMP ? VMT_CTL_FILE : VMT_CTL_GUEST, &n, 10000);
+	if (r == VMT_CTL_ERROR)
+		snprintf(out, 4096, "ERROR %u %s", m->err, m->message);
+	else if (r == VMT_CTL_END)
+		snprintf(out, 4096, "END %u", n);
+	else
+		snprintf(out, 4096, "FAIL %s", strerror(-r));
+	close(fd);
+	free(m);
+	return 0;
+}
+
+/* As nobody: run vmtracectl; "RC <code>\n<stdout>". */
+static int peer_ctl(void *arg, char *out)
+{
+	const struct peer_job *j = arg;
+	char cmd[2048];
+	FILE *p;
+	size_t n;
+	int len, st;
+
+	snprintf(cmd, sizeof(cmd), "%s/%s/vmtracectl -s %s %s", test_srcdir(),
+		 test_builddir(), j->sock, j->ctl);
+	p = popen(cmd, "r");
+	if (!p)
+		return 1;
+	len = snprintf(out, 4096, "RC 000\n");
+	n = fread(out + len, 1, 4095 - (size_t)len, p);
+	out[len + (int)n] = 0;
+	st = pclose(p);
+	out[3] = (char)('0' + (WIFEXITED(st) ? WEXITSTATUS(st) : 9));
+	out[4] = out[5] = ' ';
+	return 0;
+}
+
+static void open_socket_to_all(struct itest_run *r)
+{
+	/* the test folder is 0700 and the socket 0660 root: let nobody reach it */
+	ck_assert_int_eq(chmod(r->dir, 0711), 0);
+	ck_assert_int_eq(chmod(r->d.sock, 0666), 0);
+}
+
+START_TEST(control_unauthorised_peer)
+{
+	struct itest_run r;
+	char out[4096];
+	struct ijson j;
+	struct peer_job job;
+	char *text;
+
+	NEED_INPUT();
+	if (!test_have_root())
+		VMT_SKIP("not root: cannot become another user");
+	itest_run_init(&r, &in, "unauth");
+	itest_run_daemon(&r, "", 0);
+	open_socket_to_all(&r);
+
+	/* a client sends its request as soon as it is connected, as vmtracectl
+	 * does: whenever the daemon looks at it, the answer must be the refusal */
+	job = (struct peer_job){ .sock = r.d.sock, .type = VMT_CTL_STATUS };
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(itest_as_nobody(peer_request, &job, out), 0);
+		ck_assert_msg(strncmp(out, "ERROR 13 ", 9) == 0, "nobody's STATUS (try %d) got: %s", i,
+			      out);
+		ck_assert_msg(strstr(out, "permission denied") != NULL, "nobody's STATUS got: %s", out);
+	}
+	ck_assert_int_eq(testd_log_count(&r.d, "refused uid 65534"), 5);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "refused"), 5);
+
+	/* vmtracectl as nobody: exit 1, says why; --json prints JSON or nothing */
+	for (int i = 0; i < 5; i++) {
+		job.ctl = "status 2>&1";
+		ck_assert_int_eq(itest_as_nobody(peer_ctl, &job, out), 0);
+		ck_assert_msg(strncmp(out, "RC 1", 4) == 0, "vmtracectl as nobody: %s", out);
+		ck_assert_msg(strstr(out, "permission denied") != NULL,
+			      "vmtracectl status as nobody (try %d) said: %s", i, out);
+		job.ctl = "--json status 2>/dev/null";
+		ck_assert_int_eq(itest_as_nobody(peer_ctl, &job, out), 0);
+		ck_assert_msg(strncmp(out, "RC 1", 4) == 0, "vmtracectl as nobody: %s", out);
+		text = strchr(out, '\n') + 1;
+		ck_assert_msg(!*text || ijson_parse(text, &j, NULL, 0) == 0,
+			      "vmtracectl --json status, refused: stdout is neither empty nor JSON: '%s'",
+			      text);
+		if (*text)
+			ijson_free(&j);
+	}
+	itest_run_end(&r);
+}
+END_TEST
+
+#define RO_GROUP "vmt-itest-ro"
+static bool ro_group_ready;
+
+/* Unchecked fixture: runs in the suite's process, so it is undone whatever
+ * the test does. */
+static void ro_group_setup(void)
+{
+	ro_group_ready = false;
+	if (!test_have_root() || access("/usr/sbin/groupadd", X_OK))
+		return;
+	if (itest_group_exists(RO_GROUP))
+		itest_sh("groupdel " RO_GROUP " >/dev/null 2>&1");
+	ro_group_ready = itest_sh("groupadd " RO_GROUP " >/dev/null 2>&1") == 0 &&
+			 itest_sh("gpasswd -a nobody " RO_GROUP " >/dev/null 2>&1") == 0;
+}
+
+static void ro_group_teardown(void)
+{
+	if (itest_group_exists(RO_GROUP))
+		itest_sh("groupdel " RO_GROUP " >/dev/null 2>&1");
+}
+
+START_TEST(control_read_only_group)
+{
+	struct itest_run r;
+	char out[4096], body[1024], g[600];
+	struct peer_job job;
+
+	NEED_INPUT();
+	if (!ro_group_ready)
+		VMT_SKIP("cannot make a test group with nobody in it (needs root and groupadd)");
+	itest_run_init(&r, &in, "rogroup");
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "control:\n  read_only_group: " RO_GROUP "\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	open_socket_to_all(&r);
+
+	job = (struct peer_job){ .sock = r.d.sock, .type = VMT_CTL_STATUS };
+	ck_assert_int_eq(itest_as_nobody(peer_request, &job, out), 0);
+	ck_assert_msg(!strcmp(out, "END 1"), "read-only STATUS got: %s", out);
+	job.type = VMT_CTL_GUESTS;
+	ck_assert_int_eq(itest_as_nobody(peer_request, &job, out), 0);
+	ck_assert_msg(!strcmp(out, "END 1"), "read-only GUESTS got: %s", out);
+	job.type = VMT_CTL_DUMP;
+	ck_assert_int_eq(itest_as_nobody(peer_request, &job, out), 0);
+	ck_assert_msg(strncmp(out, "ERROR 13 permission denied", 26) == 0, "read-only DUMP got: %s",
+		      out);
+	job.type = VMT_CTL_RELOAD;
+	ck_assert_int_eq(itest_as_nobody(peer_request, &job, out), 0);
+	ck_assert_msg(strncmp(out, "ERROR 13 permission denied", 26) == 0, "read-only RELOAD got: %s",
+		      out);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps"), 0);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "refused"), 2);
+
+	/* the same group as the full-control group, after a reload: dumps work */
+	itest_guest_yaml(g, sizeof(g), &r, 0);
+	snprintf(body, sizeof(body), "control:\n  group: " RO_GROUP "\nguests:\n%s", g);
+	ck_assert_int_eq(itest_write_conf(&r.d, body), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "reload"), 0);
+	job.type = VMT_CTL_DUMP;
+	ck_assert_int_eq(itest_as_nobody(peer_request, &job, out), 0);
+	ck_assert_msg(!strcmp(out, "END 1"), "DUMP by the control group got: %s", out);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps"), 1);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* A packet: header fields as given, then payload bytes. */
+static size_t packet(uint8_t *p, uint32_t magic, uint16_t version, uint16_t type, uint32_t len_field,
+		     const void *payload, size_t plen)
+{
+	put_le32(p, magic);
+	put_le16(p + 4, version);
+	put_le16(p + 6, type);
+	put_le32(p + 8, len_field);
+	put_le32(p + 12, 99);
+	if (plen)
+		memcpy(p + 16, payload, plen);
+	return 16 + plen;
+}
+
+START_TEST(control_malformed_packets)
+{
+	struct itest_run r;
+	static uint8_t big[70000];
+	uint8_t tlv[16];
+	struct ictl_msg *m = malloc(sizeof(*m));
+	struct {
+		const char *what;
+		size_t len;
+		const uint8_t *data;
+		uint32_t err;
+	} cases[6];
+	size_t n;
+	unsigned count;
+	int fd, nc = 0;
+
+	itest_run_init(&r, &in, "malformed");
+	itest_run_daemon(&r, "", 0);
+	fd = ictl_connect(r.d.sock);
+	ck_assert_int_ge(fd, 0);
+
+	/* each case is built into its own buffer */
+	static uint8_t bufs[5][64];
+	n = packet(bufs[0], 0xdeadbeef, VMT_CTL_VERSION, VMT_CTL_STATUS, 0, NULL, 0);
+	cases[nc++] = (typeof(cases[0])){ "bad magic", n, bufs[0], EBADMSG };
+	n = packet(bufs[1], VMT_CTL_MAGIC, VMT_CTL_VERSION + 1, VMT_CTL_STATUS, 0, NULL, 0);
+	cases[nc++] = (typeof(cases[0])){ "wrong version", n, bufs[1], EBADMSG };
+	/* a record claiming 100 bytes in a 12-byte payload */
+	put_le16(tlv, VMT_CTAG_GUEST);
+	put_le16(tlv + 2, 0);
+	put_le32(tlv + 4, 100);
+	memcpy(tlv + 8, "g1\0\0", 4);
+	n = packet(bufs[2], VMT_CTL_MAGIC, VMT_CTL_VERSION, VMT_CTL_DUMP, 12, tlv, 12);
+	cases[nc++] = (typeof(cases[0])){ "truncated TLV", n, bufs[2], EBADMSG };
+	/* a header whose length field disagrees with the packet */
+	n = packet(bufs[3], VMT_CTL_MAGIC, VMT_CTL_VERSION, VMT_CTL_STATUS, 40, NULL, 0);
+	cases[nc++] = (typeof(cases[0])){ "length field too long", n, bufs[3], EBADMSG };
+	/* an answer type sent as a request */
+	n = packet(bufs[4], VMT_CTL_MAGIC, VMT_CTL_VERSION, VMT_CTL_END, 0, NULL, 0);
+	cases[nc++] = (typeof(cases[0])){ "END as a request", n, bufs[4], EOPNOTSUPP };
+	packet(big, VMT_CTL_MAGIC, VMT_CTL_VERSION, VMT_CTL_STATUS, sizeof(big) - 16, NULL, 0);
+	cases[nc++] = (typeof(cases[0])){ "70,000-byte packet", sizeof(big), big, EMSGSIZE };
+
+	for (int i = 0; i < nc; i++) {
+		ck_assert_msg(ictl_send(fd, cases[i].data, cases[i].len) == 0, "%s: send failed",
+			      cases[i].what);
+		ck_assert_msg(ictl_recv(fd, m, 5000) == 1, "%s: no answer", cases[i].what);
+		ck_assert_msg(m->type == VMT_CTL_ERROR, "%s: answered %u, not ERROR", cases[i].what,
+			      m->type);
+		ck_assert_msg(m->err == cases[i].err, "%s: errno %u, want %u (%s)", cases[i].what,
+			      m->err, cases[i].err, m->message);
+		ck_assert_msg(m->message[0], "%s: ERROR without a message", cases[i].what);
+		/* the same connection still serves */
+		ck_assert_int_eq(ictl_request(fd, VMT_CTL_STATUS, 1000 + (uint32_t)i, NULL), 0);
+		ck_assert_msg(ictl_collect(fd, m, VMT_CTL_DAEMON, &count, 5000) == VMT_CTL_END,
+			      "%s: STATUS after it failed", cases[i].what);
+		ck_assert_uint_eq(count, 1);
+		ck_assert_uint_eq(m->id, 1000 + (uint32_t)i);
+	}
+	close(fd);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "refused"), (uint64_t)nc);
+	ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "status"), 0);
+	free(m);
+	itest_run_end(&r);
+}
+END_TEST
+
+START_TEST(ctl_without_daemon)
+{
+	struct testd d = { 0 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char out[4096], *dir = test_mkdtemp("nodaemon");
+	int fd;
+
+	ck_assert_ptr_nonnull(dir);
+	snprintf(d.dir, sizeof(d.dir), "%s", dir);
+	snprintf(d.sock, sizeof(d.sock), "%s/none.sock", dir);
+	ck_assert_int_eq(testd_ctl(&d, out, sizeof(out), "status 2>&1"), 1);
+	ck_assert_msg(strstr(out, "not running") != NULL, "no socket: '%s'", out);
+
+	/* a socket file left by a daemon that died */
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	ck_assert_uint_lt(strlen(d.sock), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, d.sock, strlen(d.sock) + 1);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	ck_assert_int_eq(testd_ctl(&d, out, sizeof(out), "status 2>&1"), 1);
+	ck_assert_msg(strstr(out, "not running") != NULL, "stale socket: '%s'", out);
+	ck_assert_int_eq(testd_ctl(&d, out, sizeof(out), "dump 2>&1"), 1);
+	ck_assert_msg(strstr(out, "not running") != NULL, "dump, stale socket: '%s'", out);
+	test_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
+/* ---- 5. a window by time ---------------------------------------------------------------- */
+
+struct tsv {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int ts_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
+{
+	struct tsv *t = data;
+
+	if (t->n == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 4096;
+		t->v = realloc(t->v, t->cap * sizeof(*t->v));
+		if (!t->v)
+			return -ENOMEM;
+	}
+	t->v[t->n++] = ts;
+	return 0;
+}
+
+START_TEST(dump_window_by_time)
+{
+	struct itest_run r;
+	struct vmt_page_layout l;
+	struct tsv fed[ITEST_MAX_CPUS] = { 0 };
+	uint64_t t_end = 0, t_min = UINT64_MAX, t_start, want[ITEST_MAX_CPUS] = { 0 }, want_total = 0;
+	uint64_t got[ITEST_MAX_CPUS] = { 0 }, first[ITEST_MAX_CPUS];
+	const uint64_t span = 500000000;
+	char sample[4400], dat[400];
+	struct itest_rec *recs;
+	size_t nrecs;
+	struct vmt_sample *s;
+
+	NEED_INPUT();
+	page_layout_default(&l, PS);
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		for (size_t i = 0; i < in.npages[c]; i++)
+			ck_assert_int_eq(page_walk(&l, in.pages[c] + i * PS, ts_cb, &fed[c]), 0);
+		for (size_t i = 0; i < fed[c].n; i++) {
+			t_end = VMT_MAX(t_end, fed[c].v[i]);
+			t_min = VMT_MIN(t_min, fed[c].v[i]);
+		}
+	}
+	if (t_end - t_min < span + span / 5)
+		VMT_SKIP("the input spans %.3f s: too short for a 0.5 s window", (t_end - t_min) / 1e9);
+	t_start = t_end - span;
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		for (size_t i = 0; i < fed[c].n; i++)
+			want[c] += fed[c].v[i] >= t_start && fed[c].v[i] <= t_end;
+		want_total += want[c];
+		first[c] = UINT64_MAX;
+	}
+
+	itest_run_init(&r, &in, "window");
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 64MiB\n  flush_timeout: 5000ms\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+	itest_dump_one(&r.d, "--window 0.5", sample, sizeof(sample));
+
+	s = itest_read_sample(sample);
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		if (!want[c])
+			continue;
+		ck_assert_msg(s->cpus[c].first_ts >= t_start, "cpu%u: sample starts %lld ns before the window",
+			      c, (long long)(t_start - s->cpus[c].first_ts));
+		ck_assert_uint_le(s->cpus[c].last_ts, t_end);
+		ck_assert_msg(s->cpus[c].events == want[c], "cpu%u: the sample counts %llu events, %llu fed in the window",
+			      c, (unsigned long long)s->cpus[c].events, (unsigned long long)want[c]);
+	}
+	sample_free(s);
+
+	snprintf(dat, sizeof(dat), "%s/window.dat", r.dir);
+	ck_assert_int_eq(itest_merge(&r.d, sample, dat), 0);
+	ck_assert_int_eq(itest_trace_records(dat, &recs, &nrecs), 0);
+	for (size_t i = 0; i < nrecs; i++) {
+		int c = recs[i].cpu;
+		ck_assert_msg(recs[i].ts >= t_start && recs[i].ts <= t_end,
+			      "cpu%d: event at %llu outside [%llu, %llu]", c,
+			      (unsigned long long)recs[i].ts, (unsigned long long)t_start,
+			      (unsigned long long)t_end);
+		ck_assert(c >= 0 && c < (int)in.ncpus);
+		got[c]++;
+		first[c] = VMT_MIN(first[c], recs[i].ts);
+	}
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		ck_assert_msg(got[c] == want[c], "cpu%u: %llu events decoded, %llu fed in the window", c,
+			      (unsigned long long)got[c], (unsigned long long)want[c]);
+		ck_assert(!got[c] || first[c] >= t_start);
+	}
+	ck_assert_uint_eq(nrecs, want_total);
+	printf("dump_window_by_time: %llu of %llu events in the last 0.5 s of %.3f s\n",
+	       (unsigned long long)want_total, (unsigned long long)fed_events(), (t_end - t_min) / 1e9);
+	free(recs);
+	for (unsigned c = 0; c < in.ncpus; c++)
+		free(fed[c].v);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 6. --post: recording goes on after the request ------------------------------------- */
+
+START_TEST(dump_post_trigger)
+{
+	struct itest_run r;
+	char sample[4400];
+	struct ijson root;
+	const struct ijson *g;
+	uint64_t pages0, last0, t0, took, last = 0;
+	struct vmt_sample *s;
+	const unsigned rate = 40;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "post");
+	r.fc[0].pages_per_sec = rate;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 64MiB\n  flush_timeout: 5000ms\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", 20, 5000));
+
+	ck_assert_int_eq(itest_status(&r.d, &root), 0);
+	g = itest_guest(&root, "g1");
+	pages0 = ijson_u64(g, "pages");
+	last0 = ijson_u64(g, "last_ts");
+	ijson_free(&root);
+	ck_assert_msg(pages0 + 3 * rate < fed_pages(), "the input is too short to stream for 3 s");
+	t0 = itest_now_ms();
+	itest_dump_one(&r.d, "--post 1.5", sample, sizeof(sample));
+	took = itest_now_ms() - t0;
+	ck_assert_msg(took >= 1500, "dump --post 1.5 answered after %llu ms", (unsigned long long)took);
+	ck_assert_msg(took < 5000, "dump --post 1.5 took %llu ms", (unsigned long long)took);
+
+	s = itest_read_sample(sample);
+	/* about rate * ncpus * 1.5 pages came in after the request */
+	ck_assert_msg(sample_pages(s) >= pages0 + rate * in.ncpus / 2,
+		      "sample holds %llu pages, status showed %llu at the request",
+		      (unsigned long long)sample_pages(s), (unsigned long long)pages0);
+	for (uint32_t c = 0; c < s->ncpus; c++)
+		last = VMT_MAX(last, s->cpus[c].last_ts);
+	ck_assert_uint_gt(last, last0);
+	ck_assert_uint_eq(s->ntriggers, 1);
+	sample_free(s);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 7. coalescing, cooldown, rate limit ------------------------------------------------ */
+
+START_TEST(triggers_coalesce)
+{
+	struct itest_run r;
+	char sample[4400], **list;
+	struct vmt_sample *s;
+	unsigned signals = 0, control = 0;
+	uint64_t t0, took;
+	int n;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "coalesce");
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "triggers:\n  coalesce: 2s\nrecord:\n  ring_size: 16MiB\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+
+	t0 = itest_now_ms();
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(kill(r.d.pid, SIGUSR1), 0);
+		usleep(150000);	/* signals of one kind pending together are one */
+	}
+	itest_dump_one(&r.d, "--reason coalesced", sample, sizeof(sample));
+	took = itest_now_ms() - t0;
+	ck_assert_msg(took >= 1900, "the dump came %llu ms after the first trigger, coalesce is 2 s",
+		      (unsigned long long)took);
+	usleep(300000);
+	n = guest_samples(&r, "g1", &list);
+	ck_assert_int_eq(n, 1);
+	itest_free_list(list, n);
+
+	s = itest_read_sample(sample);
+	ck_assert_uint_eq(s->ntriggers, 4);
+	for (uint32_t i = 0; i < s->ntriggers; i++) {
+		if (s->triggers[i].kind == VMT_TRIGGER_SIGNAL) {
+			signals++;
+			ck_assert_uint_eq(s->triggers[i].pid, (uint32_t)getpid());
+			ck_assert_ptr_nonnull(strstr(s->triggers[i].reason, "SIGUSR1"));
+		} else if (s->triggers[i].kind == VMT_TRIGGER_CONTROL) {
+			control++;
+			ck_assert_ptr_nonnull(strstr(s->triggers[i].reason, "coalesced"));
+		}
+	}
+	ck_assert_uint_eq(signals, 3);
+	ck_assert_uint_eq(control, 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "triggers"), 4);
+	sample_free(s);
+	itest_run_end(&r);
+}
+END_TEST
+
+START_TEST(guest_triggers_cooldown)
+{
+	struct itest_run r;
+	char **list;
+	struct vmt_sample *s;
+	uint64_t taken, suppressed;
+	int n;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "cooldown");
+	r.fc[0].triggers = 20;
+	r.fc[0].trigger_gap_ms = 20;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "triggers:\n  coalesce: 0ms\n  cooldown: 5s\n  max_per_minute: 0\n"
+		       "record:\n  ring_size: 16MiB\n",
+		   1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 15000), 0);
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, NULL, "triggers") +
+					 itest_num(&r.d, NULL, "triggers_suppressed") == 20,
+				 5000),
+		      "triggers %llu + suppressed %llu != 20 sent",
+		      (unsigned long long)itest_num(&r.d, NULL, "triggers"),
+		      (unsigned long long)itest_num(&r.d, NULL, "triggers_suppressed"));
+	ck_assert(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n), n >= 1), 5000));
+	usleep(500000);	/* nothing more comes */
+	n = guest_samples(&r, "g1", &list);
+	ck_assert_msg(n == 1, "%d samples with a 5 s cooldown", n);
+	s = itest_read_sample(list[0]);
+	itest_free_list(list, n);
+
+	taken = itest_num(&r.d, NULL, "triggers");
+	suppressed = itest_num(&r.d, NULL, "triggers_suppressed");
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps"), 1);
+	ck_assert_uint_ge(suppressed, 1);
+	ck_assert_uint_eq(s->ntriggers, taken);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "triggers_suppressed"), suppressed);
+	for (uint32_t i = 0; i < s->ntriggers; i++) {
+		ck_assert_uint_eq(s->triggers[i].kind, VMT_TRIGGER_GUEST);
+		ck_assert_ptr_nonnull(strstr(s->triggers[i].reason, "fake trigger"));
+	}
+	ck_assert_str_eq(s->triggers[0].reason, "guest: fake trigger 0");
+	sample_free(s);
+	itest_run_end(&r);
+}
+END_TEST
+
+START_TEST(guest_triggers_rate_limit)
+{
+	struct itest_run r;
+	char **list;
+	uint64_t ids[64];
+	int nids = 0;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "ratelimit");
+	/* paced slower than a dump takes, so that most find no dump open to join */
+	for (int i = 0; i < 2; i++) {
+		r.fc[i].triggers = 8;
+		r.fc[i].trigger_gap_ms = 250;
+		itest_run_guest(&r, i);
+	}
+	itest_run_daemon(&r, "triggers:\n  coalesce: 0ms\n  cooldown: 0s\n  max_per_minute: 2\n"
+		       "record:\n  ring_size: 16MiB\n",
+		   2);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_streaming(&r.d, "g2", 5000);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 15000), 0);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[1], 15000), 0);
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, NULL, "triggers") +
+					 itest_num(&r.d, NULL, "triggers_suppressed") == 16,
+				 5000),
+		      "triggers %llu + suppressed %llu != 16 sent",
+		      (unsigned long long)itest_num(&r.d, NULL, "triggers"),
+		      (unsigned long long)itest_num(&r.d, NULL, "triggers_suppressed"));
+	usleep(500000);
+	ck_assert_uint_ge(itest_num(&r.d, NULL, "dumps"), 1);
+	ck_assert_uint_le(itest_num(&r.d, NULL, "dumps"), 2);
+	ck_assert_uint_ge(itest_num(&r.d, NULL, "triggers_suppressed"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "triggers_suppressed"), 0);	/* no cooldown */
+	/* every sample belongs to one of at most two dumps */
+	for (int gi = 0; gi < 2; gi++) {
+		char name[8];
+		int n;
+
+		snprintf(name, sizeof(name), "g%d", gi + 1);
+		n = guest_samples(&r, name, &list);
+		for (int i = 0; i < n; i++) {
+			struct vmt_sample *s = itest_read_sample(list[i]);
+			bool seen = false;
+
+			for (int k = 0; k < nids; k++)
+				seen |= ids[k] == s->dump_id;
+			if (!seen && nids < 64)
+				ids[nids++] = s->dump_id;
+			sample_free(s);
+		}
+		itest_free_list(list, n);
+	}
+	ck_assert_msg(nids >= 1 && nids <= 2, "samples of %d dumps with max_per_minute 2", nids);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 8. a full disk ------------------------------------------------------------------- */
+
+static char *full_dir;		/* the test folder; DIR/state is a small tmpfs */
+static bool full_mounted;
+
+static void full_setup(void)
+{
+	char state[400];
+
+	full_mounted = false;
+	full_dir = NULL;
+	if (!test_have_root())
+		return;
+	full_dir = test_mkdtemp("diskfull");
+	if (!full_dir)
+		return;
+	snprintf(state, sizeof(state), "%s/state", full_dir);
+	mkdir(state, 0755);
+	full_mounted = mount("tmpfs", state, "tmpfs", 0, "size=16m,mode=0755") == 0;
+}
+
+static void full_teardown(void)
+{
+	char state[400];
+
+	if (!full_dir)
+		return;
+	snprintf(state, sizeof(state), "%s/state", full_dir);
+	if (full_mounted && umount(state) < 0)
+		umount2(state, MNT_DETACH);
+	full_mounted = false;
+	test_rmtree(full_dir);
+	free(full_dir);
+	full_dir = NULL;
+}
+
+/* Fill the file system under path up to the last byte; 0 or -errno. */
+static int fill_up(const char *path)
+{
+	static uint8_t chunk[65536];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	size_t sz = sizeof(chunk);
+
+	if (fd < 0)
+		return -errno;
+	memset(chunk, 0x5a, sizeof(chunk));
+	while (sz) {
+		if (write(fd, chunk, sz) < 0) {
+			if (errno != ENOSPC)
+				return -errno;
+			sz /= 2;
+		}
+	}
+	close(fd);
+	return 0;
+}
+
+START_TEST(dump_on_full_disk)
+{
+	struct itest_run r;
+	char gdir[400], filler[400], out[4096], sample[4400], **list;
+	uint64_t p1;
+	int n;
+
+	NEED_INPUT();
+	if (!full_mounted)
+		VMT_SKIP("not root: cannot mount a small tmpfs for the state folder");
+	itest_run_init_in(&r, &in, full_dir);	/* the fixture's folder */
+	itest_run_pages(&r, &in, 0, 3000);
+	r.fc[0].pages_per_sec = 100;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 4MiB\n  flush_timeout: 5000ms\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	ck_assert_msg(ITEST_WAIT(file_exists(gdir, "aux-000001.vmtaux"), 8000),
+		      "no aux file on the small tmpfs (log: %s)", r.d.log);
+
+	snprintf(filler, sizeof(filler), "%s/filler", r.d.state);
+	ck_assert_int_eq(fill_up(filler), 0);
+	p1 = itest_num(&r.d, "g1", "pages_in");
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "dump 2>&1"), 1);
+	ck_assert_msg(strstr(out, "No space left on device") != NULL, "dump on a full disk said: %s", out);
+	ck_assert_int_eq(testd_log_count(&r.d, "cannot write sample"), 1);
+	ck_assert_int_ge(testd_log_count(&r.d, "No space left on device"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dump_errors"), 1);
+	n = itest_samples(gdir, &list);
+	ck_assert_msg(n == 0, "a sample under its final name after a failed write: %s", list[0]);
+	ck_assert_int_eq(itest_count_tmp(gdir), 0);
+	/* recording goes on */
+	ck_assert_msg(itest_wait_num_ge(&r.d, "g1", "pages_in", p1 + 50, 5000),
+		      "pages_in stuck at %llu after the failed dump",
+		      (unsigned long long)itest_num(&r.d, "g1", "pages_in"));
+	ck_assert(itest_state_is(&r.d, "g1", "streaming"));
+
+	/* room again: the next dump is written */
+	ck_assert_int_eq(unlink(filler), 0);
+	itest_dump_one(&r.d, "", sample, sizeof(sample));
+	sample_free(itest_read_sample(sample));
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dump_errors"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps"), 2);
+	ck_assert_int_eq(itest_count_tmp(gdir), 0);
+	itest_run_end(&r);	/* the fixture unmounts, then removes the folder */
+}
+END_TEST
+
+/* The aux file cannot be written when the guest's metadata comes: once
+ * there is room, samples must still come with the aux file they name, or
+ * no one can ever decode them. */
+START_TEST(aux_on_full_disk)
+{
+	struct itest_run r;
+	char gdir[400], filler[400], sample[4400], aux[64], dat[400];
+	uint64_t per_cpu[ITEST_MAX_CPUS], total;
+	struct vmt_sample *s;
+
+	NEED_INPUT();
+	if (!full_mounted)
+		VMT_SKIP("not root: cannot mount a small tmpfs for the state folder");
+	itest_run_init_in(&r, &in, full_dir);	/* the fixture's folder */
+	snprintf(filler, sizeof(filler), "%s/state/filler", r.dir);
+	ck_assert_int_eq(fill_up(filler), 0);
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 16MiB\n  flush_timeout: 5000ms\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "cannot write aux file") == 1, 5000),
+		      "no 'cannot write aux file' with the disk full (log: %s)", r.d.log);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+
+	ck_assert_int_eq(unlink(filler), 0);
+	itest_dump_one(&r.d, "", sample, sizeof(sample));
+	s = itest_read_sample(sample);
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	snprintf(aux, sizeof(aux), "aux-%06u.vmtaux", s->aux_version);
+	sample_free(s);
+	ck_assert_msg(ITEST_WAIT(file_exists(gdir, aux), 2000),
+		      "%s names %s, which was never written (log: %s)", sample, aux, r.d.log);
+	snprintf(dat, sizeof(dat), "%s/aux.dat", r.dir);
+	ck_assert_int_eq(itest_merge(&r.d, sample, dat), 0);
+	ck_assert_int_eq(tdread_counts(dat, per_cpu, ITEST_MAX_CPUS, &total), 0);
+	ck_assert_uint_eq(total, fed_events());
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 9. SIGKILL in the middle of a dump ----------------------------------------------------- */
+
+START_TEST(sigkill_during_dump)
+{
+	struct itest_run r;
+	const uint64_t ring = 32u << 20;	/* x 2 CPUs: 64 MiB of rings */
+	uint64_t cap = ring / PS * in.ncpus, t0, dump_ms;
+	struct testd_opts o = { .append_log = 1 };
+	char gdir[400], sample[4400], top[256];
+	/* kill this long after SIGUSR1, or after the writer's temporary appears */
+	struct {
+		int ms;
+		bool after_tmp;
+	} kills[16];
+	int nk = 0, mid_write = 0, complete = 0;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "sigkill");
+	itest_run_pages(&r, &in, 0, ring / PS + 64);
+	itest_run_guest(&r, 0);
+	/* no coalescing delay: the kills land in the flush, the freeze, the write */
+	snprintf(top, sizeof(top),
+		 "triggers:\n  coalesce: 0ms\nrecord:\n  ring_size: %lluMiB\n  flush_timeout: 5000ms\n",
+		 (unsigned long long)(ring >> 20));
+	itest_run_daemon(&r, top, 1);
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert_msg(itest_wait_num_ge(&r.d, "g1", "pages", cap, 30000), "ring not full: %llu of %llu",
+		      (unsigned long long)itest_num(&r.d, "g1", "pages"), (unsigned long long)cap);
+
+	/* how long a whole dump takes here, to aim some kills at its end too */
+	t0 = itest_now_ms();
+	itest_dump_one(&r.d, "", sample, sizeof(sample));
+	dump_ms = itest_now_ms() - t0;
+	{
+		struct vmt_sample *s = itest_read_sample(sample);
+		ck_assert_uint_eq(sample_pages(s), cap);
+		sample_free(s);
+	}
+	for (int i = 0; i < 10; i++)
+		kills[nk++] = (typeof(kills[0])){ 1 + i * 49 / 9, false };
+	kills[nk++] = (typeof(kills[0])){ 0, true };
+	kills[nk++] = (typeof(kills[0])){ 20, true };
+	kills[nk++] = (typeof(kills[0])){ (int)(dump_ms * 6 / 10), false };
+	kills[nk++] = (typeof(kills[0])){ (int)(dump_ms * 9 / 10), false };
+	kills[nk++] = (typeof(kills[0])){ (int)dump_ms, false };
+
+	for (int i = 0; i < nk; i++) {
+		int st, samples = itest_samples_check(gdir), tmps = itest_count_tmp(gdir);
+
+		ck_assert_int_eq(kill(r.d.pid, SIGUSR1), 0);
+		if (kills[i].after_tmp)
+			ck_assert_msg(ITEST_WAIT_MS(itest_count_tmp(gdir) > tmps, 10000, 1),
+				      "no temporary file within 10 s of SIGUSR1");
+		usleep((useconds_t)kills[i].ms * 1000);
+		ck_assert_int_eq(kill(r.d.pid, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(r.d.pid, &st, 0), r.d.pid);
+		r.d.pid = 0;
+		/* never a sample under its final name that does not read back whole */
+		complete += itest_samples_check(gdir) > samples;
+		mid_write += itest_count_tmp(gdir) > tmps;
+
+		/* a new daemon starts on what is left */
+		ck_assert_msg(testd_start_opts(&r.d, r.dir, r.body, &o) == 0,
+			      "vmtraced does not start after SIGKILL %d (log: %s)", i, r.d.log);
+		itest_expect_streaming(&r.d, "g1", 8000);
+		ck_assert_msg(itest_wait_num_ge(&r.d, "g1", "pages", cap, 30000),
+			      "ring not full again: %llu of %llu",
+			      (unsigned long long)itest_num(&r.d, "g1", "pages"), (unsigned long long)cap);
+	}
+	printf("sigkill_during_dump: a dump takes %llu ms; %d kills: %d in the write, %d after it\n",
+	       (unsigned long long)dump_ms, nk, mid_write, complete);
+	ck_assert_int_ge(mid_write, 2);
+	itest_dump_one(&r.d, "", sample, sizeof(sample));
+	sample_free(itest_read_sample(sample));
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 10. SIGHUP ----------------------------------------------------------------------------- */
+
+START_TEST(sighup_bad_config_kept)
+{
+	struct itest_run r;
+	char out[4096], body[2048], g[2][600];
+	uint64_t p0, p1, sessions;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "sighup");
+	itest_run_pages(&r, &in, 0, 2000);
+	r.fc[0].pages_per_sec = 100;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 16MiB\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", 20, 5000));
+	sessions = itest_num(&r.d, "g1", "sessions");
+	ck_assert_uint_eq(sessions, 1);
+
+	ck_assert_int_eq(itest_write_file(r.d.conf, "guests: [ {{{ this is not yaml\n\tstate_dir 12Q\n"), 0);
+	ck_assert_int_eq(kill(r.d.pid, SIGHUP), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "reload refused") == 1, 3000),
+		      "no 'reload refused' in the log after SIGHUP with a bad file (log: %s)", r.d.log);
+	ck_assert_int_ge(testd_log_count(&r.d, "vmtraced.yaml:"), 1);
+	p0 = itest_num(&r.d, "g1", "pages_in");
+	ck_assert_uint_ne(p0, UINT64_MAX);	/* status still answers */
+	ck_assert(itest_state_is(&r.d, "g1", "streaming"));
+	ck_assert_msg(itest_wait_num_ge(&r.d, "g1", "pages_in", p0 + 30, 3000),
+		      "g1 stopped streaming after the refused reload");
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), sessions);
+	/* vmtracectl reload says why */
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "reload 2>&1"), 1);
+	ck_assert_msg(strstr(out, "vmtraced.yaml:") != NULL, "reload of a bad file said: %s", out);
+
+	/* a good file that adds a guest */
+	itest_run_guest(&r, 1);
+	itest_guest_yaml(g[0], sizeof(g[0]), &r, 0);
+	itest_guest_yaml(g[1], sizeof(g[1]), &r, 1);
+	snprintf(body, sizeof(body), "record:\n  ring_size: 16MiB\nguests:\n%s%s", g[0], g[1]);
+	ck_assert_int_eq(itest_write_conf(&r.d, body), 0);
+	p1 = itest_num(&r.d, "g1", "pages_in");
+	ck_assert_int_eq(kill(r.d.pid, SIGHUP), 0);
+	itest_expect_streaming(&r.d, "g2", 5000);
+	itest_expect_pages_in(&r.d, "g2", fed_pages());
+	ck_assert_int_eq(testd_log_count(&r.d, "configuration reloaded: 1 guest(s) kept, 1 started, 0 removed"), 1);
+	ck_assert(itest_state_is(&r.d, "g1", "streaming"));
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), sessions);
+	ck_assert_uint_ge(itest_num(&r.d, "g1", "pages_in"), p1);
+	ck_assert_int_eq(itest_nguests(&r.d), 2);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 11. sd_notify ----------------------------------------------------------------------- */
+
+struct notes {
+	int ready, watchdog, stopping, reloading, status;
+	char last_status[256];
+	char order[64];		/* R(eady) L(reloading) S(topping), in order */
+};
+
+static void read_notes(int fd, struct notes *n, int ms)
+{
+	uint64_t end = itest_now_ms() + (uint64_t)ms;
+
+	while (itest_now_ms() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		char buf[4096];
+		ssize_t len;
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		len = recv(fd, buf, sizeof(buf) - 1, 0);
+		if (len <= 0)
+			continue;
+		buf[len] = 0;
+		for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+			size_t o = strlen(n->order);
+			char mark = 0;
+
+			if (!strcmp(l, "READY=1"))
+				n->ready++, mark = 'R';
+			else if (!strcmp(l, "WATCHDOG=1"))
+				n->watchdog++;
+			else if (!strcmp(l, "STOPPING=1"))
+				n->stopping++, mark = 'S';
+			else if (!strcmp(l, "RELOADING=1"))
+				n->reloading++, mark = 'L';
+			else if (!strncmp(l, "STATUS=", 7)) {
+				n->status++;
+				snprintf(n->last_status, sizeof(n->last_status), "%s", l + 7);
+			}
+			if (mark && o + 1 < sizeof(n->order))
+				n->order[o] = mark;
+		}
+	}
+}
+
+START_TEST(sd_notify_and_watchdog)
+{
+	struct itest_run r;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char env_sock[400];
+	const char *env[3] = { env_sock, "WATCHDOG_USEC=200000", NULL };
+	struct testd_opts o = { .env = env };
+	struct notes n = { 0 };
+	int fd, rc;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "notify");
+	snprintf(env_sock, sizeof(env_sock), "NOTIFY_SOCKET=%s/notify.sock", r.dir);
+	ck_assert_uint_lt(strlen(env_sock + 14), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, env_sock + 14, strlen(env_sock + 14) + 1);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	itest_run_guest(&r, 0);
+	itest_run_daemon_opts(&r, "record:\n  ring_size: 16MiB\n", 1, &o);
+	read_notes(fd, &n, 1200);
+	ck_assert_int_eq(n.ready, 1);
+	ck_assert_msg(n.status >= 1, "no STATUS= notification");
+	ck_assert_msg(strstr(n.last_status, "guest(s)") != NULL, "STATUS=%s", n.last_status);
+	/* WATCHDOG_USEC 200 ms: several keep-alives a second */
+	ck_assert_msg(n.watchdog >= 3, "%d WATCHDOG=1 in 1.2 s with WATCHDOG_USEC=200000", n.watchdog);
+
+	ck_assert_int_eq(kill(r.d.pid, SIGHUP), 0);
+	read_notes(fd, &n, 500);
+	ck_assert_int_eq(n.reloading, 1);
+	ck_assert_int_eq(n.ready, 2);
+	ck_assert_str_eq(n.order, "RLR");
+
+	rc = testd_stop(&r.d);
+	ck_assert_int_eq(rc, 0);
+	read_notes(fd, &n, 300);
+	ck_assert_int_eq(n.stopping, 1);
+	ck_assert_str_eq(n.order, "RLRS");
+	close(fd);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- 12. socket activation ---------------------------------------------------------------- */
+
+START_TEST(socket_activation)
+{
+	struct itest_run r;
+	char path[400], own[400];
+	const char *wrapper[8];
+	struct testd_opts o = { 0 };
+	int rc;
+
+	if (access("/usr/bin/systemd-socket-activate", X_OK) &&
+	    access("/bin/systemd-socket-activate", X_OK))
+		VMT_SKIP("systemd-socket-activate is not installed (package systemd)");
+	itest_run_init(&r, &in, "activate");
+	snprintf(path, sizeof(path), "%s/activated.sock", r.dir);
+	snprintf(own, sizeof(own), "%s/control.sock", r.dir);
+	wrapper[0] = "systemd-socket-activate";
+	wrapper[1] = "--seqpacket";
+	wrapper[2] = "-l";
+	wrapper[3] = path;
+	wrapper[4] = "--fdname=control";
+	wrapper[5] = NULL;
+	o.wrapper = wrapper;
+	o.connect = path;
+	ck_assert_int_eq(testd_start_opts(&r.d, r.dir, "", &o), 0);
+	ck_assert_msg(ITEST_WAIT(itest_ctl(&r.d, NULL, 0, "status >/dev/null 2>&1") == 0, 5000),
+		      "no status through the activated socket (log: %s)", r.d.log);
+	ck_assert_int_eq(itest_nguests(&r.d), 0);
+	ck_assert_int_eq(testd_log_count(&r.d, "control socket passed by systemd"), 1);
+	/* it did not bind a socket of its own */
+	ck_assert_int_ne(access(own, F_OK), 0);
+	rc = testd_stop(&r.d);
+	ck_assert_int_eq(rc, 0);
+	/* the socket belongs to whoever made it */
+	ck_assert_int_eq(access(path, F_OK), 0);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* VMT_TEST=name runs only the tests whose name holds it. */
+#define ADD(tc, fn)                                                                    \
+	do {                                                                           \
+		const char *_only = getenv("VMT_TEST");                                \
+		if (!_only || strstr(#fn, _only))                                      \
+			tcase_add_test(tc, fn);                                        \
+	} while (0)
+
+int main(void)
+{
+	Suite *s = suite_create("daemon");
+	TCase *t = tcase_create("daemon");
+	TCase *ro = tcase_create("read-only group");
+	TCase *full = tcase_create("full disk");
+	TCase *full_aux = tcase_create("full disk, aux");
+	int rc;
+
+	itest_input_prepare(&in);
+	printf("input: %s, %u CPUs", in.source, in.ncpus);
+	for (unsigned c = 0; c < in.ncpus; c++)
+		printf(", cpu%u %zu pages", c, in.npages[c]);
+	printf("\n");
+	fflush(stdout);
+
+	ADD(t, reboot_new_aux_version);
+	ADD(t, memory_cap_refuses_second_guest);
+	ADD(t, control_status_guests_reload);
+	ADD(t, control_unauthorised_peer);
+	ADD(t, control_malformed_packets);
+	ADD(t, ctl_without_daemon);
+	ADD(t, dump_window_by_time);
+	ADD(t, dump_post_trigger);
+	ADD(t, triggers_coalesce);
+	ADD(t, guest_triggers_cooldown);
+	ADD(t, guest_triggers_rate_limit);
+	ADD(t, sigkill_during_dump);
+	ADD(t, sighup_bad_config_kept);
+	ADD(t, sd_notify_and_watchdog);
+	ADD(t, socket_activation);
+	tcase_set_timeout(t, 120);
+	suite_add_tcase(s, t);
+
+	tcase_add_unchecked_fixture(ro, ro_group_setup, ro_group_teardown);
+	ADD(ro, control_read_only_group);
+	tcase_set_timeout(ro, 60);
+	suite_add_tcase(s, ro);
+
+	tcase_add_unchecked_fixture(full, full_setup, full_teardown);
+	ADD(full, dump_on_full_disk);
+	tcase_set_timeout(full, 60);
+	suite_add_tcase(s, full);
+
+	tcase_add_unchecked_fixture(full_aux, full_setup, full_teardown);
+	ADD(full_aux, aux_on_full_disk);
+	tcase_set_timeout(full_aux, 60);
+	suite_add_tcase(s, full_aux);
+
+	rc = test_run_suite(s);
+	itest_input_free(&in);
+	return rc;
+}
