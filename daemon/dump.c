@@ -147,7 +147,7 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	job->zstd_level = m->conf.zstd_level;
 	job->zstd_workers = 2;
 	snprintf(job->dir, sizeof(job->dir), "%s/%s", m->conf.state_dir, g->conf.name);
-	job->frozen = malloc(total ? total * ps : 1);
+	job_alloc_frozen(job, total ? total * ps : 1);
 	job->iovs = calloc(g->nrings, sizeof(*job->iovs));
 	job->sample.cpus = calloc(g->nrings, sizeof(*job->sample.cpus));
 	if (!job->frozen || !job->iovs || !job->sample.cpus)

@@ -255,6 +255,8 @@ static int guest_open_channels(struct vmt_guest *g)
 	r = channel_open(&g->ctl);
 	if (r >= 0)
 		r = sd_event_add_io(g->m->event, &g->ctl_src, g->ctl.rfd, EPOLLIN, guest_ctl_cb, g);
+	if (r >= 0)	/* FLUSHED must not wait behind bulk page reads */
+		r = sd_event_source_set_priority(g->ctl_src, SD_EVENT_PRIORITY_IMPORTANT);
 	for (uint32_t i = 0; r >= 0 && i < n; i++) {
 		r = channel_open(&g->data[i]);
 		if (r >= 0)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,11 +13,28 @@
 #include "util.h"
 #include "writer.h"
 
+void job_alloc_frozen(struct vmt_job *job, size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		       -1, 0);
+
+	job->frozen = p == MAP_FAILED ? NULL : p;
+	job->frozen_len = p == MAP_FAILED ? 0 : len;
+}
+
+static void job_free_frozen(struct vmt_job *job)
+{
+	if (job->frozen)
+		munmap(job->frozen, job->frozen_len);
+	job->frozen = NULL;
+	job->frozen_len = 0;
+}
+
 void job_free(struct vmt_job *job)
 {
 	if (!job)
 		return;
-	free(job->frozen);
+	job_free_frozen(job);
 	free(job->iovs);
 	free(job->sample.cpus);
 	free(job->pins);
@@ -108,8 +126,7 @@ static void *writer_main(void *arg)
 			job_retention(job);
 		job->duration_ns = now_monotonic_ns() - t0;
 		/* the pages are not needed any more: give the memory back now */
-		free(job->frozen);
-		job->frozen = NULL;
+		job_free_frozen(job);
 
 		pthread_mutex_lock(&w->lock);
 		job->next = NULL;

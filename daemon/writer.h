@@ -28,7 +28,8 @@ struct vmt_job {
 	int zstd_level;
 	int zstd_workers;
 	struct vmt_sample sample;	/* VMT_JOB_SAMPLE: cpus[].iov point into frozen */
-	uint8_t *frozen;
+	uint8_t *frozen;	/* the window's copy, job_alloc_frozen() */
+	size_t frozen_len;
 	struct vmt_iovec *iovs;
 	struct vmt_aux aux;	/* VMT_JOB_AUX */
 	uint64_t dump_id;	/* which dump request it belongs to, 0 for none */
@@ -68,5 +69,11 @@ void writer_submit(struct vmt_writer *w, struct vmt_job *job);
 /* Finish the queued jobs, hand them back, join the thread. */
 void writer_stop(struct vmt_writer *w);
 void job_free(struct vmt_job *job);
+/*
+ * The window's copy: its own pre-faulted mapping, so that the copy does not
+ * fault page by page inside the event loop and the memory goes back to the
+ * system as soon as the sample is written. job->frozen is NULL on failure.
+ */
+void job_alloc_frozen(struct vmt_job *job, size_t len);
 
 #endif

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/* harness: vmtraced under test, its counters, /proc, and the result lines. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+uint64_t bench_now_ns(void)
+{
+	return now_monotonic_ns();
+}
+
+void bench_sleep(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+bool bench_quick(void)
+{
+	const char *q = getenv("BENCH_QUICK");
+
+	return q && *q && strcmp(q, "0");
+}
+
+const char *bench_build(void)
+{
+	const char *b = getenv("VMT_BUILD");
+
+	return b && *b ? b : "build";
+}
+
+char *bench_mkdtemp(const char *tag)
+{
+	const char *t = getenv("TMPDIR");
+	char *p;
+
+	if (asprintf(&p, "%s/vmtbench-%s.XXXXXX", t && *t ? t : "/tmp", tag) < 0)
+		return NULL;
+	if (!mkdtemp(p)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	remove(path);
+	return 0;
+}
+
+void bench_rmtree(const char *path)
+{
+	if (path && *path)
+		nftw(path, rm_one, 64, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- the daemon -------------------------------------------------------------- */
+
+static bool sock_answers(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), r;
+
+	if (fd < 0 || strlen(path) >= sizeof(sa.sun_path)) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return r == 0;
+}
+
+int daemon_start(struct bench_daemon *d, const char *dir, const char *body)
+{
+	char bin[600];
+	FILE *f;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "%s", dir);
+	snprintf(d->state, sizeof(d->state), "%s/state", dir);
+	snprintf(d->sock, sizeof(d->sock), "%s/control.sock", dir);
+	snprintf(d->conf, sizeof(d->conf), "%s/vmtraced.yaml", dir);
+	snprintf(d->log, sizeof(d->log), "%s/vmtraced.log", dir);
+	f = fopen(d->conf, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "state_dir: %s\ncontrol_socket: %s\n%s", d->state, d->sock, body);
+	fclose(f);
+	snprintf(bin, sizeof(bin), "%s/vmtraced", bench_build());
+	d->pid = fork();
+	if (d->pid < 0)
+		return -errno;
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 2);
+		dup2(fd, 1);
+		execl(bin, "vmtraced", "-c", d->conf, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 400; i++) {
+		int st;
+		if (sock_answers(d->sock))
+			return 0;
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			fprintf(stderr, "vmtraced exited at start; log: %s\n", d->log);
+			return -ECHILD;
+		}
+		bench_sleep(0.025);
+	}
+	return -ETIMEDOUT;
+}
+
+int daemon_stop(struct bench_daemon *d)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return -ECHILD;
+	kill(d->pid, SIGTERM);
+	if (waitpid(d->pid, &st, 0) < 0)
+		return -errno;
+	d->pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static uint64_t json_num(const char *s, const char *end, const char *key)
+{
+	char k[64];
+	size_t kl = (size_t)snprintf(k, sizeof(k), "\"%s\": ", key);
+
+	for (const char *p = s; p && p + kl < end; p++) {
+		p = memmem(p, (size_t)(end - p), k, kl);
+		if (!p)
+			break;
+		return strtoull(p + kl, NULL, 10);
+	}
+	return 0;
+}
+
+/* Run a command, its stdout into a malloc'd string. */
+static char *run_capture(const char *cmd)
+{
+	struct vmt_buf b = { 0 };
+	char chunk[4096];
+	size_t n;
+	FILE *p = popen(cmd, "r");
+
+	if (!p)
+		return NULL;
+	while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
+		buf_append(&b, chunk, n);
+	buf_append(&b, "", 1);
+	pclose(p);
+	return (char *)b.data;
+}
+
+int daemon_status(struct bench_daemon *d, struct bench_status *st)
+{
+	char cmd[1400];
+	char *out, *p, *end;
+
+	memset(st, 0, sizeof(*st));
+	snprintf(cmd, sizeof(cmd), "%s/vmtracectl -s %s --json status", bench_build(), d->sock);
+	out = run_capture(cmd);
+	if (!out)
+		return -EIO;
+	end = out + strlen(out);
+	p = strstr(out, "\"guests\": [");
+	if (!p) {
+		free(out);
+		return -EBADMSG;
+	}
+	st->dumps = json_num(out, p, "dumps");
+	st->mem_used = json_num(out, p, "mem_used");
+	/* each guest is one flat object */
+	while ((p = strchr(p, '{')) && p < end) {
+		char *q = strchr(p, '}');
+		if (!q)
+			break;
+		st->guests++;
+		st->streaming += memmem(p, (size_t)(q - p), "\"state\": \"streaming\"", 20) != NULL;
+		st->bytes_in += json_num(p, q, "bytes_in");
+		st->pages += json_num(p, q, "pages");
+		st->capacity += json_num(p, q, "capacity");
+		st->pages_rejected += json_num(p, q, "pages_rejected");
+		p = q + 1;
+	}
+	free(out);
+	return 0;
+}
+
+int daemon_wait_streaming(struct bench_daemon *d, unsigned n, double timeout)
+{
+	uint64_t until = bench_now_ns() + (uint64_t)(timeout * 1e9);
+	struct bench_status st;
+
+	do {
+		if (daemon_status(d, &st) == 0 && st.streaming >= n)
+			return 0;
+		bench_sleep(0.05);
+	} while (bench_now_ns() < until);
+	fprintf(stderr, "only %u of %u guests streaming after %.0f s; log: %s\n", st.streaming, n,
+		timeout, d->log);
+	return -ETIMEDOUT;
+}
+
+int daemon_dump(struct bench_daemon *d, uint64_t *ns)
+{
+	char bin[600];
+	uint64_t t0 = bench_now_ns();
+	pid_t pid;
+	int st;
+
+	snprintf(bin, sizeof(bin), "%s/vmtracectl", bench_build());
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 1);
+		execl(bin, "vmtracectl", "-s", d->sock, "dump", "--reason", "bench", (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	*ns = bench_now_ns() - t0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+long daemon_last_write_ms(struct bench_daemon *d)
+{
+	char line[8192];
+	long ms = -1;
+	FILE *f = fopen(d->log, "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *w = strstr(line, "wrote "), *e = strstr(line, " ms");
+		if (w && e && strstr(line, ".vmts")) {
+			char *s = e;
+			while (s > w && s[-1] >= '0' && s[-1] <= '9')
+				s--;
+			ms = strtol(s, NULL, 10);
+		}
+	}
+	fclose(f);
+	return ms;
+}
+
+/* ---- /proc --------------------------------------------------------------------- */
+
+int proc_cpu(pid_t pid, uint64_t *user_ns, uint64_t *sys_ns)
+{
+	char path[64], buf[2048], *p;
+	unsigned long long ut, st;
+	long hz = sysconf(_SC_CLK_TCK);
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	*user_ns = *sys_ns = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	/* after "(comm)": state is field 3, utime 14, stime 15 */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			 &st) != 2)
+		return -EBADMSG;
+	*user_ns = ut * (1000000000ull / (uint64_t)hz);
+	*sys_ns = st * (1000000000ull / (uint64_t)hz);
+	return 0;
+}
+
+uint64_t proc_status_kib(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	uint64_t v = 0;
+	size_t kl = strlen(key);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl)) {
+			v = strtoull(line + kl, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* ---- results ------------------------------------------------------------------- */
+
+void bench_result(const char *name, double value, const char *unit, double target,
+		  bool higher_is_better, const char *detail)
+{
+	bool pass = higher_is_better ? value >= target : value <= target;
+
+	printf("RESULT %-24s %10.3f %-6s target %s %-8.3g %s  %s\n", name, value, unit,
+	       higher_is_better ? ">=" : "<=", target, pass ? "PASS" : "MISS", detail ? detail : "");
+	fflush(stdout);
+}

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmtb-memory: vmtraced's peak RSS (VmHWM) with G guests x 2 CPUs
+ * streaming flat out into full rings, then while it dumps them all,
+ * against the ring memory the configuration asks for (G x 2 x ring_size).
+ * Target: peak <= rings + 16 MiB. A dump copies the window it freezes (by
+ * design: recording goes on while the copy is compressed), so the dump
+ * peak is reported on its own line and is expected to be about twice the
+ * rings; and so is the RSS once the dumps are over, streaming again.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define SLACK_MIB 16.0
+
+static struct bench_corpus corpus;
+
+/* VmHWM is kept by the kernel from approximate counters; a poller of
+ * VmRSS every 2 ms gives a second opinion on the peak. */
+struct poller {
+	pid_t pid;
+	int stop;
+	uint64_t max_kib;
+};
+
+static void *poll_rss(void *arg)
+{
+	struct poller *p = arg;
+
+	while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t v = proc_status_kib(p->pid, "VmRSS:");
+		if (v > p->max_kib)
+			p->max_kib = v;
+		bench_sleep(0.002);
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	bool quick = bench_quick();
+	unsigned ng = quick ? 4 : 8, ring_mib = quick ? 8 : 16, dumps = quick ? 1 : 2;
+	char *dir = bench_mkdtemp("memory");
+	struct producer_conf pc = { .dir = dir, .nguests = ng, .corpus = &corpus };
+	struct producer *p;
+	struct bench_daemon d;
+	struct bench_status st = { 0 };
+	struct vmt_buf body = { 0 };
+	char line[1200], detail[300];
+	uint64_t hwm_start = 0, hwm_stream, rss_stream, hwm_dump = 0, rss_after, dump_ns[4] = { 0 };
+	double rings_mib = (double)ng * BENCH_CPUS * ring_mib;
+	struct poller poller = { 0 };
+	pthread_t pth;
+	int r, rc = 0;
+
+	if (!dir || corpus_open(&corpus) < 0) {
+		fprintf(stderr, "vmtb-memory: no scratch folder or no corpus\n");
+		return 1;
+	}
+	printf("== memory: %u guests x %u CPUs x %u MiB rings = %.0f MiB configured, "
+	       "guests streaming flat out, compression_level 1\n", ng, BENCH_CPUS, ring_mib, rings_mib);
+	printf("   figure: VmHWM - configured rings; target <= %.0f MiB (baseline: the rings)\n",
+	       SLACK_MIB);
+	/* what the daemon takes with no guest at all: code, libraries, loop */
+	{
+		char *d0 = bench_mkdtemp("memory0");
+		if (d0 && daemon_start(&d, d0, "log_level: notice\n") == 0) {
+			bench_sleep(0.3);
+			hwm_start = proc_status_kib(d.pid, "VmHWM:");
+			daemon_stop(&d);
+		}
+		bench_rmtree(d0);
+		free(d0);
+	}
+	r = producer_start(&p, &pc);
+	if (r < 0)
+		return 1;
+	snprintf(line, sizeof(line),
+		 "log_level: notice\ncompression_level: 1\ntriggers:\n  coalesce: 0ms\n"
+		 "record:\n  ring_size: %uMiB\n  flush_timeout: 5s\nguests:\n", ring_mib);
+	buf_append(&body, line, strlen(line));
+	for (unsigned g = 0; g < ng; g++) {
+		snprintf(line, sizeof(line),
+			 "  - name: g%u\n    path: %s\n    transport: fifo\n    cpus: %u\n", g,
+			 producer_guest_dir(p, g), BENCH_CPUS);
+		buf_append(&body, line, strlen(line));
+	}
+	buf_append(&body, "", 1);
+	r = daemon_start(&d, dir, (const char *)body.data);
+	buf_free(&body);
+	if (r < 0)
+		goto out;
+	r = daemon_wait_streaming(&d, ng, 60);
+	/* full rings, overwriting: the steady state */
+	for (int i = 0; r == 0 && i < 600; i++) {
+		r = daemon_status(&d, &st);
+		if (r == 0 && st.capacity && st.pages >= st.capacity)
+			break;
+		bench_sleep(0.1);
+	}
+	if (r < 0 || st.pages < st.capacity) {
+		fprintf(stderr, "vmtb-memory: rings did not fill; log: %s\n", d.log);
+		r = r < 0 ? r : -ETIMEDOUT;
+		goto stop;
+	}
+	bench_sleep(quick ? 1 : 3);
+	hwm_stream = proc_status_kib(d.pid, "VmHWM:");
+	rss_stream = proc_status_kib(d.pid, "VmRSS:");
+	poller.pid = d.pid;
+	if (pthread_create(&pth, NULL, poll_rss, &poller) != 0) {
+		r = -EAGAIN;
+		goto stop;
+	}
+	for (unsigned i = 0; i < dumps; i++) {
+		rc = daemon_dump(&d, &dump_ns[i]);
+		if (rc != 0)
+			break;
+		bench_sleep(0.5);
+	}
+	__atomic_store_n(&poller.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(pth, NULL);
+	if (rc != 0) {
+		fprintf(stderr, "vmtb-memory: dump failed (%d); log: %s\n", rc, d.log);
+		r = -EIO;
+		goto stop;
+	}
+	hwm_dump = proc_status_kib(d.pid, "VmHWM:");
+	rss_after = proc_status_kib(d.pid, "VmRSS:");
+	daemon_status(&d, &st);
+	printf("   vmtraced with no guest:  VmHWM %.1f MiB\n", hwm_start / 1024.0);
+	printf("   streaming, rings full:   VmHWM %.1f MiB, VmRSS %.1f MiB; the daemon counts %.1f MiB "
+	       "of rings (pages and slot records)\n", hwm_stream / 1024.0, rss_stream / 1024.0,
+	       (double)st.mem_used / (1 << 20));
+	printf("   during %u dump(s) of all guests (%.0f ms each): VmHWM %.1f MiB, VmRSS polled every "
+	       "2 ms peaked at %.1f MiB; VmRSS %.1f MiB after\n", dumps, dump_ns[0] / 1e6,
+	       hwm_dump / 1024.0, poller.max_kib / 1024.0, rss_after / 1024.0);
+	if (poller.max_kib > hwm_dump)
+		hwm_dump = poller.max_kib;
+	snprintf(detail, sizeof(detail), "VmHWM %.1f MiB = %.3f x rings %.0f MiB",
+		 hwm_stream / 1024.0, hwm_stream / 1024.0 / rings_mib, rings_mib);
+	bench_result("memory-streaming", hwm_stream / 1024.0 - rings_mib, "MiB", SLACK_MIB, false,
+		     detail);
+	snprintf(detail, sizeof(detail), "peak %.1f MiB = %.3f x rings %.0f MiB (the dump's frozen copy)",
+		 hwm_dump / 1024.0, hwm_dump / 1024.0 / rings_mib, rings_mib);
+	bench_result("memory-dumping", hwm_dump / 1024.0 - rings_mib, "MiB", SLACK_MIB, false, detail);
+	/* streaming again: what the dumps left behind */
+	snprintf(detail, sizeof(detail), "VmRSS %.1f MiB = %.3f x rings %.0f MiB after the dumps",
+		 rss_after / 1024.0, rss_after / 1024.0 / rings_mib, rings_mib);
+	bench_result("memory-after-dump", rss_after / 1024.0 - rings_mib, "MiB", SLACK_MIB, false,
+		     detail);
+	r = 0;
+stop:
+	rc = daemon_stop(&d);
+	if (rc != 0) {
+		fprintf(stderr, "vmtraced exited with %d; log: %s\n", rc, d.log);
+		r = r ? r : -EIO;
+	}
+out:
+	producer_stop(p);
+	if (r == 0)
+		bench_rmtree(dir);
+	else
+		printf("   run failed (%s); files kept in %s\n", strerror(-r), dir);
+	free(dir);
+	return r ? 1 : 0;
+}
