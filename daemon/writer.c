@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +99,11 @@ static void job_retention(struct vmt_job *job)
 static void *writer_main(void *arg)
 {
 	struct vmt_writer *w = arg;
+
+	/* ingestion first: compression (and the zstd workers this thread
+	 * starts, which inherit its nice value) takes what the loop leaves */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		log_debug("writer thread keeps its priority: %m");
 
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
