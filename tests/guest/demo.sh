@@ -25,6 +25,8 @@ if [ -n "$why" ]; then
 	echo "demo: cannot run: $why" >&2
 	exit 1
 fi
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)	# the configuration takes absolute paths only
 RUN=$CACHE/demo-run
 VMT_DIR=$CACHE/demo
 rm -rf "$VMT_DIR" "$RUN"
@@ -33,7 +35,8 @@ trap vmt_cleanup EXIT
 echo "== booting a 2-vCPU guest under QEMU (TCG), trace-path-cpu0..1 and agent-ctl-path as FIFOs in $RUN"
 vmt_boot "$RUN" pipe -s 2 -a vmt.load=forkloop -T 300 >/dev/null
 echo "== starting vmtraced ($VMT_DIR/vmtraced.yaml)"
-vmt_daemon "$VMT_DIR" demo "$RUN" fifo 64MiB
+vmt_daemon "$VMT_DIR" demo "$RUN" fifo 64MiB ||
+	{ echo "demo: vmtraced did not start:" >&2; cat "$VMT_DIR/vmtraced.log" >&2; exit 1; }
 if ! vmt_wait_streaming 120; then
 	echo "demo: the guest did not start streaming; console and daemon log follow" >&2
 	tail -20 "$RUN/console.log" >&2

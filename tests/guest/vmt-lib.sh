@@ -74,7 +74,7 @@ vmt_wait_streaming() {
 
 # vmt_newest_sample DIR GUEST: path of the newest sample, "" if none.
 vmt_newest_sample() {
-	ls -t "$1/state/$2/"*.vmts 2>/dev/null | head -1
+	ls -t "$1/state/$2/"*.vmts 2>/dev/null | head -1 || true
 }
 
 vmt_cleanup() {

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ftrace: everything the agent does to the guest's top-level tracefs
+ * instance through libtracefs: set-up for a START (tracing off, buffer size,
+ * clock, enabled events, buffer clear), tracing_on, the metadata bundle the
+ * host needs to decode pages, and per_cpu/cpuN/stats.
+ *
+ * Only the top-level instance: `trace_event=` on the kernel command line
+ * enables events there before the secondary CPUs run, and an event set that
+ * already matches is left alone so that no kernel text gets patched at run
+ * time (which can hang multi-threaded TCG guests).
+ */
+#ifndef VMT_AGENT_FTRACE_H
+#define VMT_AGENT_FTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vmt_buf;
+struct vmt_start;
+struct vmt_cpu_stats;
+
+/* Finds tracefs (mounting it at /sys/kernel/tracing if needed); 0 or -errno. */
+int ftrace_open(void);
+/* The tracefs directory, valid after ftrace_open(). */
+const char *ftrace_dir(void);
+
+/* The clock in force ("local"), into buf; 0 or -errno. */
+int ftrace_clock(char *buf, size_t size);
+
+int ftrace_tracing_on(int on);
+
+/*
+ * Everything a START asks for, in order: tracing_on=0, buffer size, clock,
+ * events (unless VMT_START_KEEP_EVENTS), clear. On failure returns -errno
+ * with a one-line reason in err. *changed is the number of event enable
+ * files written (0 when the set already matched).
+ */
+int ftrace_setup(const struct vmt_start *s, unsigned *changed, char *err, size_t errlen);
+
+/* Builds the metadata bundle (lib/meta.h) into b; *files counts entries. */
+int ftrace_meta(struct vmt_buf *b, uint32_t *files);
+
+/* Reads per_cpu/cpuN/stats into st (bytes_sent untouched). */
+int ftrace_cpu_stats(unsigned cpu, struct vmt_cpu_stats *st);
+
+/* Pure parser of a stats file's text: "name: value" lines, timestamps
+ * "sec.usec" turned into ns. -EBADMSG if "read events" is missing. */
+int ftrace_parse_stats(const char *text, size_t len, struct vmt_cpu_stats *st);
+
+/* Pure: expands the comma-separated patterns of list (len bytes) against
+ * avail ("sys:event" strings, n of them, sorted); *out is a sorted,
+ * de-duplicated, malloc'd array of pointers into avail. -ENOENT with the
+ * pattern in err if one matches nothing, -EINVAL if one is malformed. */
+int ftrace_match_events(const char *list, size_t len, char **avail, size_t n,
+			char ***out, size_t *nout, char *err, size_t errlen);
+
+#endif

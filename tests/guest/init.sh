@@ -1,0 +1,113 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# /init of the test guest (busybox). Brings up what vmtrace-agent needs and
+# runs it; everything is reported on the console as lines that start with
+# "VMT-" so that a test can wait for them:
+#
+#   VMT-INIT uptime=S kernel=KVER       /init started
+#   VMT-PORTS name...                   /dev/virtio-ports links made
+#   VMT-TRACE cpus=N clock=C events=N   tracefs state before the agent
+#   VMT-LOAD kind pids...               the load started
+#   VMT-AGENT-READY pid=P               the agent runs (it says HELLO itself)
+#   VMT-AGENT-EXIT rc=N                 the agent exited
+#   VMT-AGENT-CPU utime=T stime=T       the agent's CPU ticks, if it still runs
+#   VMT-STATS cpuN entries: ...         per_cpu/cpuN/stats at the end
+#   VMT-TIMEOUT                         vmt.timeout expired
+#   VMT-END                             about to power off
+#
+# Kernel command line options (all optional):
+#   vmt.load=forkloop|none   one fork/exec loop per vCPU (default forkloop)
+#   vmt.timeout=SECONDS      power off after this long (default 600, 0 = never)
+#   vmt.agentargs=A,B        extra agent arguments, commas for spaces (e.g. -v)
+#   vmt.tracing_on=0|1       tracing_on before the agent starts (default 0)
+PATH=/bin:/sbin
+export PATH
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+exec </dev/console >/dev/console 2>&1
+mount -t tmpfs tmpfs /tmp
+T=/sys/kernel/tracing
+mount -t tracefs tracefs $T 2>/dev/null || echo "VMT-WARN tracefs mount failed"
+read UP IDLE </proc/uptime
+echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
+
+LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0
+for a in $(cat /proc/cmdline); do
+	case "$a" in
+	vmt.load=*) LOAD=${a#*=} ;;
+	vmt.timeout=*) TIMEOUT=${a#*=} ;;
+	vmt.agentargs=*) AGENTARGS=$(echo "${a#*=}" | tr , ' ') ;;
+	vmt.tracing_on=*) TRON=${a#*=} ;;
+	esac
+done
+
+end() {
+	# the agent's own CPU time (clock ticks), to see what streaming costs
+	a=$(cat /tmp/agent.pid 2>/dev/null)
+	[ -n "$a" ] && [ -r /proc/$a/stat ] &&
+		echo "VMT-AGENT-CPU $(awk '{print "utime=" $14 " stime=" $15}' /proc/$a/stat) hz=100"
+	for c in $(seq 0 $(($(nproc) - 1))); do
+		[ -r $T/per_cpu/cpu$c/stats ] && echo "VMT-STATS cpu$c $(tr '\n' ' ' <$T/per_cpu/cpu$c/stats)"
+	done
+	echo "VMT-END"
+	sync
+	poweroff -f
+}
+
+if [ "$TIMEOUT" -gt 0 ] 2>/dev/null; then
+	(sleep "$TIMEOUT"; echo "VMT-TIMEOUT after ${TIMEOUT}s"; end) &
+fi
+
+# Debian builds virtio, virtio_pci and virtio_console as modules; load.list
+# is in dependency order (mkinitrd.sh).
+for m in $(cat /lib/modules/load.list); do
+	insmod /lib/modules/$m || echo "VMT-WARN insmod $m failed"
+done
+
+# devtmpfs gives /dev/vportNpM only; the by-name links are udev's job
+NCPU=$(nproc)
+mkdir -p /dev/virtio-ports
+i=0
+while [ $i -lt 100 ]; do
+	n=0
+	for p in /sys/class/virtio-ports/vport*; do [ -e "$p/name" ] && n=$((n + 1)); done
+	[ $n -ge $((NCPU + 1)) ] && break
+	sleep 0.1
+	i=$((i + 1))
+done
+for p in /sys/class/virtio-ports/vport*; do
+	name=$(cat $p/name 2>/dev/null)
+	[ -n "$name" ] && ln -sf /dev/${p##*/} /dev/virtio-ports/$name
+done
+echo "VMT-PORTS $(cd /dev/virtio-ports && echo *)"
+
+# Events come from trace_event= on the command line (set before the other
+# CPUs run); nothing here patches kernel text.
+echo "$TRON" > $T/tracing_on
+echo "VMT-TRACE cpus=$NCPU clock=$(sed 's/.*\[\(.*\)\].*/\1/' $T/trace_clock) events=$(grep -c . $T/set_event) bufkb=$(cat $T/buffer_size_kb)"
+
+WL=""
+case "$LOAD" in
+forkloop)
+	c=0
+	while [ $c -lt $NCPU ]; do
+		taskset -c $c sh -c 'while :; do /bin/true; done' &
+		WL="$WL $!"
+		c=$((c + 1))
+	done
+	;;
+none) ;;
+*) echo "VMT-WARN unknown vmt.load=$LOAD" ;;
+esac
+echo "VMT-LOAD $LOAD$WL"
+
+/bin/vmtrace-agent $AGENTARGS &
+AG=$!
+echo $AG > /tmp/agent.pid
+echo "VMT-AGENT-READY pid=$AG"
+wait $AG
+echo "VMT-AGENT-EXIT rc=$?"
+[ -n "$WL" ] && kill $WL 2>/dev/null
+end
