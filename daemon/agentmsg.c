@@ -176,6 +176,38 @@ static void bundle_clock(const struct vmt_guest *g, char *out, size_t n)
 }
 
 /* The version an aux of this id has on disk, or the next free one. */
+/*
+ * What decoding the pages depends on: the machine, the boot and every
+ * metadata file but the task-name tables, which move on with every session
+ * while the pages already held still decode the same.
+ */
+static uint64_t bundle_decode_id(const struct vmt_aux *a)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	struct vmt_meta_entry e;
+	size_t pos = 0;
+
+#define FNV(p, n)                                                       \
+	for (size_t k_ = 0; k_ < (n); k_++)                             \
+		h = (h ^ ((const uint8_t *)(p))[k_]) * 0x100000001b3ull
+	FNV(&a->ncpus, sizeof(a->ncpus));
+	FNV(&a->page_size, sizeof(a->page_size));
+	FNV(a->release, strlen(a->release));
+	FNV(a->clock, strlen(a->clock));
+	FNV(a->boot_id, strlen(a->boot_id));
+	while (meta_next(a->meta, a->meta_len, &pos, &e) > 0) {
+		if ((e.name_len == 14 && !memcmp(e.name, "saved_cmdlines", 14)) ||
+		    (e.name_len == 11 && !memcmp(e.name, "saved_tgids", 11)))
+			continue;
+		FNV(&e.name_len, sizeof(e.name_len));
+		FNV(e.name, e.name_len);
+		FNV(&e.data_len, sizeof(e.data_len));
+		FNV(e.data, e.data_len);
+	}
+#undef FNV
+	return h;
+}
+
 uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
 {
 	char dir[PATH_MAX + 80];
@@ -221,6 +253,7 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	struct vmt_page_layout layout;
 	struct vmt_aux a = { 0 };
 	const char *why = NULL;
+	uint64_t decode_id;
 	bool exists;
 
 	if (!g->meta_open) {
@@ -257,16 +290,23 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	a.id = aux_compute_id(&a);
 	a.created_ns = now_realtime_ns();
 
+	decode_id = bundle_decode_id(&a);
 	if (!g->have_aux || a.id != g->aux.id) {
-		/* the pages in the rings decode only with the old aux: keep them */
-		if (g->have_aux && !guest_rings_empty(g)) {
+		/* same boot, same formats (only the task names moved on): the
+		 * pages held decode with the new aux as well as with the old */
+		bool compatible = g->have_aux && decode_id == g->aux_decode_id;
+
+		/* otherwise the pages in the rings decode only with the old aux:
+		 * write them out before they go */
+		if (g->have_aux && !compatible && !guest_rings_empty(g)) {
 			struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
 			snprintf(t.reason, sizeof(t.reason),
 				 "guest rebooted or changed its events (aux %u replaced)", g->aux.version);
 			manager_dump_guest_now(g->m, g, &t);
 		}
-		for (uint32_t i = 0; i < g->nrings; i++)
-			ring_clear(&g->rings[i]);
+		if (!compatible)
+			for (uint32_t i = 0; i < g->nrings; i++)
+				ring_clear(&g->rings[i]);
 		a.version = guest_aux_version(g, a.id, &exists);
 		aux_free(&g->aux);
 		g->aux = a;
@@ -285,6 +325,7 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	} else {
 		buf_free(&g->meta);
 	}
+	g->aux_decode_id = decode_id;
 	g->layout = layout;
 	for (uint32_t i = 0; i < g->nrings; i++) {
 		g->rings[i].layout = layout;

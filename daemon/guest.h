@@ -89,6 +89,7 @@ struct vmt_guest {
 	struct vmt_aux aux;	/* aux.meta: kept until the aux file is written */
 	bool have_aux;
 	bool aux_pending;	/* an aux job is queued */
+	uint64_t aux_decode_id;	/* aux id without the task-name tables */
 
 	/* flush for the dump in progress */
 	uint64_t flush_id;

@@ -27,6 +27,7 @@
 #include "itest.h"
 #include "page.h"
 #include "ring.h"
+#include "meta.h"
 #include "sample.h"
 #include "testd.h"
 #include "testutil.h"
@@ -165,6 +166,92 @@ START_TEST(reboot_new_aux_version)
 	ck_assert_int_ge(testd_log_count(&r.d, "aux version 2 (new)"), 1);
 	sample_free(s);
 	sample_free(old);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* An agent that starts again on the same boot: only the task names moved
+ * on, so the window held is kept (no sample of its own), and the new aux
+ * version decodes every page, old and new. */
+START_TEST(agent_restart_keeps_window)
+{
+	struct itest_run r;
+	char gdir[400], sample[4400], dat[400], st[64];
+	struct vmt_buf b2 = { 0 };
+	struct vmt_meta_entry e;
+	size_t pos = 0;
+	char **list;
+	int n;
+	struct vmt_sample *s;
+	uint64_t per_cpu[ITEST_MAX_CPUS], total, half_pages = 0, half_events = 0;
+	size_t half[ITEST_MAX_CPUS];
+
+	NEED_INPUT();
+	/* the same bundle but for one more task in saved_cmdlines */
+	while (meta_next(in.bundle.data, in.bundle.len, &pos, &e) > 0) {
+		char name[300];
+		snprintf(name, sizeof(name), "%.*s", (int)e.name_len, e.name);
+		if (!strcmp(name, "saved_cmdlines")) {
+			struct vmt_buf c = { 0 };
+			buf_append(&c, e.data, e.data_len);
+			buf_append(&c, "4242 newtask\n", 13);
+			meta_add(&b2, name, c.data, (uint32_t)c.len);
+			buf_free(&c);
+		} else {
+			meta_add(&b2, name, e.data, e.data_len);
+		}
+	}
+	if (meta_find(b2.data, b2.len, "saved_cmdlines", &e) < 0)
+		meta_add(&b2, "saved_cmdlines", "4242 newtask\n", 13);
+
+	itest_run_init(&r, &in, "restart");
+	r.fc[0].boot_id = "boot-same";
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 64MiB\n  flush_timeout: 5000ms\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	ck_assert(ITEST_WAIT(file_exists(gdir, "aux-000001.vmtaux"), 5000));
+
+	itest_run_guest_stop(&r, 0);
+	r.fc[0].bundle = b2.data;
+	r.fc[0].bundle_len = b2.len;
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		half[c] = in.npages[c] / 2;
+		r.fc[0].pages[c] = in.pages[c] + (in.npages[c] - half[c]) * PS;
+		r.fc[0].npages[c] = half[c];
+		half_pages += half[c];
+		half_events += itest_events_of(r.fc[0].pages[c], half[c]);
+	}
+	itest_run_guest(&r, 0);
+	ck_assert_msg(ITEST_WAIT(file_exists(gdir, "aux-000002.vmtaux"), 8000),
+		      "no aux-000002.vmtaux after the restart (log: %s)", r.d.log);
+	ck_assert_msg(itest_wait_state(&r.d, "g1", "streaming", 5000, st, sizeof(st)), "state %s", st);
+	itest_expect_pages_in(&r.d, "g1", fed_pages() + half_pages);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+	/* no sample of its own for the old window: it is still in the rings */
+	n = guest_samples(&r, "g1", &list);
+	itest_free_list(list, n);
+	ck_assert_int_eq(n, 0);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "pages"), fed_pages() + half_pages);
+
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	s = itest_read_sample(sample);
+	ck_assert_uint_eq(s->aux_version, 2);
+	snprintf(dat, sizeof(dat), "%s/all.dat", r.dir);
+	ck_assert_int_eq(itest_merge(&r.d, sample, dat), 0);
+	ck_assert_int_eq(tdread_counts(dat, per_cpu, ITEST_MAX_CPUS, &total), 0);
+	/* the sample holds both sessions' pages; this stand-in replays the
+	 * same pages, which merge keeps once */
+	uint64_t held = 0;
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		ck_assert_uint_eq(s->cpus[c].npages, in.npages[c] + half[c]);
+		held += s->cpus[c].events;
+	}
+	ck_assert_uint_eq(held, fed_events() + half_events);
+	ck_assert_uint_eq(total, fed_events());
+	sample_free(s);
+	buf_free(&b2);
 	itest_run_end(&r);
 }
 END_TEST
@@ -1357,6 +1444,7 @@ int main(void)
 	fflush(stdout);
 
 	ADD(t, reboot_new_aux_version);
+	ADD(t, agent_restart_keeps_window);
 	ADD(t, memory_cap_refuses_second_guest);
 	ADD(t, control_status_guests_reload);
 	ADD(t, control_unauthorised_peer);
