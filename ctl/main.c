@@ -18,6 +18,7 @@ static const struct {
 	const char *help;
 } commands[] = {
 	{ "status", cmd_status, "status                    the daemon and every guest" },
+	{ "guests", cmd_guests, "guests                    the guests only" },
 	{ "dump", cmd_dump, "dump [GUEST...] [--window SEC] [--post SEC] [--reason TEXT]\n"
 			    "                            write samples now; prints the files" },
 	{ "samples", cmd_samples, "samples [GUEST]           the samples on disk, newest first" },

@@ -136,19 +136,27 @@ static int finish(struct vmt_ctl_client *c, int r)
 	return r < 0 ? 1 : 0;
 }
 
-int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv)
+static void guests_header(void)
+{
+	printf("%-16s %-11s %4s %15s %9s %10s %11s %10s %9s %s\n", "GUEST", "STATE", "CPUS",
+	       "PAGES/CAPACITY", "WINDOW", "PAGES-IN", "OVERWRITTEN", "GUEST-LOST", "REJECTED",
+	       "LAST DUMP");
+}
+
+/* status: the daemon, then its guests; guests: the guests only. */
+static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, const char *name)
 {
 	struct vmt_ctl_client c;
 	struct vmt_ctl_record rec;
 	struct vmt_buf b = { 0 };
 	struct rec *v = malloc(sizeof(*v));
-	bool first_guest = true;
+	bool first_guest = true, started = false;
 	int r;
 
 	if (!v)
 		return 1;
 	if (argc > 1) {
-		fprintf(stderr, "usage: vmtracectl status\n");
+		fprintf(stderr, "usage: vmtracectl %s\n", name);
 		free(v);
 		return 2;
 	}
@@ -156,13 +164,14 @@ int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv)
 		free(v);
 		return 1;
 	}
-	ctl_msg_begin(&b, VMT_CTL_STATUS, 1);
+	ctl_msg_begin(&b, type, 1);
 	r = client_request(&c, &b);
 	buf_free(&b);
 	while (r >= 0 && (r = client_next(&c, &rec, 10000)) > 0) {
 		rec_parse(&rec, v);
 		if (rec.type == VMT_CTL_DAEMON) {
 			char mem[32];
+			started = true;
 			if (o->json) {
 				printf("{\"daemon\": ");
 				rec_json(v);
@@ -175,11 +184,16 @@ int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv)
 			       v->str[VMT_CTAG_VERSION], v->num[VMT_CTAG_UPTIME_NS] / 1000000000,
 			       mem, v->num[VMT_CTAG_DUMPS], v->num[VMT_CTAG_DUMP_ERRORS],
 			       v->str[VMT_CTAG_PATH]);
-			printf("%-16s %-11s %4s %15s %9s %10s %11s %10s %9s %s\n", "GUEST", "STATE",
-			       "CPUS", "PAGES/CAPACITY", "WINDOW", "PAGES-IN", "OVERWRITTEN",
-			       "GUEST-LOST", "REJECTED", "LAST DUMP");
+			guests_header();
 		} else if (rec.type == VMT_CTL_GUEST) {
 			char fill[40], win[24], rej[24];
+			if (!started) {	/* guests: no daemon record comes first */
+				started = true;
+				if (o->json)
+					printf("{\"guests\": [");
+				else
+					guests_header();
+			}
 			if (o->json) {
 				printf("%s", first_guest ? "" : ", ");
 				rec_json(v);
@@ -203,10 +217,22 @@ int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv)
 			       v->have[VMT_CTAG_LAST_DUMP] ? v->str[VMT_CTAG_LAST_DUMP] : "-");
 		}
 	}
+	if (r == 0 && !started)
+		printf(o->json ? "{\"guests\": [" : "no guests\n");
 	if (o->json && r == 0)
 		printf("]}\n");
 	free(v);
 	return finish(&c, r);
+}
+
+int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	return show_status(o, argc, VMT_CTL_STATUS, "status");
+}
+
+int cmd_guests(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	return show_status(o, argc, VMT_CTL_GUESTS, "guests");
 }
 
 /* "2", "0.5", "1.25s": seconds, more than 0, at most a day. */

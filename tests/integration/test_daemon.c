@@ -361,6 +361,19 @@ START_TEST(control_status_guests_reload)
 	ck_assert_str_eq(ijson_str(dm, "path"), r.d.state);
 	ck_assert_uint_eq(ijson_u64(dm, "dumps"), 0);
 	ck_assert_uint_eq(ijson_u64(dm, "dump_errors"), 0);
+	{
+		/* vmtracectl guests: the same guests, no daemon record */
+		struct ijson groot;
+		char gout[16384], err[128];
+		ck_assert_int_eq(testd_ctl(&r.d, gout, sizeof(gout), "--json guests"), 0);
+		ck_assert_msg(ijson_parse(gout, &groot, err, sizeof(err)) == 0, "%s: %s", err, gout);
+		ck_assert_ptr_null(ijson_get(&groot, "daemon"));
+		ck_assert_uint_eq(ijson_get(&groot, "guests")->n, 1);
+		ck_assert_int_eq(testd_ctl(&r.d, gout, sizeof(gout), "guests"), 0);
+		ck_assert_msg(strstr(gout, "GUEST ") && strstr(gout, "g1 ") && !strstr(gout, "vmtraced "),
+			      "guests printed '%s'", gout);
+		ijson_free(&groot);
+	}
 	ck_assert_uint_eq(ijson_u64(dm, "mem_used"), ring_mem_size((uint32_t)cap_pages, PS) * in.ncpus);
 	g1 = itest_guest(&root, "g1");
 	ck_assert_ptr_nonnull(g1);
