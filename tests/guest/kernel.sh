@@ -47,13 +47,22 @@ fi
 DL=$(mktemp -d "${TMPDIR:-/tmp}/vmt-kernel.XXXXXX")
 trap 'rm -rf "$DL"' EXIT
 got=
-# signed first, then unsigned: both boot under QEMU without Secure Boot
-for pkg in "linux-image-$KV" "linux-image-$KV-unsigned"; do
-	if (cd "$DL" && apt-get download -qq "$pkg" >&2); then
-		got=$pkg
-		break
-	fi
-done
+fetch() {
+	# signed first, then unsigned: both boot under QEMU without Secure Boot
+	for pkg in "linux-image-$KV" "linux-image-$KV-unsigned"; do
+		if (cd "$DL" && apt-get download -qq "$pkg" >&2); then
+			got=$pkg
+			return 0
+		fi
+	done
+	return 1
+}
+if ! fetch && [ -z "${VMT_KVER:-}" ]; then
+	# stale package lists name a kernel the mirror no longer has
+	apt-get update -qq >&2 || true
+	KV=$(newest)
+	[ -n "$KV" ] && fetch
+fi
 [ -n "$got" ] || { echo "kernel.sh: apt-get download linux-image-$KV failed" >&2; exit 1; }
 
 dpkg-deb -x "$DL"/"$got"_*.deb "$DIR"
