@@ -47,8 +47,6 @@ struct vmt_job {
 	struct vmt_job *next;
 };
 
-typedef void (*writer_done_fn)(struct vmt_job *job, void *userdata);
-
 struct vmt_writer {
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -57,14 +55,14 @@ struct vmt_writer {
 	struct vmt_job *done, **done_tail;
 	int efd;
 	sd_event_source *src;
-	writer_done_fn done_fn;
+	void (*done_fn)(struct vmt_job *job, void *userdata);
 	void *userdata;
 	int stopping;
 	int started;
 	unsigned pending;	/* submitted and not yet handed back */
 };
 
-int writer_start(struct vmt_writer *w, sd_event *e, writer_done_fn fn, void *userdata);
+int writer_start(struct vmt_writer *w, sd_event *e, void (*fn)(struct vmt_job *job, void *userdata), void *userdata);
 void writer_submit(struct vmt_writer *w, struct vmt_job *job);
 /* Finish the queued jobs, hand them back, join the thread. */
 void writer_stop(struct vmt_writer *w);

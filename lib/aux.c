@@ -105,43 +105,11 @@ int aux_write(int fd, const struct vmt_aux *a)
 	return vfile_writer_finish(&w);
 }
 
-static int __attribute__((format(printf, 5, 6)))
-abad(char *why, size_t n, const struct vmt_vfile *f, const struct vmt_vsection *s,
-     const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	if (!why || !n)
-		return -EBADMSG;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (s)
-		snprintf(why, n, "section %ld (type 0x%x id %u): %s", (long)(s - f->sect), s->type,
-			 s->id, msg);
-	else
-		snprintf(why, n, "%s", msg);
-	return -EBADMSG;
-}
 
 static int parse_info(const uint8_t *p, size_t len, struct vmt_aux *a, char *msg, size_t n)
 {
-	struct vmt_tlv rec;
-	uint64_t seen = 0;
-	size_t pos = 0;
-	int r;
+	int r = tlv_parse_fields(p, len, info_fields, ARRAY_SIZE(info_fields), a, NULL, msg, n);
 
-	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
-		r = tlv_get_field(&rec, info_fields, ARRAY_SIZE(info_fields), a, &seen, msg, n);
-		if (r < 0)
-			return r;
-	}
-	if (r < 0) {
-		snprintf(msg, n, "bad record at offset %zu", pos);
-		return r;
-	}
-	r = tlv_check_fields(info_fields, ARRAY_SIZE(info_fields), seen, msg, n);
 	if (r < 0)
 		return r;
 	if (!name_is_valid(a->guest))
@@ -170,7 +138,7 @@ static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_au
 	int r;
 
 	if (f->format_version != VMT_AUX_VERSION)
-		return abad(why, n, f, NULL, "format version %u, this reader knows %d",
+		return vfile_bad(why, n, f, NULL, "format version %u, this reader knows %d",
 			    f->format_version, VMT_AUX_VERSION);
 	for (uint32_t i = 0; i < f->nsect; i++) {
 		const struct vmt_vsection *x = &f->sect[i], **slot;
@@ -182,16 +150,16 @@ static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_au
 		else
 			continue;	/* a later version's section */
 		if (*slot || x->id)
-			return abad(why, n, f, x, "a second section of this type, or id not 0");
+			return vfile_bad(why, n, f, x, "a second section of this type, or id not 0");
 		*slot = x;
 	}
 	if (!info || !meta)
-		return abad(why, n, f, NULL, "no %s section", info ? "META" : "INFO");
+		return vfile_bad(why, n, f, NULL, "no %s section", info ? "META" : "INFO");
 	if (info->raw_size > AUX_INFO_MAX)
-		return abad(why, n, f, info, "%" PRIu64 " bytes, more than %u", info->raw_size,
+		return vfile_bad(why, n, f, info, "%" PRIu64 " bytes, more than %u", info->raw_size,
 			    AUX_INFO_MAX);
 	if (meta->raw_size > max_meta)
-		return abad(why, n, f, meta, "bundle of %" PRIu64 " bytes, more than %" PRIu64,
+		return vfile_bad(why, n, f, meta, "bundle of %" PRIu64 " bytes, more than %" PRIu64,
 			    meta->raw_size, max_meta);
 
 	r = vfile_section_data_why(f, info, &p, &owned, why, n);
@@ -200,7 +168,7 @@ static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_au
 	r = parse_info(p, (size_t)info->raw_size, a, msg, sizeof(msg));
 	free(owned);
 	if (r < 0)
-		return abad(why, n, f, info, "%s", msg);
+		return vfile_bad(why, n, f, info, "%s", msg);
 
 	r = vfile_section_data_why(f, meta, &p, &owned, why, n);
 	if (r < 0)
@@ -216,12 +184,12 @@ static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_au
 	a->meta_len = (size_t)meta->raw_size;
 	r = meta_validate(a->meta, a->meta_len, &mwhy);
 	if (r == -EBADMSG)
-		return abad(why, n, f, meta, "bad bundle: %s", mwhy ? mwhy : "?");
+		return vfile_bad(why, n, f, meta, "bad bundle: %s", mwhy ? mwhy : "?");
 	if (r < 0)
 		return r;
 	id = aux_compute_id(a);
 	if (id != a->id)
-		return abad(why, n, f, info, "content id %016" PRIx64 ", but the content hashes to %016"
+		return vfile_bad(why, n, f, info, "content id %016" PRIx64 ", but the content hashes to %016"
 			    PRIx64, a->id, id);
 	return 0;
 }

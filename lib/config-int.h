@@ -32,4 +32,10 @@ int config_host_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 int config_guests_parse(struct yamlconf *y, struct vmt_config *c, yaml_node_t *v);
 int config_discovery_parse(struct yamlconf *y, struct vmt_config *c, yaml_node_t *v);
 
+/* config_detect.c: detectors: and a guest's pidfile: */
+void config_detect_init(struct vmt_detector_conf *d);
+int config_detect_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
+			struct vmt_detector_conf *d);
+int config_guest_pidfile(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst);
+
 #endif

@@ -87,6 +87,7 @@ void config_init(struct vmt_config *c)
 	c->host.ring_size = 4 * MiB;
 	c->host.buffer_kb = 4096;
 	c->host.qemu_only = 1;
+	config_detect_init(c->detectors);
 }
 
 void config_free(struct vmt_config *c)
@@ -348,6 +349,13 @@ static int top_host(struct yamlconf *y, yaml_node_t *v, const char *field, void 
 	return config_host_parse(y, v, field, &p->c->host);
 }
 
+static int top_detectors(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct cfg_parser *p = obj;
+
+	return config_detect_parse(y, v, field, p->c->detectors);
+}
+
 /* Checked against the guests' paths, so it waits for them. */
 static int top_discovery(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
@@ -378,6 +386,7 @@ static const struct yamlconf_key top_keys[] = {
 	{ "retention", top_retention },
 	{ "record", top_record },
 	{ "host", top_host },
+	{ "detectors", top_detectors },
 	{ "discovery", top_discovery },
 	{ "guests", top_guests },
 };

@@ -39,6 +39,7 @@ struct vmt_guest_conf {
 	char path[4096];	/* directory holding agent-ctl-path, trace-path-cpuN */
 	enum vmt_transport transport;
 	uint32_t cpus;		/* 0 = count the trace-path-cpuN channels found */
+	char pidfile[4096];	/* QEMU's pidfile, for the detectors; "" = none */
 	struct vmt_record_conf rec;
 	int line;		/* where it was defined, for messages */
 };
@@ -83,6 +84,22 @@ struct vmt_host_conf {
 	int qemu_only;		/* sched events filtered to QEMU processes' threads */
 };
 
+/* BPF detectors (daemon/probe.c), in the order of bpf/detect.h. */
+enum vmt_detector_id {
+	VMT_DETECTOR_PROCESS_DEATH,
+	VMT_DETECTOR_VCPU_STARVATION,
+	VMT_DETECTOR_KVM_EXIT,
+	VMT_DETECTOR_OOM,
+	VMT_CONFIG_DETECTORS
+};
+
+struct vmt_detector_conf {
+	int enabled;
+	uint32_t threshold_ms;	/* vcpu_starvation, kvm_exit; 0 for the others */
+	uint32_t min_interval_ms;	/* at most one event per interval, in BPF; 0 = none */
+	int any_process;	/* oom: any process, not only guests' */
+};
+
 struct vmt_config {
 	char state_dir[4096];	/* samples and aux files, one folder per guest */
 	char control_socket[4096];
@@ -95,6 +112,7 @@ struct vmt_config {
 	struct vmt_retention_conf retention;
 	struct vmt_control_conf control;
 	struct vmt_host_conf host;
+	struct vmt_detector_conf detectors[VMT_CONFIG_DETECTORS];
 	uint32_t ndiscovery;
 	struct vmt_discovery_conf *discovery;
 	uint32_t nguests;
@@ -125,5 +143,7 @@ void config_print(const struct vmt_config *c, FILE *f);
 bool config_guest_equal(const struct vmt_guest_conf *a, const struct vmt_guest_conf *b);
 const char *transport_name(enum vmt_transport t);
 const char *layout_name(enum vmt_layout l);
+/* "process_death", ...; "unknown" out of range. */
+const char *detector_name(unsigned id);
 
 #endif

@@ -122,6 +122,13 @@ static int guest_cpus(struct yamlconf *y, yaml_node_t *v, const char *field, voi
 	return 0;
 }
 
+static int guest_pidfile(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct guest_parse *gp = obj;
+
+	return config_guest_pidfile(y, v, field, gp->g->pidfile);
+}
+
 static int guest_record(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct guest_parse *gp = obj;
@@ -136,6 +143,7 @@ static const struct yamlconf_key guest_keys[] = {
 	{ "transport", guest_transport },
 	{ "cpus", guest_cpus },
 	{ "record", guest_record },
+	{ "pidfile", guest_pidfile },
 };
 
 static int guest_parse(struct yamlconf *y, struct vmt_config *c, yaml_node_t *v, size_t idx)

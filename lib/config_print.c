@@ -127,7 +127,22 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fprintf(f, "  buffer_size: %" PRIu64 "\n", (uint64_t)c->host.buffer_kb * KiB);
 	fputs("  qemu_only: ", f);
 	print_bool(f, c->host.qemu_only);
-	fputc('\n', f);
+	fputs("\ndetectors:\n", f);
+	for (unsigned i = 0; i < VMT_CONFIG_DETECTORS; i++) {
+		const struct vmt_detector_conf *d = &c->detectors[i];
+
+		fprintf(f, "  %s:\n    enabled: ", detector_name(i));
+		print_bool(f, d->enabled);
+		fputc('\n', f);
+		if (i == VMT_DETECTOR_VCPU_STARVATION || i == VMT_DETECTOR_KVM_EXIT)
+			fprintf(f, "    threshold: %" PRIu32 "ms\n", d->threshold_ms);
+		fprintf(f, "    min_interval: %" PRIu32 "ms\n", d->min_interval_ms);
+		if (i == VMT_DETECTOR_OOM) {
+			fputs("    any_process: ", f);
+			print_bool(f, d->any_process);
+			fputc('\n', f);
+		}
+	}
 	if (!c->ndiscovery)
 		fputs("discovery: []\n", f);
 	else
@@ -154,6 +169,9 @@ void config_print(const struct vmt_config *c, FILE *f)
 		print_str(f, g->path);
 		fprintf(f, "\n    transport: %s\n", transport_name(g->transport));
 		fprintf(f, "    cpus: %" PRIu32 "\n", g->cpus);
+		fputs("    pidfile: ", f);
+		print_str(f, g->pidfile);
+		fputc('\n', f);
 		fputs("    record:\n", f);
 		print_record(f, &g->rec, "      ");
 	}

@@ -88,7 +88,7 @@ static uint64_t page_commit_word(const struct vmt_page_layout *l, const uint8_t 
  * ingestion: every page is checked) gets its callback inlined too.
  */
 static inline __attribute__((always_inline)) int walk(const struct vmt_page_layout *l,
-						      const uint8_t *page, page_event_cb cb,
+						      const uint8_t *page, int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data),
 						      void *data)
 {
 	uint64_t word = page_commit_word(l, page);
@@ -160,7 +160,7 @@ static inline __attribute__((always_inline)) int walk(const struct vmt_page_layo
 	return pos == commit || commit - pos < 4 ? 0 : -EBADMSG;
 }
 
-int page_walk(const struct vmt_page_layout *l, const uint8_t *page, page_event_cb cb, void *data)
+int page_walk(const struct vmt_page_layout *l, const uint8_t *page, int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data), void *data)
 {
 	return walk(l, page, cb, data);
 }

@@ -53,8 +53,7 @@ int page_scan(const struct vmt_page_layout *l, const uint8_t *page, struct vmt_p
  * event's timestamp and offset in the page; a non-zero return stops the walk
  * and is returned.
  */
-typedef int (*page_event_cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data);
-int page_walk(const struct vmt_page_layout *l, const uint8_t *page, page_event_cb cb, void *data);
+int page_walk(const struct vmt_page_layout *l, const uint8_t *page, int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data), void *data);
 
 /*
  * Drop the events before t_start from a page in place, so that a window

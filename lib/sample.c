@@ -216,77 +216,38 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
 
 /* ---- reader ---------------------------------------------------------- */
 
-static int __attribute__((format(printf, 5, 6)))
-sbad(char *why, size_t n, const struct vmt_vfile *f, const struct vmt_vsection *s,
-     const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	if (!why || !n)
-		return -EBADMSG;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (s)
-		snprintf(why, n, "section %ld (type 0x%x id %u): %s", (long)(s - f->sect), s->type,
-			 s->id, msg);
-	else
-		snprintf(why, n, "%s", msg);
-	return -EBADMSG;
-}
 
 static int parse_trigger(const uint8_t *p, size_t len, struct vmt_trigger *t, char *msg, size_t n)
 {
-	struct vmt_tlv rec;
-	uint64_t seen = 0;
-	size_t pos = 0;
+	return tlv_parse_fields(p, len, trigger_fields, ARRAY_SIZE(trigger_fields), t, NULL, msg, n);
+}
+
+/* Triggers are records of their own inside INFO. */
+static int info_other(const struct vmt_tlv *rec, void *obj, char *msg, size_t n)
+{
+	struct vmt_sample *s = obj;
+	char m[160];
 	int r;
 
-	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
-		r = tlv_get_field(&rec, trigger_fields, ARRAY_SIZE(trigger_fields), t, &seen, msg, n);
-		if (r < 0)
-			return r;
+	if (rec->tag != TAG_INFO_TRIGGER)
+		return 0;
+	if (s->ntriggers == VMT_SAMPLE_MAX_TRIGGERS) {
+		snprintf(msg, n, "more than %d triggers", VMT_SAMPLE_MAX_TRIGGERS);
+		return -EBADMSG;
 	}
+	r = parse_trigger(rec->data, rec->len, &s->triggers[s->ntriggers], m, sizeof(m));
 	if (r < 0) {
-		snprintf(msg, n, "bad record at offset %zu", pos);
+		snprintf(msg, n, "trigger %u: %s", s->ntriggers, m);
 		return r;
 	}
-	return tlv_check_fields(trigger_fields, ARRAY_SIZE(trigger_fields), seen, msg, n);
+	s->ntriggers++;
+	return 1;
 }
 
 static int parse_info(const uint8_t *p, size_t len, struct vmt_sample *s, char *msg, size_t n)
 {
-	struct vmt_tlv rec;
-	uint64_t seen = 0;
-	size_t pos = 0;
-	int r;
+	int r = tlv_parse_fields(p, len, info_fields, ARRAY_SIZE(info_fields), s, info_other, msg, n);
 
-	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
-		if (rec.tag == TAG_INFO_TRIGGER) {
-			char m[160];
-
-			if (s->ntriggers == VMT_SAMPLE_MAX_TRIGGERS) {
-				snprintf(msg, n, "more than %d triggers", VMT_SAMPLE_MAX_TRIGGERS);
-				return -EBADMSG;
-			}
-			r = parse_trigger(rec.data, rec.len, &s->triggers[s->ntriggers], m, sizeof(m));
-			if (r < 0) {
-				snprintf(msg, n, "trigger %u: %s", s->ntriggers, m);
-				return r;
-			}
-			s->ntriggers++;
-			continue;
-		}
-		r = tlv_get_field(&rec, info_fields, ARRAY_SIZE(info_fields), s, &seen, msg, n);
-		if (r < 0)
-			return r;
-	}
-	if (r < 0) {
-		snprintf(msg, n, "bad record at offset %zu", pos);
-		return r;
-	}
-	r = tlv_check_fields(info_fields, ARRAY_SIZE(info_fields), seen, msg, n);
 	if (r < 0)
 		return r;
 	if (!name_is_valid(s->guest)) {
@@ -305,34 +266,26 @@ static int parse_info(const uint8_t *p, size_t len, struct vmt_sample *s, char *
 	return 0;
 }
 
+/* The agent's counters: one record of ten u64, in FLUSHED's order. */
+static int cpu_other(const struct vmt_tlv *rec, void *obj, char *msg, size_t n)
+{
+	struct vmt_sample_cpu *c = obj;
+
+	if (rec->tag != TAG_CPU_GUEST_STATS)
+		return 0;
+	if (c->have_guest_stats || rec->len != VMT_CPU_STATS_SIZE) {
+		snprintf(msg, n, "bad or repeated guest stats (tag 0x%x, %u bytes)", rec->tag, rec->len);
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(stats_off); i++)
+		*(uint64_t *)((uint8_t *)&c->guest + stats_off[i]) = get_le64(rec->data + 8 * i);
+	c->have_guest_stats = true;
+	return 1;
+}
+
 static int parse_cpu(const uint8_t *p, size_t len, struct vmt_sample_cpu *c, char *msg, size_t n)
 {
-	struct vmt_tlv rec;
-	uint64_t seen = 0;
-	size_t pos = 0;
-	int r;
-
-	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
-		if (rec.tag == TAG_CPU_GUEST_STATS) {
-			if (c->have_guest_stats || rec.len != VMT_CPU_STATS_SIZE) {
-				snprintf(msg, n, "bad or repeated guest stats (tag 0x%x, %u bytes)",
-					 rec.tag, rec.len);
-				return -EBADMSG;
-			}
-			for (size_t i = 0; i < ARRAY_SIZE(stats_off); i++)
-				*(uint64_t *)((uint8_t *)&c->guest + stats_off[i]) = get_le64(rec.data + 8 * i);
-			c->have_guest_stats = true;
-			continue;
-		}
-		r = tlv_get_field(&rec, cpu_fields, ARRAY_SIZE(cpu_fields), c, &seen, msg, n);
-		if (r < 0)
-			return r;
-	}
-	if (r < 0) {
-		snprintf(msg, n, "bad record at offset %zu", pos);
-		return r;
-	}
-	return tlv_check_fields(cpu_fields, ARRAY_SIZE(cpu_fields), seen, msg, n);
+	return tlv_parse_fields(p, len, cpu_fields, ARRAY_SIZE(cpu_fields), c, cpu_other, msg, n);
 }
 
 /* Small sections are parsed in place or from a temporary buffer. */
@@ -340,7 +293,7 @@ static int section_get(const struct vmt_vfile *f, const struct vmt_vsection *s, 
 		       const uint8_t **p, void **owned, char *why, size_t n)
 {
 	if (s->raw_size > max)
-		return sbad(why, n, f, s, "%" PRIu64 " bytes, more than %" PRIu64, s->raw_size, max);
+		return vfile_bad(why, n, f, s, "%" PRIu64 " bytes, more than %" PRIu64, s->raw_size, max);
 	return vfile_section_data_why(f, s, p, owned, why, n);
 }
 
@@ -355,24 +308,24 @@ static int sample_parse_info(const struct vmt_vfile *f, struct vmt_sample *s, ch
 
 	memset(s, 0, sizeof(*s));
 	if (f->format_version != VMT_SAMPLE_VERSION)
-		return sbad(why, n, f, NULL, "format version %u, this reader knows %d",
+		return vfile_bad(why, n, f, NULL, "format version %u, this reader knows %d",
 			    f->format_version, VMT_SAMPLE_VERSION);
 	for (uint32_t i = 0; i < f->nsect; i++) {
 		if (f->sect[i].type != VMT_SAMPLE_SECT_INFO)
 			continue;
 		if (info || f->sect[i].id)
-			return sbad(why, n, f, &f->sect[i], "a second INFO section, or id not 0");
+			return vfile_bad(why, n, f, &f->sect[i], "a second INFO section, or id not 0");
 		info = &f->sect[i];
 	}
 	if (!info)
-		return sbad(why, n, f, NULL, "no INFO section");
+		return vfile_bad(why, n, f, NULL, "no INFO section");
 	r = section_get(f, info, SAMPLE_INFO_MAX, &p, &owned, why, n);
 	if (r < 0)
 		return r;
 	r = parse_info(p, (size_t)info->raw_size, s, msg, sizeof(msg));
 	free(owned);
 	if (r < 0)
-		return sbad(why, n, f, info, "%s", msg);
+		return vfile_bad(why, n, f, info, "%s", msg);
 	return 0;
 }
 
@@ -405,24 +358,24 @@ static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char
 		else
 			continue;	/* a later version's section */
 		if (x->id >= s->ncpus) {
-			r = sbad(why, n, f, x, "cpu %u, but ncpus is %u", x->id, s->ncpus);
+			r = vfile_bad(why, n, f, x, "cpu %u, but ncpus is %u", x->id, s->ncpus);
 			goto fail;
 		}
 		if (slot[x->id]) {
-			r = sbad(why, n, f, x, "a second section for cpu %u", x->id);
+			r = vfile_bad(why, n, f, x, "a second section for cpu %u", x->id);
 			goto fail;
 		}
 		slot[x->id] = x;
 	}
 	for (uint32_t i = 0; i < s->ncpus; i++) {
 		if (!cs[i] || !ps[i]) {
-			r = sbad(why, n, f, NULL, "no %s section for cpu %u", cs[i] ? "PAGES" : "CPU", i);
+			r = vfile_bad(why, n, f, NULL, "no %s section for cpu %u", cs[i] ? "PAGES" : "CPU", i);
 			goto fail;
 		}
 		total += ps[i]->raw_size;	/* each is <= VMT_SAMPLE_MAX_PAGE_BYTES: no overflow */
 	}
 	if (total > VMT_SAMPLE_MAX_PAGE_BYTES) {
-		r = sbad(why, n, f, NULL, "%" PRIu64 " bytes of pages, more than %llu", total,
+		r = vfile_bad(why, n, f, NULL, "%" PRIu64 " bytes of pages, more than %llu", total,
 			 VMT_SAMPLE_MAX_PAGE_BYTES);
 		goto fail;
 	}
@@ -445,11 +398,11 @@ static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char
 			r = -EBADMSG;
 		}
 		if (r < 0) {
-			sbad(why, n, f, cs[i], "%s", msg);
+			vfile_bad(why, n, f, cs[i], "%s", msg);
 			goto fail;
 		}
 		if (ps[i]->raw_size != (uint64_t)c->npages * s->page_size) {
-			r = sbad(why, n, f, ps[i], "%" PRIu64 " bytes, but %u pages of %u", ps[i]->raw_size,
+			r = vfile_bad(why, n, f, ps[i], "%" PRIu64 " bytes, but %u pages of %u", ps[i]->raw_size,
 				 c->npages, s->page_size);
 			goto fail;
 		}

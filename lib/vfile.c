@@ -787,3 +787,49 @@ void afile_abort(struct vmt_afile *a)
 	}
 	a->dirfd = -1;
 }
+
+int tlv_parse_fields(const uint8_t *p, size_t len, const struct vmt_tlv_field *tab, size_t n,
+		     void *obj, int (*other)(const struct vmt_tlv *t, void *obj, char *why, size_t why_len), char *why, size_t why_len)
+{
+	struct vmt_tlv rec;
+	uint64_t seen = 0;
+	size_t pos = 0;
+	int r;
+
+	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
+		if (other) {
+			r = other(&rec, obj, why, why_len);
+			if (r < 0)
+				return r;
+			if (r > 0)
+				continue;
+		}
+		r = tlv_get_field(&rec, tab, n, obj, &seen, why, why_len);
+		if (r < 0)
+			return r;
+	}
+	if (r < 0) {
+		snprintf(why, why_len, "bad record at offset %zu", pos);
+		return r;
+	}
+	return tlv_check_fields(tab, n, seen, why, why_len);
+}
+
+int vfile_bad(char *why, size_t why_len, const struct vmt_vfile *f, const struct vmt_vsection *s,
+	      const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (!why || !why_len)
+		return -EBADMSG;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (s)
+		snprintf(why, why_len, "section %ld (type 0x%x id %u): %s", (long)(s - f->sect),
+			 s->type, s->id, msg);
+	else
+		snprintf(why, why_len, "%s", msg);
+	return -EBADMSG;
+}

@@ -144,6 +144,16 @@ int tlv_get_field(const struct vmt_tlv *t, const struct vmt_tlv_field *tab, size
 /* -EBADMSG with why naming the first entry of tab not in seen. */
 int tlv_check_fields(const struct vmt_tlv_field *tab, size_t n, uint64_t seen,
 		     char *why, size_t why_len);
+/*
+ * Every record of p[len] against tab, then tlv_check_fields(). A record
+ * may first be offered to other() (NULL: none), which returns 1 when it
+ * took it, 0 to let the table have it, or -EBADMSG with why.
+ */
+int tlv_parse_fields(const uint8_t *p, size_t len, const struct vmt_tlv_field *tab, size_t n,
+		     void *obj, int (*other)(const struct vmt_tlv *t, void *obj, char *why, size_t why_len), char *why, size_t why_len);
+/* -EBADMSG, with why "section I (type T id N): MSG" (or MSG if s is NULL). */
+int vfile_bad(char *why, size_t why_len, const struct vmt_vfile *f, const struct vmt_vsection *s,
+	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * Publishing a file atomically: create DIR/.NAME.tmp-XXXXXX, write, then

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config_detect: the detectors: block (which BPF detectors the daemon
+ * loads and how they are tuned) and a guest's pidfile:, which tells them
+ * the guest's QEMU process when the channels cannot (FIFOs).
+ *   detectors:
+ *     vcpu_starvation: {enabled: true, threshold: 100ms, min_interval: 1s}
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "config-int.h"
+#include "util.h"
+
+#define THRESHOLD_MAX_MS (600 * SEC_MS)
+#define INTERVAL_MAX_MS (3600 * SEC_MS)
+
+static const char *const names[VMT_CONFIG_DETECTORS] = {
+	[VMT_DETECTOR_PROCESS_DEATH] = "process_death",
+	[VMT_DETECTOR_VCPU_STARVATION] = "vcpu_starvation",
+	[VMT_DETECTOR_KVM_EXIT] = "kvm_exit",
+	[VMT_DETECTOR_OOM] = "oom",
+};
+
+const char *detector_name(unsigned id)
+{
+	return id < VMT_CONFIG_DETECTORS ? names[id] : "unknown";
+}
+
+void config_detect_init(struct vmt_detector_conf *d)
+{
+	memset(d, 0, VMT_CONFIG_DETECTORS * sizeof(*d));
+	for (unsigned i = 0; i < VMT_CONFIG_DETECTORS; i++)
+		d[i].enabled = 1;
+	d[VMT_DETECTOR_VCPU_STARVATION].threshold_ms = 100;
+	d[VMT_DETECTOR_VCPU_STARVATION].min_interval_ms = 1000;
+	d[VMT_DETECTOR_KVM_EXIT].threshold_ms = 50;
+	d[VMT_DETECTOR_KVM_EXIT].min_interval_ms = 1000;
+}
+
+static int det_enabled(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_detector_conf *d = obj;
+
+	return yamlconf_read_bool(y, v, field, &d->enabled);
+}
+
+static int det_threshold(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_detector_conf *d = obj;
+	uint64_t ms;
+	int r;
+
+	r = yamlconf_read_duration(y, v, field, 1, 1, THRESHOLD_MAX_MS, &ms);
+	if (r < 0)
+		return r;
+	d->threshold_ms = (uint32_t)ms;
+	return 0;
+}
+
+static int det_interval(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_detector_conf *d = obj;
+	uint64_t ms;
+	int r;
+
+	r = yamlconf_read_duration(y, v, field, 1, 0, INTERVAL_MAX_MS, &ms);
+	if (r < 0)
+		return r;
+	d->min_interval_ms = (uint32_t)ms;
+	return 0;
+}
+
+static int det_any(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_detector_conf *d = obj;
+
+	return yamlconf_read_bool(y, v, field, &d->any_process);
+}
+
+/* Each detector takes only the keys that mean something to it. */
+static const struct yamlconf_key plain_keys[] = {
+	{ "enabled", det_enabled },
+	{ "min_interval", det_interval },
+};
+
+static const struct yamlconf_key threshold_keys[] = {
+	{ "enabled", det_enabled },
+	{ "threshold", det_threshold },
+	{ "min_interval", det_interval },
+};
+
+static const struct yamlconf_key oom_keys[] = {
+	{ "enabled", det_enabled },
+	{ "min_interval", det_interval },
+	{ "any_process", det_any },
+};
+
+static int detector_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
+			  struct vmt_detector_conf *d, unsigned id)
+{
+	switch (id) {
+	case VMT_DETECTOR_VCPU_STARVATION:
+	case VMT_DETECTOR_KVM_EXIT:
+		return yamlconf_read_block(y, v, field, "detector settings", threshold_keys,
+					   ARRAY_SIZE(threshold_keys), d);
+	case VMT_DETECTOR_OOM:
+		return yamlconf_read_block(y, v, field, "detector settings", oom_keys,
+					   ARRAY_SIZE(oom_keys), d);
+	default:
+		return yamlconf_read_block(y, v, field, "detector settings", plain_keys,
+					   ARRAY_SIZE(plain_keys), d);
+	}
+}
+
+#define DET_FN(id)                                                                          \
+	static int det_##id(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj) \
+	{                                                                                   \
+		struct vmt_detector_conf *d = obj;                                          \
+		return detector_parse(y, v, field, &d[id], id);                             \
+	}
+DET_FN(VMT_DETECTOR_PROCESS_DEATH)
+DET_FN(VMT_DETECTOR_VCPU_STARVATION)
+DET_FN(VMT_DETECTOR_KVM_EXIT)
+DET_FN(VMT_DETECTOR_OOM)
+
+static const struct yamlconf_key detector_keys[] = {
+	{ "process_death", det_VMT_DETECTOR_PROCESS_DEATH },
+	{ "vcpu_starvation", det_VMT_DETECTOR_VCPU_STARVATION },
+	{ "kvm_exit", det_VMT_DETECTOR_KVM_EXIT },
+	{ "oom", det_VMT_DETECTOR_OOM },
+};
+
+int config_detect_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
+			struct vmt_detector_conf *d)
+{
+	return yamlconf_read_block(y, v, field, "detectors", detector_keys,
+				   ARRAY_SIZE(detector_keys), d);
+}
+
+/* An absolute file name; "" or null: none (what config_print writes). */
+int config_guest_pidfile(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst)
+{
+	const char *s = NULL;
+	int r;
+
+	r = yamlconf_read_scalar(y, v, field, "a pidfile path", true, &s);
+	if (r < 0)
+		return r;
+	if (!s[0]) {
+		dst[0] = 0;
+		return 0;
+	}
+	return yamlconf_read_path(y, v, field, false, DIR_MAX, dst);
+}
