@@ -789,7 +789,9 @@ void afile_abort(struct vmt_afile *a)
 }
 
 int tlv_parse_fields(const uint8_t *p, size_t len, const struct vmt_tlv_field *tab, size_t n,
-		     void *obj, int (*other)(const struct vmt_tlv *t, void *obj, char *why, size_t why_len), char *why, size_t why_len)
+		     void *obj,
+		     int (*other)(const struct vmt_tlv *t, void *obj, char *why, size_t why_len),
+		     char *why, size_t why_len)
 {
 	struct vmt_tlv rec;
 	uint64_t seen = 0;

@@ -150,7 +150,9 @@ int tlv_check_fields(const struct vmt_tlv_field *tab, size_t n, uint64_t seen,
  * took it, 0 to let the table have it, or -EBADMSG with why.
  */
 int tlv_parse_fields(const uint8_t *p, size_t len, const struct vmt_tlv_field *tab, size_t n,
-		     void *obj, int (*other)(const struct vmt_tlv *t, void *obj, char *why, size_t why_len), char *why, size_t why_len);
+		     void *obj,
+		     int (*other)(const struct vmt_tlv *t, void *obj, char *why, size_t why_len),
+		     char *why, size_t why_len);
 /* -EBADMSG, with why "section I (type T id N): MSG" (or MSG if s is NULL). */
 int vfile_bad(char *why, size_t why_len, const struct vmt_vfile *f, const struct vmt_vsection *s,
 	      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
