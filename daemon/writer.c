@@ -175,7 +175,8 @@ static int writer_event(sd_event_source *s, int fd, uint32_t revents, void *user
 	return 0;
 }
 
-int writer_start(struct vmt_writer *w, sd_event *e, void (*fn)(struct vmt_job *job, void *userdata), void *userdata)
+int writer_start(struct vmt_writer *w, sd_event *e,
+		 void (*fn)(struct vmt_job *job, void *userdata), void *userdata)
 {
 	int r;
 

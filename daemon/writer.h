@@ -62,7 +62,8 @@ struct vmt_writer {
 	unsigned pending;	/* submitted and not yet handed back */
 };
 
-int writer_start(struct vmt_writer *w, sd_event *e, void (*fn)(struct vmt_job *job, void *userdata), void *userdata);
+int writer_start(struct vmt_writer *w, sd_event *e,
+		 void (*fn)(struct vmt_job *job, void *userdata), void *userdata);
 void writer_submit(struct vmt_writer *w, struct vmt_job *job);
 /* Finish the queued jobs, hand them back, join the thread. */
 void writer_stop(struct vmt_writer *w);

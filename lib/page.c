@@ -160,7 +160,8 @@ static inline __attribute__((always_inline)) int walk(const struct vmt_page_layo
 	return pos == commit || commit - pos < 4 ? 0 : -EBADMSG;
 }
 
-int page_walk(const struct vmt_page_layout *l, const uint8_t *page, int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data), void *data)
+int page_walk(const struct vmt_page_layout *l, const uint8_t *page,
+	      int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data), void *data)
 {
 	return walk(l, page, cb, data);
 }

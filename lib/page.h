@@ -53,7 +53,8 @@ int page_scan(const struct vmt_page_layout *l, const uint8_t *page, struct vmt_p
  * event's timestamp and offset in the page; a non-zero return stops the walk
  * and is returned.
  */
-int page_walk(const struct vmt_page_layout *l, const uint8_t *page, int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data), void *data);
+int page_walk(const struct vmt_page_layout *l, const uint8_t *page,
+	      int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data), void *data);
 
 /*
  * Drop the events before t_start from a page in place, so that a window
