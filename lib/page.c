@@ -87,9 +87,9 @@ static uint64_t page_commit_word(const struct vmt_page_layout *l, const uint8_t 
  * The one walker. Always inlined, so that page_scan() (the hot path of
  * ingestion: every page is checked) gets its callback inlined too.
  */
-static inline __attribute__((always_inline)) int walk(const struct vmt_page_layout *l,
-						      const uint8_t *page, int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data),
-						      void *data)
+static inline __attribute__((always_inline)) int
+walk(const struct vmt_page_layout *l, const uint8_t *page,
+     int (*cb)(uint64_t ts, uint32_t offset, uint32_t size, void *data), void *data)
 {
 	uint64_t word = page_commit_word(l, page);
 	uint64_t ts = get_le64(page + l->ts_offset);
