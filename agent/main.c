@@ -28,6 +28,7 @@
 #include "log.h"
 #include "proto.h"
 #include "pump.h"
+#include "trigger.h"
 #include "util.h"
 
 #ifndef VMT_VERSION
@@ -68,6 +69,7 @@ struct agent {
 	char next_events[4096];
 	/* at the last cut; after STOP the final one, which a FLUSH then reports */
 	struct vmt_cpu_stats last[VMT_MAX_CPUS];
+	struct vmt_agent_trigger trig;	/* trigger.c: local requests, kernel oopses */
 };
 
 static void ctl_flush(struct agent *a)
@@ -167,6 +169,17 @@ static int agent_send_meta(struct agent *a, const struct vmt_buf *b, uint32_t fi
 	memset(p, 0, sizeof(p));
 	put_le32(p, crc32c(0, b->data, b->len));
 	agent_send(a, VMT_MSG_META_END, p, 8);
+	return 0;
+}
+
+/* trigger.c's way out: a TRIGGER only while pages flow */
+static int agent_send_trigger(void *ctx, const char *reason, size_t len)
+{
+	struct agent *a = ctx;
+
+	if (a->state != AGENT_STREAMING)
+		return -ENOTCONN;
+	agent_send(a, VMT_MSG_TRIGGER, reason, (uint32_t)len);
 	return 0;
 }
 
@@ -404,16 +417,18 @@ static void agent_read(struct agent *a)
 static int agent_loop(struct agent *a)
 {
 	for (;;) {
-		struct pollfd p[3] = {
+		struct pollfd p[5] = {
 			{ a->ctl_hup ? -1 : a->ctl_fd, POLLIN, 0 },
 			{ a->notify_fd, POLLIN, 0 },
 			{ a->sig_fd, POLLIN, 0 },
+			{ a->trig.sock_fd, POLLIN, 0 },
+			{ a->trig.kmsg_fd, POLLIN, 0 },
 		};
 		int n;
 
 		if (a->out_off < a->out.len)
 			p[0].events |= POLLOUT;
-		n = poll(p, 3, a->ctl_hup ? HUP_RETRY_MS : -1);
+		n = poll(p, 5, a->ctl_hup ? HUP_RETRY_MS : -1);
 		if (n < 0 && errno != EINTR)
 			return log_error_errno(-errno, "poll: %m");
 		a->ctl_hup = false;
@@ -432,6 +447,10 @@ static int agent_loop(struct agent *a)
 			a->ctl_hup = true;
 		if (p[0].revents & POLLOUT)
 			ctl_flush(a);
+		if (p[3].revents & POLLIN)
+			trigger_on_request(&a->trig);
+		if (p[4].revents & (POLLIN | POLLERR))
+			trigger_on_kmsg(&a->trig);
 	}
 }
 
@@ -455,27 +474,36 @@ static unsigned agent_count_cpus(const char *dir)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: vmtrace-agent [-d DIR] [-v]\n"
-		   "  -d DIR  virtio ports directory (default " PORTS_DIR ")\n"
-		   "  -v      debug messages\n");
+	fprintf(f, "usage: vmtrace-agent [-d DIR] [-s SOCKET] [-k] [-v]\n"
+		   "       vmtrace-agent [-s SOCKET] trigger REASON\n"
+		   "  -d DIR     virtio ports directory (default " PORTS_DIR ")\n"
+		   "  -s SOCKET  trigger requests (default " VMT_TRIGGER_SOCK ")\n"
+		   "  -k         no TRIGGER on kernel oops/BUG/WARNING/panic lines\n"
+		   "  -v         debug messages\n");
 }
 
 int main(int argc, char **argv)
 {
 	struct agent a = { .ports_dir = PORTS_DIR, .ctl_fd = -1, .notify_fd = -1, .sig_fd = -1 };
+	const char *sock = VMT_TRIGGER_SOCK;
+	bool kmsg = true;
 	char path[512];
 	sigset_t mask;
 	int c, r;
 
 	log_set_ident("vmtrace-agent");
-	while ((c = getopt(argc, argv, "d:vh")) != -1) {
+	while ((c = getopt(argc, argv, "d:s:kvh")) != -1) {
 		switch (c) {
 		case 'd': a.ports_dir = optarg; break;
+		case 's': sock = optarg; break;
+		case 'k': kmsg = false; break;
 		case 'v': log_set_level(VMT_LOG_DEBUG); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
+	if (optind + 2 == argc && !strcmp(argv[optind], "trigger"))
+		return trigger_request(sock, argv[optind + 1]) < 0 ? 1 : 0;
 	if (optind != argc) {
 		usage(stderr);
 		return 2;
@@ -511,11 +539,13 @@ int main(int argc, char **argv)
 		log_error("%s: %m", path);
 		return 1;
 	}
+	trigger_open(&a.trig, sock, kmsg, agent_send_trigger, &a);
 	log_info("vmtrace-agent %s: %u CPUs, page %u, ports in %s", VMT_VERSION, a.ncpus,
 		 a.page_size, a.ports_dir);
 	agent_hello(&a, 0);
 	r = agent_loop(&a);
 	pump_close(a.pumps);
+	trigger_close(&a.trig, sock);
 	close(a.ctl_fd);
 	buf_free(&a.out);
 	free(a.rx);

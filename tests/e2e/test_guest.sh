@@ -8,6 +8,8 @@
 #                  the agent (single-threaded TCG; a hung boot is retried once)
 #   two_guests     a second guest found by discovery after the daemon started,
 #                  dumped by name while the first keeps recording
+#   guest_trigger  `vmtrace-agent trigger` inside the guest (init.sh's
+#                  vmt.trigger) makes vmtraced dump that guest, kind guest
 # Each checks that the merged sample decodes with stock trace-cmd, holds
 # sched_switch events, and that nothing was lost silently: with a ring large
 # enough for the whole run, the events decoded equal the events the guest
@@ -127,17 +129,52 @@ two_guests() {
 	vmt_cleanup
 }
 
+guest_trigger() {
+	local name=guest_trigger run=$WORK/trig/run js s reason
+	VMT_DIR=$WORK/trig/d
+	mkdir -p "$run"
+	vmt_boot "$run" pipe -s 2 -a "vmt.load=forkloop vmt.trigger=5" -T 300 >/dev/null ||
+		{ fail $name "boot failed"; return; }
+	vmt_daemon "$VMT_DIR" g-trig "$run" fifo 64MiB ||
+		{ fail $name "vmtraced did not start"; vmt_cleanup; return; }
+	if ! vmt_wait_console "$run" '^VMT-TRIGGER ' 300; then
+		fail $name "the guest never ran the trigger (console: $(tail -2 "$run/console.log" | tr '\n' ' '))"
+		vmt_cleanup
+		return
+	fi
+	grep -q '^VMT-TRIGGER rc=0' "$run/console.log" ||
+		{ fail $name "$(grep -m1 '^VMT-TRIGGER' "$run/console.log"), agent: $(grep 'trigger' "$run/console.log" | tail -2 | tr '\n' ' ')"; vmt_cleanup; return; }
+	for _ in $(seq 1 120); do
+		js=$(vmt_ctl --json samples g-trig 2>/dev/null)
+		echo "$js" | grep -q '"path": "[^"]*\.vmts"' && break
+		sleep 0.5
+	done
+	s=$(echo "$js" | grep -o '"path": "[^"]*\.vmts"' | head -1 | sed 's/^"path": "//; s/"$//')
+	reason=$(echo "$js" | grep -o '"reason": "[^"]*"' | head -1 | sed 's/^"reason": "//; s/"$//')
+	[ -n "$s" ] || { fail $name "no sample after the trigger: $js"; vmt_cleanup; return; }
+	case "$reason" in
+	"guest: "*"e2e guest trigger"*) ;;
+	*) fail $name "the sample's first trigger is '$reason', not the guest's"; vmt_cleanup; return ;;
+	esac
+	grep -q "dump [0-9]*: guest (guest: e2e guest trigger)" "$VMT_DIR/vmtraced.log" ||
+		{ fail $name "vmtraced did not log a dump of kind guest: $(grep 'dump' "$VMT_DIR/vmtraced.log" | head -2 | tr '\n' ' ')"; vmt_cleanup; return; }
+	echo "  $(grep -m1 '^VMT-TRIGGER' "$run/console.log"), sample $s: $reason"
+	check_sample $name "$s"
+	vmt_cleanup
+}
+
 why=$(vmt_cannot_run)
 if [ -z "$why" ] && ! "$ROOT/tests/guest/kernel.sh" "$CACHE/kernel" >/dev/null 2>"$WORK/kernel.err"; then
 	why="no guest kernel: $(tail -1 "$WORK/kernel.err")"
 fi
 [ -z "$why" ] && [ ! -x "$TDCOUNT" ] && why="no $TDCOUNT"
 if [ -n "$why" ]; then
-	for t in fifo_cmdline socket_runtime two_guests; do skip $t "$why"; done
+	for t in fifo_cmdline socket_runtime two_guests guest_trigger; do skip $t "$why"; done
 else
 	run_one fifo_cmdline pipe 'sched:*,irq:*,timer:*' '[sched:*, irq:*, timer:*]'
 	run_one socket_runtime socket '' '[sched:*, irq:irq_handler_entry]' -1
 	two_guests
+	guest_trigger
 fi
 echo "$(( checks ? (checks - failures) * 100 / checks : 100 ))%: Checks: $checks, Failures: $failures, Errors: 0"
 [ $failures = 0 ]

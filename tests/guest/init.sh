@@ -10,6 +10,7 @@
 #   VMT-TRACE cpus=N clock=C events=N   tracefs state before the agent
 #   VMT-LOAD kind pids...               the load started
 #   VMT-AGENT-READY pid=P               the agent runs (it says HELLO itself)
+#   VMT-TRIGGER rc=N tries=N            `vmtrace-agent trigger` done (vmt.trigger)
 #   VMT-AGENT-EXIT rc=N                 the agent exited
 #   VMT-AGENT-CPU utime=T stime=T       the agent's CPU ticks, if it still runs
 #   VMT-STATS cpuN entries: ...         per_cpu/cpuN/stats at the end
@@ -21,6 +22,10 @@
 #   vmt.timeout=SECONDS      power off after this long (default 600, 0 = never)
 #   vmt.agentargs=A,B        extra agent arguments, commas for spaces (e.g. -v)
 #   vmt.tracing_on=0|1       tracing_on before the agent starts (default 0)
+#   vmt.trigger=SECONDS      that long after the agent starts, run
+#                            `vmtrace-agent trigger "e2e guest trigger"`, again every
+#                            2s while the agent answers no (not streaming yet), at
+#                            most 90 times
 PATH=/bin:/sbin
 export PATH
 mount -t proc proc /proc
@@ -28,18 +33,20 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 exec </dev/console >/dev/console 2>&1
 mount -t tmpfs tmpfs /tmp
+mkdir -p /run	# the agent's trigger socket
 T=/sys/kernel/tracing
 mount -t tracefs tracefs $T 2>/dev/null || echo "VMT-WARN tracefs mount failed"
 read UP IDLE </proc/uptime
 echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
 
-LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0
+LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG=""
 for a in $(cat /proc/cmdline); do
 	case "$a" in
 	vmt.load=*) LOAD=${a#*=} ;;
 	vmt.timeout=*) TIMEOUT=${a#*=} ;;
 	vmt.agentargs=*) AGENTARGS=$(echo "${a#*=}" | tr , ' ') ;;
 	vmt.tracing_on=*) TRON=${a#*=} ;;
+	vmt.trigger=*) TRIG=${a#*=} ;;
 	esac
 done
 
@@ -107,6 +114,19 @@ echo "VMT-LOAD $LOAD$WL"
 AG=$!
 echo $AG > /tmp/agent.pid
 echo "VMT-AGENT-READY pid=$AG"
+if [ -n "$TRIG" ]; then
+	(
+		sleep "$TRIG"
+		t=1 rc=1
+		while :; do
+			/bin/vmtrace-agent trigger "e2e guest trigger" && { rc=0; break; }
+			[ $t -ge 90 ] && break
+			sleep 2
+			t=$((t + 1))
+		done
+		echo "VMT-TRIGGER rc=$rc tries=$t"
+	) &
+fi
 wait $AG
 echo "VMT-AGENT-EXIT rc=$?"
 [ -n "$WL" ] && kill $WL 2>/dev/null
