@@ -161,3 +161,39 @@ clean:
 .SECONDARY:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
+
+# ---- BPF detectors (bpf/*.bpf.c -> skeleton -> daemon/probe.c) -----------
+# Built when clang, bpftool and libbpf are there, else probe.c compiles to a
+# stub that logs "built without BPF". vmlinux.h comes from the build
+# machine's BTF, or from the hand-written bpf/vmlinux-min.h where there is
+# none (CO-RE relocates its fields against the running kernel's BTF).
+BPFTOOL     ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+BPF_ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' -e 's/ppc64le/powerpc/')
+HAVE_BPF    ?= $(shell command -v $(CLANG) >/dev/null 2>&1 && [ -x $(BPFTOOL) ] && \
+	$(PKG_CONFIG) --exists libbpf && echo 1)
+ifeq ($(HAVE_BPF),1)
+$(O)/daemon/probe.o: ALL_CFLAGS += -DVMT_HAVE_BPF -I$(O)/bpf
+$(O)/daemon/probe.o: $(O)/bpf/detect.skel.h
+# test_probe compiles daemon/probe.c in, against a manager of its own.
+$(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c bpf/detect.h \
+		$(O)/bpf/detect.skel.h $(TESTLIB_OBJS) $(LIBVMT)
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -DVMT_HAVE_BPF -I$(O)/bpf -Itests/lib -o $@ $< \
+		$(TESTLIB_OBJS) $(LIBVMT) $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
+LDLIBS += $(shell $(PKG_CONFIG) --libs libbpf)
+endif
+
+$(O)/bpf/vmlinux.h:
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q)if [ -r $(VMLINUX_BTF) ]; then $(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp; \
+	else echo "  (no $(VMLINUX_BTF): using bpf/vmlinux-min.h)"; cp bpf/vmlinux-min.h $@.tmp; fi
+	$(Q)mv $@.tmp $@
+$(O)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h $(O)/bpf/vmlinux.h
+	@echo "  BPF     $<"
+	$(Q)$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(O)/bpf -Ibpf -c $< -o $@
+$(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o
+	@echo "  SKEL    $@"
+	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@

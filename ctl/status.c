@@ -150,7 +150,7 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 	struct vmt_ctl_record rec;
 	struct vmt_buf b = { 0 };
 	struct rec *v = malloc(sizeof(*v));
-	bool first_guest = true, started = false;
+	bool first_guest = true, first_detector = true, started = false;
 	int r;
 
 	if (!v)
@@ -185,6 +185,23 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 			       mem, v->num[VMT_CTAG_DUMPS], v->num[VMT_CTAG_DUMP_ERRORS],
 			       v->str[VMT_CTAG_PATH]);
 			guests_header();
+		} else if (rec.type == VMT_CTL_DETECTOR) {
+			if (o->json) {
+				/* detectors follow the guests: close that list first */
+				printf("%s", first_detector ? "], \"detectors\": [" : ", ");
+				rec_json(v);
+				first_detector = false;
+				continue;
+			}
+			if (first_detector)
+				printf("\n%-16s %-8s %10s %8s %8s %10s  %s\n", "DETECTOR", "LOADED", "EVENTS",
+				       "SEEN", "FIRED", "SUPPRESSED", "WHY NOT");
+			first_detector = false;
+			printf("%-16s %-8s %10" PRIu64 " %8" PRIu64 " %8" PRIu64 " %10" PRIu64 "  %s\n",
+			       v->str[VMT_CTAG_NAME], v->num[VMT_CTAG_LOADED] ? "yes" : "no",
+			       v->num[VMT_CTAG_EVENTS], v->num[VMT_CTAG_SEEN], v->num[VMT_CTAG_FIRED],
+			       v->num[VMT_CTAG_TRIGGERS_SUPPRESSED],
+			       v->have[VMT_CTAG_MESSAGE] ? v->str[VMT_CTAG_MESSAGE] : "");
 		} else if (rec.type == VMT_CTL_GUEST) {
 			char fill[40], win[24], rej[24];
 			if (!started) {	/* guests: no daemon record comes first */

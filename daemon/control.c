@@ -17,6 +17,7 @@
 #include "guest.h"
 #include "log.h"
 #include "manager.h"
+#include "probe.h"
 #include "retention.h"
 #include "vfile.h"
 
@@ -181,6 +182,28 @@ static void handle_status(struct vmt_client *cl, uint32_t id, bool with_daemon)
 		ctl_msg_begin(&b, VMT_CTL_GUEST, id);
 		put_guest(&b, m->guests[i]);
 		client_send(cl, &b);
+	}
+	if (with_daemon) {
+		struct vmt_probe_status st;
+
+		probe_status(m->probe, &st);
+		for (int k = 0; k < VMT_CONFIG_DETECTORS; k++) {
+			const struct vmt_probe_detector *d = &st.det[k];
+
+			ctl_msg_begin(&b, VMT_CTL_DETECTOR, id);
+			tlv_put_str(&b, VMT_CTAG_NAME, d->name);
+			tlv_put_u32(&b, VMT_CTAG_ENABLED, d->enabled);
+			tlv_put_u32(&b, VMT_CTAG_LOADED, d->loaded);
+			if (!d->loaded)
+				tlv_put_str(&b, VMT_CTAG_MESSAGE, !st.built ? "built without BPF" :
+						  !d->enabled ? "disabled in the configuration" : d->reason);
+			tlv_put_u64(&b, VMT_CTAG_EVENTS, d->events);
+			tlv_put_u64(&b, VMT_CTAG_SEEN, d->seen);
+			tlv_put_u64(&b, VMT_CTAG_FIRED, d->fired);
+			tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, d->suppressed);
+			tlv_put_u64(&b, VMT_CTAG_DROPPED, d->dropped);
+			client_send(cl, &b);
+		}
 	}
 	buf_free(&b);
 	client_end(cl, id);

@@ -10,6 +10,7 @@
 #include "guest-int.h"
 #include "hostsrc.h"
 #include "log.h"
+#include "probe.h"
 #include "manager.h"
 #include "meta.h"
 #include "page.h"
@@ -61,6 +62,8 @@ void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s)
 	if (g->state != s)
 		log_guest(VMT_LOG_DEBUG, 0, g->conf.name, "%s -> %s", guest_state_name(g->state),
 			  guest_state_name(s));
+	if ((g->state == GUEST_OFFLINE) != (s == GUEST_OFFLINE))
+		probe_sync_guests(g->m->probe);	/* its QEMU pid comes or goes */
 	g->state = s;
 	g->state_since_ns = now_monotonic_ns();
 }

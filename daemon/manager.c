@@ -14,6 +14,7 @@
 #include "hostsrc.h"
 #include "log.h"
 #include "manager.h"
+#include "probe.h"
 
 struct vmt_guest *manager_find_guest(struct vmt_manager *m, const char *name)
 {
@@ -35,6 +36,7 @@ int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, st
 	if (r < 0)
 		return r;
 	*out = m->guests[m->nguests++];
+	probe_sync_guests(m->probe);
 	return 0;
 }
 
@@ -55,6 +57,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 			guest_free(g);
 			memmove(&m->guests[i], &m->guests[i + 1], (m->nguests - i - 1) * sizeof(*m->guests));
 			m->nguests--;
+			probe_sync_guests(m->probe);
 			continue;
 		}
 		i++;
@@ -102,7 +105,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	struct vmt_config nc;
 	struct vmt_guest **ng;
 	uint32_t n = 0, kept = 0, added = 0, removed = 0;
-	bool host_kept = false;
+	bool host_kept = false, detectors_changed;
 	int r;
 
 	sd_notify(0, "RELOADING=1");
@@ -127,6 +130,8 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		struct vmt_guest *old = manager_find_guest(m, nc.guests[i].name);
 
 		if (old && !old->discovered && config_guest_equal(&old->conf, &nc.guests[i])) {
+			/* a new pidfile changes what the detectors watch, not the rings */
+			memcpy(old->conf.pidfile, nc.guests[i].pidfile, sizeof(old->conf.pidfile));
 			ng[n++] = old;
 			old->keep = true;
 			kept++;
@@ -178,8 +183,16 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	free(m->guests);
 	m->guests = ng;
 	m->nguests = n;
+	detectors_changed = memcmp(&m->conf.detectors, &nc.detectors, sizeof(nc.detectors)) != 0;
 	config_free(&m->conf);
 	m->conf = nc;
+	if (detectors_changed) {
+		probe_free(m->probe);
+		m->probe = NULL;
+		if (probe_new(&m->probe, m) < 0)
+			log_error("reload: the detectors could not be set up again");
+	}
+	probe_sync_guests(m->probe);
 	for (uint32_t i = 0; i < n; i++)
 		if (ng[i]->fresh) {
 			ng[i]->fresh = false;
@@ -306,6 +319,9 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 		struct vmt_guest *hg;
 		hostsrc_new(m, &hg);	/* a host that cannot be traced is logged, not fatal */
 	}
+	r = probe_new(&m->probe, m);	/* detectors that cannot load are logged, not fatal */
+	if (r < 0)
+		goto fail;
 	*out = m;
 	return 0;
 fail:
@@ -339,6 +355,7 @@ void manager_free(struct vmt_manager *m)
 	writer_stop(&m->writer);
 	discovery_free(m->discovery);
 	control_free(m->control);
+	probe_free(m->probe);
 	for (uint32_t i = 0; i < m->nguests; i++)
 		guest_free(m->guests[i]);
 	free(m->guests);

@@ -20,6 +20,7 @@
 
 struct vmt_guest;
 struct vmt_client;
+struct vmt_probe;
 
 enum vmt_dump_phase {
 	VMT_DUMP_DELAY,		/* coalescing window and --post: recording goes on */
@@ -77,6 +78,7 @@ struct vmt_manager {
 	struct vmt_writer writer;
 	struct vmt_control *control;
 	struct vmt_discovery *discovery;
+	struct vmt_probe *probe;	/* BPF detectors, NULL until started */
 	uint64_t start_ns;
 	uint64_t next_dump_id;
 	uint64_t last_sample_ns;

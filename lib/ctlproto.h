@@ -30,7 +30,8 @@
 	X(DAEMON, 102)       \
 	X(GUEST,  103)       \
 	X(FILE,   104)       \
-	X(CPU,    105)
+	X(CPU,    105)       \
+	X(DETECTOR, 106)
 
 enum vmt_ctl_type {
 #define X(n, v) VMT_CTL_##n = v,
@@ -84,7 +85,14 @@ const char *ctl_msg_name(unsigned type);
 	X(META_REJECTED,   41, u64)           \
 	X(REFUSED,         42, u64)           \
 	X(GUESTS_REFUSED,  43, u64)           \
-	X(FLAGS,           44, u32)
+	X(FLAGS,           44, u32)           \
+	X(NAME,            45, str)           \
+	X(LOADED,          46, u32)           \
+	X(EVENTS,          47, u64)           \
+	X(SEEN,            48, u64)           \
+	X(FIRED,           49, u64)           \
+	X(DROPPED,         50, u64)           \
+	X(ENABLED,         51, u32)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

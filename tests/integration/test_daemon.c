@@ -256,6 +256,64 @@ START_TEST(agent_restart_keeps_window)
 }
 END_TEST
 
+/* ---- issue 4: a guest's QEMU dies: its window is written by itself ------------- */
+
+START_TEST(guest_process_death_dumps)
+{
+	struct itest_run r;
+	char **list;
+	int n = 0;
+	struct vmt_sample *s;
+	char st[64];
+
+	NEED_INPUT();
+	if (!test_have_root() || access("/sys/kernel/btf/vmlinux", R_OK))
+		VMT_SKIP("the detectors need root and BTF");
+	itest_run_init(&r, &in, "death");
+	itest_run_guest(&r, 0);
+	{
+		/* the stand-in's channels are made before it forks, so the socket
+		 * peer would be this test: name the QEMU pid with a pidfile */
+		char pf[400], top[2048];
+		FILE *f;
+
+		snprintf(pf, sizeof(pf), "%s/qemu.pid", r.dir);
+		f = fopen(pf, "w");
+		ck_assert_ptr_nonnull(f);
+		fprintf(f, "%d\n", (int)r.fg[0].pid);
+		fclose(f);
+		char g[600];
+		itest_guest_yaml(g, sizeof(g), &r, 0);
+		snprintf(top, sizeof(top), "record:\n  ring_size: 64MiB\n  flush_timeout: 2000ms\n"
+			 "triggers:\n  coalesce: 0ms\nguests:\n%s    pidfile: %s\n", g, pf);
+		ck_assert_int_eq(testd_start(&r.d, r.dir, top), 0);
+	}
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	/* the detectors learn the pid at the next sync (at most 2 s) */
+	usleep(2500 * 1000);
+	kill(r.fg[0].pid, SIGSEGV);
+	ck_assert_msg(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n), n >= 1),
+				 10000),
+		      "no sample after the guest process died (log: %s)", r.d.log);
+	n = guest_samples(&r, "g1", &list);
+	s = itest_read_sample(list[0]);
+	ck_assert_uint_eq(s->triggers[0].kind, VMT_TRIGGER_BPF);
+	ck_assert_msg(strstr(s->triggers[0].reason, "died") && strstr(s->triggers[0].reason, "SIGSEGV"),
+		      "reason '%s'", s->triggers[0].reason);
+	ck_assert_uint_eq(s->triggers[0].pid, (uint32_t)r.fg[0].pid);
+	/* the window before the death: every page the guest sent */
+	for (unsigned c = 0; c < in.ncpus; c++)
+		ck_assert_uint_eq(s->cpus[c].npages, in.npages[c]);
+	sample_free(s);
+	itest_free_list(list, n);
+	(void)st;
+	r.fg_on[0] = false;	/* it is dead already */
+	r.fg[0].pid = 0;
+	itest_run_end(&r);
+}
+END_TEST
+
 /* ---- 3. memory_max ------------------------------------------------------------------ */
 
 START_TEST(memory_cap_refuses_second_guest)
@@ -1458,6 +1516,7 @@ int main(void)
 
 	ADD(t, reboot_new_aux_version);
 	ADD(t, agent_restart_keeps_window);
+	ADD(t, guest_process_death_dumps);
 	ADD(t, memory_cap_refuses_second_guest);
 	ADD(t, control_status_guests_reload);
 	ADD(t, control_unauthorised_peer);

@@ -1,0 +1,769 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * probe: see probe.h. One skeleton, one program (or pair) per detector;
+ * autoload is switched off for what is disabled or cannot load, so the
+ * maps stay shared and one ring buffer serves all.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "log.h"
+#include "manager.h"
+#include "probe.h"
+#include "util.h"
+
+#define RESYNC_USEC (2 * 1000000ull)	/* new vCPU threads, pidfiles that appear */
+#define MAX_NAMES 4096
+
+#ifdef VMT_HAVE_BPF
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "../bpf/detect.h"
+#include "detect.skel.h"
+
+_Static_assert((int)VMT_CONFIG_DETECTORS == (int)VMT_DET_COUNT, "config and bpf/detect.h detectors differ");
+
+struct vmt_probe {
+	struct vmt_manager *m;
+	struct detect_bpf *skel;
+	struct ring_buffer *rb;
+	sd_event_source *io, *timer, *defer;
+	struct bpf_link *links[8];
+	unsigned nlinks;
+	bool loaded[VMT_CONFIG_DETECTORS];
+	char reason[VMT_CONFIG_DETECTORS][160];
+	uint64_t fired[VMT_CONFIG_DETECTORS], mgr_suppressed[VMT_CONFIG_DETECTORS];
+	/* guest ids in the maps -> names; an id outlives its guest's entries,
+	 * so a death record that comes after the disconnect still has a name */
+	char (*names)[VMT_NAME_MAX];
+	uint32_t nnames;
+	uint32_t npids, ntids;
+	uint64_t *bits;		/* what the subjects map holds */
+};
+
+/* libbpf's messages, kept so a failed load can say why. */
+static char libbpf_last[256];
+
+static int libbpf_print_cb(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[512];
+	size_t n;
+
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = 0;
+	snprintf(libbpf_last, sizeof(libbpf_last), "%.255s", buf);
+	log_debug("libbpf: %s", buf);
+	return 0;
+}
+
+static struct bpf_program *det_progs(struct detect_bpf *s, unsigned det, unsigned i)
+{
+	struct bpf_program *t[VMT_CONFIG_DETECTORS][2] = {
+		[VMT_DET_PROCESS_DEATH] = { s->progs.vmt_process_exit, NULL },
+		[VMT_DET_VCPU_STARVATION] = { s->progs.vmt_wakeup, s->progs.vmt_switch },
+		[VMT_DET_KVM_EXIT] = { s->progs.vmt_kvm_exit, s->progs.vmt_kvm_entry },
+		[VMT_DET_OOM] = { s->progs.vmt_oom, NULL },
+	};
+
+	return i < 2 ? t[det][i] : NULL;
+}
+
+static const char *why(int err, unsigned det)
+{
+	switch (-err) {
+	case EPERM:
+	case EACCES:
+		return "not permitted (needs CAP_BPF and CAP_PERFMON, or root)";
+	case ENOENT:
+	case ESRCH:
+	case ENOTSUP:
+		if (det == VMT_DET_KVM_EXIT)
+			return "kvm tracepoints not found (kvm module not loaded?)";
+		return "tracepoint or kernel type not found";
+	default:
+		return NULL;
+	}
+}
+
+static void set_reason(struct vmt_probe *p, unsigned det, int err)
+{
+	const char *w = why(err, det);
+
+	if (w)
+		snprintf(p->reason[det], sizeof(p->reason[det]), "%s", w);
+	else
+		snprintf(p->reason[det], sizeof(p->reason[det]), "%.60s%s%.90s", strerror(-err),
+			 libbpf_last[0] ? ": " : "", libbpf_last);
+}
+
+/* Open a skeleton with only want[] autoloaded and the settings of conf. */
+static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_bpf **out)
+{
+	const struct vmt_detector_conf *dc = p->m->conf.detectors;
+	struct detect_bpf *s;
+	int r;
+
+	s = detect_bpf__open();
+	if (!s)
+		return -errno ?: -ENOMEM;
+	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		for (unsigned i = 0; i < 2; i++)
+			if (det_progs(s, d, i))
+				bpf_program__set_autoload(det_progs(s, d, i), want[d]);
+	s->rodata->starve_threshold_ns = dc[VMT_DET_VCPU_STARVATION].threshold_ms * 1000000ull;
+	s->rodata->kvm_threshold_ns = dc[VMT_DET_KVM_EXIT].threshold_ms * 1000000ull;
+	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		s->rodata->min_interval_ns[d] = dc[d].min_interval_ms * 1000000ull;
+	s->rodata->any_oom = dc[VMT_DET_OOM].any_process;
+	libbpf_last[0] = 0;
+	r = detect_bpf__load(s);
+	if (r < 0) {
+		detect_bpf__destroy(s);
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+static int probe_load(struct vmt_probe *p)
+{
+	bool want[VMT_CONFIG_DETECTORS] = { 0 }, any = false;
+	int r;
+
+	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+		want[d] = p->m->conf.detectors[d].enabled;
+		any |= want[d];
+	}
+	if (!any)
+		return 0;
+	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0) {
+		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+			snprintf(p->reason[d], sizeof(p->reason[d]),
+				 "the kernel has no BTF (/sys/kernel/btf/vmlinux)");
+		return 0;
+	}
+	r = skel_open_load(p, want, &p->skel);
+	if (r < 0) {
+		/* find out which detectors cannot load, alone */
+		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+			bool one[VMT_CONFIG_DETECTORS] = { 0 };
+			struct detect_bpf *s = NULL;
+
+			if (!want[d])
+				continue;
+			one[d] = true;
+			r = skel_open_load(p, one, &s);
+			if (r < 0) {
+				want[d] = false;
+				set_reason(p, d, r);
+			}
+			detect_bpf__destroy(s);
+		}
+		any = false;
+		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+			any |= want[d];
+		if (!any)
+			return 0;
+		r = skel_open_load(p, want, &p->skel);
+		if (r < 0) {
+			for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+				if (want[d])
+					set_reason(p, d, r);
+			return 0;
+		}
+	}
+	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+		unsigned first = p->nlinks;
+
+		if (!want[d])
+			continue;
+		for (unsigned i = 0; i < 2; i++) {
+			struct bpf_program *prog = det_progs(p->skel, d, i);
+			struct bpf_link *l;
+
+			if (!prog)
+				continue;
+			libbpf_last[0] = 0;
+			l = bpf_program__attach(prog);
+			if (!l) {
+				set_reason(p, d, -errno);
+				break;
+			}
+			p->links[p->nlinks++] = l;
+		}
+		if (p->reason[d][0]) {
+			while (p->nlinks > first)
+				bpf_link__destroy(p->links[--p->nlinks]);
+			continue;
+		}
+		p->loaded[d] = true;
+	}
+	return 0;
+}
+
+/* ---- guests -> maps ----------------------------------------------------- */
+
+static uint32_t name_id(struct vmt_probe *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->nnames; i++)
+		if (!strcmp(p->names[i], name))
+			return i;
+	if (p->nnames == MAX_NAMES)
+		return VMT_DETECT_NO_GUEST;
+	snprintf(p->names[p->nnames], VMT_NAME_MAX, "%s", name);
+	return p->nnames++;
+}
+
+static pid_t pid_from_file(const char *path)
+{
+	char buf[32];
+	ssize_t n;
+	long v;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	v = strtol(buf, NULL, 10);
+	return v > 0 && v < (1L << 22) ? (pid_t)v : 0;
+}
+
+/*
+ * The guest's QEMU: its pidfile: when configured (what the operator says
+ * wins), else the socket's peer (the process that listens: QEMU with
+ * server=on), else libvirt's pidfile for a discovered guest.
+ */
+static pid_t guest_qemu_pid(const struct vmt_guest *g)
+{
+	char path[PATH_MAX];
+	pid_t pid;
+
+	if (g->host)
+		return 0;
+	if (g->conf.pidfile[0] && (pid = pid_from_file(g->conf.pidfile)) > 0)
+		return pid;
+	if (g->ctl.peer_pid > 0)
+		return g->ctl.peer_pid;
+	if (g->discovered) {
+		snprintf(path, sizeof(path), "/run/libvirt/qemu/%s.pid", g->conf.name);
+		return pid_from_file(path);
+	}
+	return 0;
+}
+
+/* "CPU 3/KVM", "CPU 0/TCG" -> 3, 0; -1 otherwise. */
+static int vcpu_of_comm(const char *comm)
+{
+	char kind[8];
+	int n, end = 0;
+
+	if (sscanf(comm, "CPU %d/%7[A-Z]%n", &n, kind, &end) == 2 && end && n >= 0 &&
+	    (!strcmp(kind, "KVM") || !strcmp(kind, "TCG")))
+		return n;
+	return -1;
+}
+
+struct tid_ent {
+	uint32_t tid;
+	uint32_t vcpu;
+};
+
+/* Threads of pid, vCPUs first: n named ones, or every thread if none is. */
+static int scan_threads(pid_t pid, struct tid_ent **out, uint32_t *nout)
+{
+	char path[64], comm[32];
+	struct tid_ent *all = NULL;
+	uint32_t n = 0, cap = 0, named = 0;
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char cpath[96];
+		long tid = strtol(de->d_name, NULL, 10);
+		ssize_t k;
+		int fd, v = -1;
+
+		if (tid <= 0)
+			continue;
+		snprintf(cpath, sizeof(cpath), "/proc/%d/task/%ld/comm", (int)pid, tid);
+		fd = open(cpath, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			k = read(fd, comm, sizeof(comm) - 1);
+			close(fd);
+			if (k > 0) {
+				comm[k] = 0;
+				comm[strcspn(comm, "\n")] = 0;
+				v = vcpu_of_comm(comm);
+			}
+		}
+		if (n == cap) {
+			struct tid_ent *t = realloc(all, (cap = cap ? 2 * cap : 16) * sizeof(*t));
+
+			if (!t) {
+				closedir(d);
+				free(all);
+				return -ENOMEM;
+			}
+			all = t;
+		}
+		all[n++] = (struct tid_ent){ (uint32_t)tid, v < 0 ? VMT_DETECT_NO_VCPU : (uint32_t)v };
+		named += v >= 0;
+	}
+	closedir(d);
+	if (named) {
+		uint32_t j = 0;
+
+		for (uint32_t i = 0; i < n; i++)
+			if (all[i].vcpu != VMT_DETECT_NO_VCPU)
+				all[j++] = all[i];
+		n = j;
+	}
+	*out = all;
+	*nout = n;
+	return 0;
+}
+
+static bool in_list(const uint32_t *keys, uint32_t n, uint32_t k)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (keys[i] == k)
+			return true;
+	return false;
+}
+
+/* Delete the keys of map not in keep[]. */
+static void map_prune(int fd, const uint32_t *keep, uint32_t nkeep)
+{
+	uint32_t key, next, *dead = NULL;
+	uint32_t ndead = 0, cap = 0;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (!in_list(keep, nkeep, next)) {
+			if (ndead == cap) {
+				uint32_t *t = realloc(dead, (cap = cap ? 2 * cap : 64) * sizeof(*t));
+
+				if (!t)
+					break;
+				dead = t;
+			}
+			dead[ndead++] = next;
+		}
+		key = next;
+		prev = &key;
+	}
+	for (uint32_t i = 0; i < ndead; i++)
+		bpf_map_delete_elem(fd, &dead[i]);
+	free(dead);
+}
+
+static void bits_set(uint64_t *b, const uint32_t *keys, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		b[(keys[i] >> 6) & (VMT_DETECT_BITMAP_WORDS - 1)] |= 1ull << (keys[i] & 63);
+}
+
+/* Write the words of the subjects map that change: after the hash maps,
+ * so a bit never stands for an entry not yet there. */
+static void bits_sync(struct vmt_probe *p, const uint32_t *pk, uint32_t np, const uint32_t *tk,
+		      uint32_t nt)
+{
+	uint64_t *nb = calloc(VMT_DETECT_BITMAP_WORDS, sizeof(*nb));
+	int fd = bpf_map__fd(p->skel->maps.subjects);
+
+	if (!nb)
+		return;
+	bits_set(nb, pk, np);
+	bits_set(nb, tk, nt);
+	for (uint32_t w = 0; w < VMT_DETECT_BITMAP_WORDS; w++)
+		if (nb[w] != p->bits[w] && bpf_map_update_elem(fd, &w, &nb[w], BPF_ANY) == 0)
+			p->bits[w] = nb[w];
+	free(nb);
+}
+
+void probe_sync_guests_now(struct vmt_probe *p)
+{
+	struct vmt_manager *m;
+	uint32_t *pkeys = NULL, *tkeys = NULL, np = 0, nt = 0;
+	int pfd, tfd;
+
+	if (!p || !p->skel)
+		return;
+	m = p->m;
+	pfd = bpf_map__fd(p->skel->maps.pids);
+	tfd = bpf_map__fd(p->skel->maps.tids);
+	pkeys = calloc(m->nguests + 1, sizeof(*pkeys));
+	if (!pkeys)
+		return;
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		const struct vmt_guest *g = m->guests[i];
+		struct vmt_detect_pid vp = { 0 };
+		struct tid_ent *th = NULL;
+		uint32_t nth = 0, *tk;
+		pid_t pid = guest_qemu_pid(g);
+
+		if (pid <= 0 || scan_threads(pid, &th, &nth) < 0)
+			continue;
+		vp.guest = name_id(p, g->conf.name);
+		if (vp.guest == VMT_DETECT_NO_GUEST) {
+			free(th);
+			continue;
+		}
+		if (bpf_map_update_elem(pfd, &(uint32_t){ (uint32_t)pid }, &vp, BPF_ANY) == 0)
+			pkeys[np++] = (uint32_t)pid;
+		tk = realloc(tkeys, (nt + nth) * sizeof(*tk) + 1);
+		if (!tk) {
+			free(th);
+			continue;
+		}
+		tkeys = tk;
+		for (uint32_t j = 0; j < nth; j++) {
+			struct vmt_detect_tid vt = { .guest = vp.guest, .vcpu = th[j].vcpu }, cur;
+
+			/* keep the timestamps of a thread already there */
+			if (bpf_map_lookup_elem(tfd, &th[j].tid, &cur) == 0 && cur.guest == vt.guest &&
+			    cur.vcpu == vt.vcpu) {
+				tkeys[nt++] = th[j].tid;
+				continue;
+			}
+			if (bpf_map_update_elem(tfd, &th[j].tid, &vt, BPF_ANY) == 0)
+				tkeys[nt++] = th[j].tid;
+		}
+		free(th);
+	}
+	map_prune(pfd, pkeys, np);
+	map_prune(tfd, tkeys, nt);
+	bits_sync(p, pkeys, np, tkeys, nt);
+	if (np != p->npids || nt != p->ntids)
+		log_debug("detectors: watching %" PRIu32 " QEMU processes, %" PRIu32 " threads", np,
+			  nt);
+	p->npids = np;
+	p->ntids = nt;
+	free(pkeys);
+	free(tkeys);
+}
+
+/* ---- records -> triggers ------------------------------------------------ */
+
+static void fmt_ms(char *buf, size_t n, uint64_t ns)
+{
+	if (ns >= 10000000ull || ns % 1000000ull == 0)
+		snprintf(buf, n, "%" PRIu64 " ms", (uint64_t)(ns / 1000000ull));
+	else
+		snprintf(buf, n, "%.1f ms", (double)ns / 1e6);
+}
+
+static void event_reason(const struct vmt_detect_event *e, char *out, size_t n)
+{
+	char v[32], t[32];
+
+	fmt_ms(v, sizeof(v), e->value);
+	fmt_ms(t, sizeof(t), e->threshold);
+	switch (e->detector) {
+	case VMT_DET_PROCESS_DEATH: {
+		uint32_t sig = e->extra & 0x7f;
+		const char *abbrev = sig ? sigabbrev_np((int)sig) : NULL;
+
+		if (sig && abbrev)
+			snprintf(out, n, "guest process %" PRIu32 " died (SIG%s%s)", e->pid, abbrev,
+				 e->value & 0x80 ? ", core dumped" : "");
+		else if (sig)
+			snprintf(out, n, "guest process %" PRIu32 " died (signal %" PRIu32 ")", e->pid,
+				 sig);
+		else
+			snprintf(out, n, "guest process %" PRIu32 " exited (status %" PRIu64 ")",
+				 e->pid, (uint64_t)((e->value >> 8) & 0xff));
+		break;
+	}
+	case VMT_DET_VCPU_STARVATION:
+		if (e->vcpu != VMT_DETECT_NO_VCPU)
+			snprintf(out, n, "vCPU %" PRIu32 " (tid %" PRIu32 ") runnable %s off-CPU (threshold %s)",
+				 e->vcpu, e->tid, v, t);
+		else
+			snprintf(out, n, "QEMU thread %" PRIu32 " runnable %s off-CPU (threshold %s)",
+				 e->tid, v, t);
+		break;
+	case VMT_DET_KVM_EXIT:
+		snprintf(out, n, "KVM exit reason %" PRIu32 " lasted %s on vCPU %d (tid %" PRIu32 ", threshold %s)",
+			 e->extra, v, e->vcpu == VMT_DETECT_NO_VCPU ? -1 : (int)e->vcpu, e->tid, t);
+		break;
+	case VMT_DET_OOM:
+		snprintf(out, n, "OOM killer picked pid %" PRIu32 "%s", e->pid,
+			 e->guest == VMT_DETECT_NO_GUEST ? " (not a guest's)" : "");
+		break;
+	default:
+		snprintf(out, n, "detector %" PRIu32, e->detector);
+	}
+}
+
+static int rb_event(void *ctx, void *data, size_t len)
+{
+	struct vmt_probe *p = ctx;
+	const struct vmt_detect_event *e = data;
+	struct vmt_trigger t = { .kind = VMT_TRIGGER_BPF };
+	struct vmt_dump_req rq = { .trigger = &t };
+	char *names[1];
+	uint64_t mono = now_monotonic_ns();
+	int r;
+
+	if (len < sizeof(*e) || e->detector >= VMT_DET_COUNT)
+		return 0;
+	t.pid = e->pid;
+	t.value = e->value;
+	t.threshold = e->threshold;
+	t.time_ns = now_realtime_ns() - (mono > e->time_ns ? mono - e->time_ns : 0);
+	/* the sample names its detector: "vcpu_starvation: vCPU 1 (tid ...) ..." */
+	snprintf(t.reason, sizeof(t.reason), "%s: ", detector_name(e->detector));
+	event_reason(e, t.reason + strlen(t.reason), sizeof(t.reason) - strlen(t.reason));
+	if (e->guest != VMT_DETECT_NO_GUEST) {
+		if (e->guest >= p->nnames) {
+			log_debug("detector %s: its guest is gone", t.reason);
+			return 0;
+		}
+		names[0] = p->names[e->guest];
+		rq.names = names;
+		rq.n = 1;
+	}
+	r = manager_request_dump(p->m, &rq);
+	if (r == -EBUSY) {
+		p->mgr_suppressed[e->detector]++;
+		log_debug("detector %s (suppressed)", t.reason);
+	} else if (r < 0) {
+		log_warning_errno(r, "detector %s: cannot start a dump: %m", detector_name(e->detector));
+	} else {
+		p->fired[e->detector]++;
+		if (rq.n)
+			log_guest(VMT_LOG_NOTICE, 0, names[0], "detector %s", t.reason);
+		else
+			log_notice("detector %s", t.reason);
+	}
+	return 0;
+}
+
+static int rb_io_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_probe *p = userdata;
+
+	ring_buffer__consume(p->rb);
+	return 0;
+}
+
+static int defer_cb(sd_event_source *s, void *userdata)
+{
+	probe_sync_guests_now(userdata);
+	return 0;
+}
+
+/* From the loop's next turn: callers may be half-way through changing
+ * m->guests (a reload, a guest being freed). */
+void probe_sync_guests(struct vmt_probe *p)
+{
+	if (!p || !p->skel || !p->rb)
+		return;
+	if (p->defer)
+		sd_event_source_set_enabled(p->defer, SD_EVENT_ONESHOT);
+	else if (sd_event_add_defer(p->m->event, &p->defer, defer_cb, p) < 0)
+		p->defer = NULL;	/* the resync timer will do it */
+}
+
+static int resync_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct vmt_probe *p = userdata;
+
+	probe_sync_guests_now(p);
+	sd_event_source_set_time(s, usec + RESYNC_USEC);
+	return 0;
+}
+
+int probe_new(struct vmt_probe **out, struct vmt_manager *m)
+{
+	struct vmt_probe *p;
+	uint64_t now;
+	int r;
+
+	*out = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->m = m;
+	p->names = calloc(MAX_NAMES, sizeof(*p->names));
+	p->bits = calloc(VMT_DETECT_BITMAP_WORDS, sizeof(*p->bits));
+	if (!p->names || !p->bits) {
+		free(p->names);
+		free(p->bits);
+		free(p);
+		return -ENOMEM;
+	}
+	libbpf_set_print(libbpf_print_cb);
+	probe_load(p);
+	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		if (m->conf.detectors[d].enabled && !p->loaded[d])
+			log_warning("detector %s not loaded: %s", detector_name(d), p->reason[d]);
+	if (p->skel && p->nlinks) {
+		p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), rb_event, p, NULL);
+		if (!p->rb) {
+			r = -errno;
+			log_error_errno(r, "detectors: cannot open the ring buffer: %m");
+			goto fail;
+		}
+		r = sd_event_add_io(m->event, &p->io, ring_buffer__epoll_fd(p->rb), EPOLLIN,
+				    rb_io_cb, p);
+		/* before everything else: a dying QEMU closes its channels at the
+		 * same moment, and the record must be read while its guest is
+		 * still the one the maps name */
+		if (r >= 0)
+			r = sd_event_source_set_priority(p->io, SD_EVENT_PRIORITY_IMPORTANT - 10);
+		if (r < 0)
+			goto fail;
+		sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+		r = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC, now + RESYNC_USEC,
+				      100000, resync_cb, p);
+		if (r < 0)
+			goto fail;
+		sd_event_source_set_enabled(p->timer, SD_EVENT_ON);
+		probe_sync_guests_now(p);
+		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+			if (p->loaded[d])
+				log_info("detector %s loaded", detector_name(d));
+	}
+	*out = p;
+	return 0;
+fail:
+	log_error_errno(r, "detectors disabled: %m");
+	probe_free(p);
+	return 0;
+}
+
+void probe_free(struct vmt_probe *p)
+{
+	if (!p)
+		return;
+	sd_event_source_disable_unref(p->io);
+	sd_event_source_disable_unref(p->timer);
+	sd_event_source_disable_unref(p->defer);
+	ring_buffer__free(p->rb);
+	while (p->nlinks)
+		bpf_link__destroy(p->links[--p->nlinks]);
+	detect_bpf__destroy(p->skel);
+	free(p->names);
+	free(p->bits);
+	free(p);
+}
+
+void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct vmt_detect_counters *c = NULL;
+
+	memset(st, 0, sizeof(*st));
+	st->built = true;
+	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+		struct vmt_probe_detector *o = &st->det[d];
+
+		o->name = detector_name(d);
+		if (!p) {
+			snprintf(o->reason, sizeof(o->reason), "detectors not started");
+			continue;
+		}
+		o->enabled = p->m->conf.detectors[d].enabled;
+		o->loaded = p->loaded[d];
+		if (!o->enabled)
+			snprintf(o->reason, sizeof(o->reason), "disabled in the config");
+		else if (!o->loaded)
+			snprintf(o->reason, sizeof(o->reason), "%s", p->reason[d]);
+		o->fired = p->fired[d];
+		o->suppressed = p->mgr_suppressed[d];
+	}
+	if (!p || !p->skel || ncpu <= 0)
+		return;
+	st->pids = p->npids;
+	st->tids = p->ntids;
+	c = calloc((size_t)ncpu, sizeof(*c));
+	if (!c)
+		return;
+	for (uint32_t d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+		struct vmt_probe_detector *o = &st->det[d];
+
+		if (bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.stats), &d, c) < 0)
+			continue;
+		for (int i = 0; i < ncpu; i++) {
+			o->events += c[i].events;
+			o->seen += c[i].anomalies;
+			o->suppressed += c[i].suppressed;
+			o->dropped += c[i].dropped;
+		}
+	}
+	free(c);
+}
+
+#else /* !VMT_HAVE_BPF */
+
+struct vmt_probe {
+	struct vmt_manager *m;
+};
+
+int probe_new(struct vmt_probe **out, struct vmt_manager *m)
+{
+	struct vmt_probe *p = calloc(1, sizeof(*p));
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	p->m = m;
+	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		if (m->conf.detectors[d].enabled) {
+			log_warning("detectors not loaded: vmtraced was built without BPF");
+			break;
+		}
+	*out = p;
+	return 0;
+}
+
+void probe_free(struct vmt_probe *p)
+{
+	free(p);
+}
+
+void probe_sync_guests(struct vmt_probe *p)
+{
+}
+
+void probe_sync_guests_now(struct vmt_probe *p)
+{
+}
+
+void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+		st->det[d].name = detector_name(d);
+		st->det[d].enabled = p && p->m->conf.detectors[d].enabled;
+		snprintf(st->det[d].reason, sizeof(st->det[d].reason), "built without BPF");
+	}
+}
+
+#endif
