@@ -161,8 +161,13 @@ done
 med() { sort -n "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 OFF=$(med $T/off); MISS=$(med $T/miss); HIT=$(med $T/hit)
 printf "off   %8d us\n" $OFF
-printf "miss  %8d us  ratio %s\n" $MISS $(echo "scale=4; $MISS / $OFF" | bc)
-printf "hit   %8d us  ratio %s\n" $HIT $(echo "scale=4; $HIT / $OFF" | bc)
+RM=$(awk "BEGIN { printf \"%.4f\", $MISS / $OFF }")
+RH=$(awk "BEGIN { printf \"%.4f\", $HIT / $OFF }")
+printf "miss  %8d us  ratio %s\n" $MISS $RM
+printf "hit   %8d us  ratio %s\n" $HIT $RH
+verdict() { awk "BEGIN { print ($1 <= $2) ? \"PASS\" : \"MISS\" }"; }
+echo "RESULT detect-slowdown-usual       $RM ratio  target <= 1.02     $(verdict $RM 1.02)  detectors loaded, no thread registered: $MISS us vs $OFF us"
+echo "RESULT detect-slowdown-worst       $RH ratio  target <= 1.02     $(verdict $RH 1.02)  every thread registered as a vCPU: $HIT us vs $OFF us"
 echo "per-program cost, detectors loaded, nothing registered (last run):"
 cat $T/loader.miss.out | grep -v ready
 echo "per-program cost, every thread registered (last run):"

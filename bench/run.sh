@@ -13,7 +13,7 @@ export VMT_BUILD=$B VMT_SRCDIR=$PWD
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 PKGS=(libsystemd libtracefs libtraceevent libzstd yaml-0.1)
-kinds=${*:-ingest dump memory trigger}
+kinds=${*:-ingest dump memory trigger detect}
 
 for f in vmtraced vmtracectl libvmt.a; do
 	if [ ! -e "$B/$f" ]; then
@@ -45,13 +45,18 @@ t0=$(date +%s)
 echo "vmtraced benchmarks: $B, $(nproc) CPUs, $(uname -r)${BENCH_QUICK:+, BENCH_QUICK=$BENCH_QUICK}"
 for k in $kinds; do
 	case $k in
-	ingest|dump|memory|trigger) ;;
+	ingest|dump|memory|trigger|detect) ;;
 	*) echo "bench: unknown benchmark '$k'" >&2; exit 2 ;;
 	esac
 	echo
 	# other work on the machine skews every figure: say how busy it was
 	echo "   load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-	"$B/bench/vmtb-$k" 2>&1 | tee -a "$log"
+	if [ "$k" = detect ]; then
+		# the BPF detectors' cost: a script of its own (root, skeleton)
+		VMT_BUILD=$B sh "$(dirname "$0")/detect.sh" ${BENCH_QUICK:+3} 2>&1 | tee -a "$log"
+	else
+		"$B/bench/vmtb-$k" 2>&1 | tee -a "$log"
+	fi
 	[ "${PIPESTATUS[0]}" = 0 ] || failed="$failed $k"
 done
 
