@@ -333,7 +333,9 @@ END_TEST
 
 START_TEST(oom_in_a_small_cgroup)
 {
-	const char *cg = "/sys/fs/cgroup/vmt-test";
+	/* cgroup v2, or v1's memory controller */
+	bool v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+	const char *cg = v2 ? "/sys/fs/cgroup/vmt-test" : "/sys/fs/cgroup/memory/vmt-test";
 	const struct vmt_trigger *tr;
 	char path[128], want[64];
 	struct tp t;
@@ -342,11 +344,11 @@ START_TEST(oom_in_a_small_cgroup)
 
 	if (!can_run())
 		VMT_SKIP("needs BPF in the build, root and /sys/kernel/btf/vmlinux");
-	if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) < 0)
-		VMT_SKIP("no cgroup v2 at /sys/fs/cgroup");
+	if (!v2 && access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK) < 0)
+		VMT_SKIP("no cgroup v2 at /sys/fs/cgroup and no v1 memory controller");
 	if (mkdir(cg, 0755) < 0 && errno != EEXIST)
 		VMT_SKIP("cannot make %s: %s", cg, strerror(errno));
-	snprintf(path, sizeof(path), "%s/memory.max", cg);
+	snprintf(path, sizeof(path), "%s/%s", cg, v2 ? "memory.max" : "memory.limit_in_bytes");
 	f = fopen(path, "w");
 	if (!f || fprintf(f, "33554432\n") < 0 || fclose(f) != 0) {
 		rmdir(cg);
