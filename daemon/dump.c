@@ -110,8 +110,8 @@ static uint32_t window_end(const struct vmt_guest *g, uint32_t c)
  * start time on every CPU, cut inside the page that straddles it.
  */
 static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
-				    const struct vmt_trigger *t, uint32_t nt, uint64_t dump_id,
-				    uint64_t span_ns)
+				    const struct vmt_trigger *t, uint32_t nt, uint64_t omitted,
+				    uint64_t dump_id, uint64_t span_ns)
 {
 	struct vmt_job *job;
 	uint32_t ps = g->layout.page_size;
@@ -163,6 +163,7 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	s->page_size = ps;
 	s->ncpus = g->nrings;
 	s->ntriggers = VMT_MIN(nt, VMT_SAMPLE_MAX_TRIGGERS);
+	s->triggers_omitted = omitted;
 	memcpy(s->triggers, t, s->ntriggers * sizeof(*t));
 	s->ctl_rejected_bytes = guest_ctl_rejected_bytes(g);
 	s->ctl_rejected_msgs = guest_ctl_rejected_msgs(g);
@@ -224,7 +225,7 @@ void manager_dump_guest_now(struct vmt_manager *m, struct vmt_guest *g, const st
 	bool flushed = g->flushed;
 
 	g->flushed = false;	/* no flush target: take every page */
-	job = freeze_guest(m, g, t, 1, 0, 0);
+	job = freeze_guest(m, g, t, 1, 0, 0, 0);
 	g->flushed = flushed;
 	if (job) {
 		m->dumps++;
@@ -325,7 +326,7 @@ static void dump_freeze(struct vmt_manager *m)
 
 		if (!dump_wants(d, g))
 			continue;
-		job = freeze_guest(m, g, d->triggers, d->ntriggers, d->id, span);
+		job = freeze_guest(m, g, d->triggers, d->ntriggers, d->triggers_dropped, d->id, span);
 		g->flushed = false;
 		g->have_target = false;
 		g->flush_wait = false;

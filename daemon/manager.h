@@ -37,7 +37,7 @@ struct vmt_dump {
 	uint32_t nguests;
 	uint32_t ntriggers;
 	struct vmt_trigger triggers[VMT_SAMPLE_MAX_TRIGGERS];
-	uint32_t triggers_dropped;
+	uint64_t triggers_dropped;	/* served, but beyond the sample's list */
 	uint64_t window_ns;	/* keep this much before the trigger, 0 = the whole ring */
 	uint64_t post_ns;	/* and record this much after it */
 	uint64_t fire_at_ns;	/* CLOCK_MONOTONIC: end of DELAY */

@@ -31,6 +31,7 @@ static const struct vmt_tlv_field info_fields[] = {
 	VMT_TLV_FIELD(0x09, U64, struct vmt_sample, ctl_rejected_bytes),
 	VMT_TLV_FIELD(0x0a, U64, struct vmt_sample, ctl_rejected_msgs),
 	VMT_TLV_FIELD(0x0b, U64, struct vmt_sample, flush_timeouts),
+	VMT_TLV_FIELD(0x0c, U64, struct vmt_sample, triggers_omitted),
 };
 
 static const struct vmt_tlv_field trigger_fields[] = {

@@ -85,6 +85,7 @@ struct vmt_sample {
 	uint64_t ctl_rejected_bytes;	/* control-channel garbage */
 	uint64_t ctl_rejected_msgs;
 	uint64_t flush_timeouts;	/* dumps that did not get the agent's FLUSHED in time */
+	uint64_t triggers_omitted;	/* triggers this dump served beyond the ones listed */
 	struct vmt_sample_cpu *cpus;	/* ncpus entries */
 };
 

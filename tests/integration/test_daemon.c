@@ -983,6 +983,55 @@ START_TEST(triggers_coalesce)
 }
 END_TEST
 
+/* A storm: 10,000 anomalies from a guest in a few seconds cost a bounded
+ * number of samples (cooldown 2 s, at most 6 dumps a minute), and every
+ * one of them is counted: taken into a dump or suppressed. */
+START_TEST(trigger_storm_is_bounded)
+{
+	struct itest_run r;
+	char **list;
+	uint64_t taken, suppressed;
+	int n;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "storm");
+	r.fc[0].triggers = 10000;
+	r.fc[0].trigger_gap_ms = 0;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "triggers:\n  coalesce: 100ms\n  cooldown: 2s\n  max_per_minute: 6\n"
+			     "record:\n  ring_size: 16MiB\n",
+			 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 30000), 0);
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, NULL, "triggers") +
+					 itest_num(&r.d, NULL, "triggers_suppressed") == 10000,
+				 15000),
+		      "triggers %llu + suppressed %llu != 10000 sent",
+		      (unsigned long long)itest_num(&r.d, NULL, "triggers"),
+		      (unsigned long long)itest_num(&r.d, NULL, "triggers_suppressed"));
+	ck_assert(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n),
+			      n == (int)itest_num(&r.d, NULL, "dumps")), 10000));
+	usleep(500000);
+	taken = itest_num(&r.d, NULL, "triggers");
+	suppressed = itest_num(&r.d, NULL, "triggers_suppressed");
+	n = guest_samples(&r, "g1", &list);
+	/* the storm lasts a few seconds: with a 2 s cooldown, a handful */
+	ck_assert_msg(n >= 1 && n <= 6, "%d samples for a storm", n);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps"), (uint64_t)n);
+	ck_assert_uint_eq(taken + suppressed, 10000);
+	/* what was taken is in the samples: listed, or counted as omitted */
+	uint64_t served = 0;
+	for (int i = 0; i < n; i++) {
+		struct vmt_sample *sm = itest_read_sample(list[i]);
+		served += sm->ntriggers + sm->triggers_omitted;
+		sample_free(sm);
+	}
+	itest_free_list(list, n);
+	ck_assert_uint_eq(served, taken);
+	itest_run_end(&r);
+}
+END_TEST
+
 START_TEST(guest_triggers_cooldown)
 {
 	struct itest_run r;
@@ -1526,6 +1575,7 @@ int main(void)
 	ADD(t, dump_post_trigger);
 	ADD(t, triggers_coalesce);
 	ADD(t, guest_triggers_cooldown);
+	ADD(t, trigger_storm_is_bounded);
 	ADD(t, guest_triggers_rate_limit);
 	ADD(t, sigkill_during_dump);
 	ADD(t, sighup_bad_config_kept);

@@ -74,6 +74,7 @@ static struct vmt_sample *make_sample(uint32_t ncpus, uint32_t page_size, const 
 	s->ctl_rejected_bytes = 1ull << 33;
 	s->ctl_rejected_msgs = 5;
 	s->flush_timeouts = 2;
+	s->triggers_omitted = 9;
 	s->ntriggers = ntriggers;
 	for (uint32_t i = 0; i < ntriggers; i++) {
 		struct vmt_trigger *t = &s->triggers[i];
@@ -147,6 +148,7 @@ static void assert_same(const struct vmt_sample *a, const struct vmt_sample *b)
 	ck_assert_uint_eq(a->ctl_rejected_bytes, b->ctl_rejected_bytes);
 	ck_assert_uint_eq(a->ctl_rejected_msgs, b->ctl_rejected_msgs);
 	ck_assert_uint_eq(a->flush_timeouts, b->flush_timeouts);
+	ck_assert_uint_eq(a->triggers_omitted, b->triggers_omitted);
 	ck_assert_uint_eq(a->ntriggers, b->ntriggers);
 	for (uint32_t i = 0; i < a->ntriggers; i++) {
 		const struct vmt_trigger *x = &a->triggers[i], *y = &b->triggers[i];
@@ -221,6 +223,7 @@ static void info_tlv(struct vmt_buf *b, const char *guest, uint32_t ps, uint32_t
 	if (skip != 0x09) tlv_put_u64(b, 0x09, 5);
 	if (skip != 0x0a) tlv_put_u64(b, 0x0a, 6);
 	if (skip != 0x0b) tlv_put_u64(b, 0x0b, 7);
+	if (skip != 0x0c) tlv_put_u64(b, 0x0c, 8);
 }
 
 static void cpu_tlv(struct vmt_buf *b, uint32_t cpu, uint32_t npages, int skip)
@@ -768,7 +771,7 @@ START_TEST(test_consistency)
 	x.len = 0;
 	info_tlv(&x, "g1", 256, 1, -1);
 	x.len -= 1;	/* the last record runs past the section */
-	EXPECT("section 0 (type 0x1 id 0): bad record at offset 138", { 0x01, 0, 0, x.data, x.len },
+	EXPECT("section 0 (type 0x1 id 0): bad record at offset 154", { 0x01, 0, 0, x.data, x.len },
 	       CPU0, PAGES0);
 	x.len = 0;
 	{
