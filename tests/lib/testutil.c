@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -117,4 +118,25 @@ int test_run_suite(Suite *s)
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? 1 : 0;
+}
+
+int test_memfd(const char *name)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
+uint8_t *test_slurp(int fd, size_t *len)
+{
+	off_t n = lseek(fd, 0, SEEK_END);
+	uint8_t *b;
+
+	ck_assert_int_ge(n, 0);
+	b = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(pread(fd, b, (size_t)n, 0), n);
+	*len = (size_t)n;
+	return b;
 }

@@ -33,6 +33,10 @@ void test_rmtree(const char *path);
 /* Root, and a tracefs we can use (mounting it if needed). */
 int test_have_root(void);
 const char *test_tracefs(void);	/* NULL if none */
+/* An anonymous file (memfd) for writers under test, and its whole content
+ * read back (malloc'd, one spare byte). Both ck_assert on failure. */
+int test_memfd(const char *name);
+uint8_t *test_slurp(int fd, size_t *len);
 /* Run a Check suite the way every suite does; returns main()'s exit code. */
 int test_run_suite(Suite *s);
 

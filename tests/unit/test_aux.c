@@ -15,27 +15,6 @@
 
 #define MAX_META (16u << 20)
 
-static uint8_t *slurp(int fd, size_t *len)
-{
-	off_t n = lseek(fd, 0, SEEK_END);
-	uint8_t *b;
-
-	ck_assert_int_ge(n, 0);
-	b = malloc((size_t)n + 1);
-	ck_assert_ptr_nonnull(b);
-	ck_assert_int_eq(pread(fd, b, (size_t)n, 0), n);
-	*len = (size_t)n;
-	return b;
-}
-
-static int memfd(void)
-{
-	int fd = memfd_create("aux-test", MFD_CLOEXEC);
-
-	ck_assert_int_ge(fd, 0);
-	return fd;
-}
-
 static void make_aux(struct vmt_aux *a, size_t kallsyms_lines)
 {
 	struct vmt_buf b = { 0 }, k = { 0 };
@@ -68,11 +47,11 @@ static void make_aux(struct vmt_aux *a, size_t kallsyms_lines)
 
 static uint8_t *write_mem(const struct vmt_aux *a, size_t *len)
 {
-	int fd = memfd();
+	int fd = test_memfd("aux-test");
 	uint8_t *b;
 
 	ck_assert_int_eq(aux_write(fd, a), 0);
-	b = slurp(fd, len);
+	b = test_slurp(fd, len);
 	close(fd);
 	return b;
 }
@@ -118,14 +97,14 @@ static uint8_t *craft(const struct vmt_buf *info, const void *bundle, size_t ble
 		      size_t *len)
 {
 	struct vmt_vfile_writer w = { .zstd_level = 3 };
-	int fd = memfd();
+	int fd = test_memfd("aux-test");
 	uint8_t *b;
 
 	ck_assert_int_eq(vfile_writer_start(&w, fd, VMT_AUX_MAGIC, version, 0), 0);
 	ck_assert_int_eq(vfile_write_section(&w, 0x01, 0, 0, info->data, info->len), 0);
 	ck_assert_int_eq(vfile_write_section(&w, 0x30, 0, VMT_VSECT_ZSTD, bundle, blen), 0);
 	ck_assert_int_eq(vfile_writer_finish(&w), 0);
-	b = slurp(fd, len);
+	b = test_slurp(fd, len);
 	close(fd);
 	return b;
 }
@@ -246,7 +225,7 @@ END_TEST
 START_TEST(test_write_checks)
 {
 	struct vmt_aux a;
-	int fd = memfd();
+	int fd = test_memfd("aux-test");
 	uint8_t *m;
 
 	make_aux(&a, 1);
@@ -377,14 +356,14 @@ START_TEST(test_bad_content)
 	/* sections: META missing, INFO twice */
 	{
 		struct vmt_vfile_writer w = { 0 };
-		int fd = memfd();
+		int fd = test_memfd("aux-test");
 
 		info.len = 0;
 		info_tlv(&info, &a, -1);
 		ck_assert_int_eq(vfile_writer_start(&w, fd, VMT_AUX_MAGIC, 1, 0), 0);
 		ck_assert_int_eq(vfile_write_section(&w, 0x01, 0, 0, info.data, info.len), 0);
 		ck_assert_int_eq(vfile_writer_finish(&w), 0);
-		b = slurp(fd, &len);
+		b = test_slurp(fd, &len);
 		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), -EBADMSG);
 		ck_assert_str_eq(why, "no META section");
 		free(b);
@@ -394,7 +373,7 @@ START_TEST(test_bad_content)
 		ck_assert_int_eq(vfile_write_section(&w, 0x30, 0, 0, a.meta, a.meta_len), 0);
 		ck_assert_int_eq(vfile_write_section(&w, 0x01, 0, 0, info.data, info.len), 0);
 		ck_assert_int_eq(vfile_writer_finish(&w), 0);
-		b = slurp(fd, &len);
+		b = test_slurp(fd, &len);
 		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), -EBADMSG);
 		ck_assert_str_eq(why, "section 2 (type 0x1 id 0): a second section of this type, or id not 0");
 		free(b);

@@ -22,27 +22,6 @@
 
 /* ---- helpers --------------------------------------------------------- */
 
-static uint8_t *slurp(int fd, size_t *len)
-{
-	off_t n = lseek(fd, 0, SEEK_END);
-	uint8_t *b;
-
-	ck_assert_int_ge(n, 0);
-	b = malloc((size_t)n + 1);
-	ck_assert_ptr_nonnull(b);
-	ck_assert_int_eq(pread(fd, b, (size_t)n, 0), n);
-	*len = (size_t)n;
-	return b;
-}
-
-static int memfd(void)
-{
-	int fd = memfd_create("sample-test", MFD_CLOEXEC);
-
-	ck_assert_int_ge(fd, 0);
-	return fd;
-}
-
 static void fill(uint8_t *p, size_t n, uint32_t seed)
 {
 	uint32_t x = seed * 2654435761u + 1;
@@ -182,11 +161,11 @@ static void assert_same(const struct vmt_sample *a, const struct vmt_sample *b)
 
 static uint8_t *write_mem(const struct vmt_sample *s, int level, int workers, size_t *len)
 {
-	int fd = memfd();
+	int fd = test_memfd("sample-test");
 	uint8_t *b;
 
 	ck_assert_int_eq(sample_write(fd, s, level, workers), 0);
-	b = slurp(fd, len);
+	b = test_slurp(fd, len);
 	close(fd);
 	return b;
 }
@@ -247,14 +226,14 @@ struct sect {
 static uint8_t *craft(const struct sect *s, size_t n, uint32_t version, size_t *len)
 {
 	struct vmt_vfile_writer w = { .zstd_level = 1 };
-	int fd = memfd();
+	int fd = test_memfd("sample-test");
 	uint8_t *b;
 
 	ck_assert_int_eq(vfile_writer_start(&w, fd, VMT_SAMPLE_MAGIC, version, 0), 0);
 	for (size_t i = 0; i < n; i++)
 		ck_assert_int_eq(vfile_write_section(&w, s[i].type, s[i].id, s[i].flags, s[i].data, s[i].len), 0);
 	ck_assert_int_eq(vfile_writer_finish(&w), 0);
-	b = slurp(fd, len);
+	b = test_slurp(fd, len);
 	close(fd);
 	return b;
 }
@@ -391,7 +370,7 @@ START_TEST(test_max_triggers)
 	sample_free(r);
 	free(b);
 
-	fd = memfd();
+	fd = test_memfd("sample-test");
 	s->ntriggers++;
 	ck_assert_int_eq(sample_write(fd, s, 0, 0), -EINVAL);
 	close(fd);
@@ -457,7 +436,7 @@ START_TEST(test_sanitize_and_write_checks)
 	char why[256];
 	size_t len;
 	uint8_t *b;
-	int fd = memfd();
+	int fd = test_memfd("sample-test");
 
 	snprintf(s->host, sizeof(s->host), "bad\nhost");
 	snprintf(s->triggers[1].reason, sizeof(s->triggers[1].reason), "caf\xc3\xa9\t!");

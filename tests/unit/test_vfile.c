@@ -18,27 +18,6 @@
 static const char MAGIC[8] = { 'T', 'E', 'S', 'T', 'F', 'I', 'L', '1' };
 #define BIG (1ull << 30)
 
-static uint8_t *slurp(int fd, size_t *len)
-{
-	off_t n = lseek(fd, 0, SEEK_END);
-	uint8_t *b;
-
-	ck_assert_int_ge(n, 0);
-	b = malloc((size_t)n + 1);
-	ck_assert_ptr_nonnull(b);
-	ck_assert_int_eq(pread(fd, b, (size_t)n, 0), n);
-	*len = (size_t)n;
-	return b;
-}
-
-static int memfd(void)
-{
-	int fd = memfd_create("vfile-test", MFD_CLOEXEC);
-
-	ck_assert_int_ge(fd, 0);
-	return fd;
-}
-
 static void fill(uint8_t *p, size_t n, uint32_t seed)
 {
 	/* compressible but not trivially: a few repeating words and noise */
@@ -74,7 +53,7 @@ static uint8_t *small_file(size_t *len)
 {
 	struct vmt_vfile_writer w = { .zstd_level = 3 };
 	uint8_t d[300];
-	int fd = memfd();
+	int fd = test_memfd("vfile-test");
 	uint8_t *b;
 
 	fill(d, sizeof(d), 1);
@@ -83,7 +62,7 @@ static uint8_t *small_file(size_t *len)
 	ck_assert_int_eq(vfile_write_section(&w, 0x20, 1, VMT_VSECT_ZSTD, d, sizeof(d)), 0);
 	ck_assert_int_eq(vfile_write_section(&w, 0x20, 2, VMT_VSECT_ZSTD, NULL, 0), 0);
 	ck_assert_int_eq(vfile_writer_finish(&w), 0);
-	b = slurp(fd, len);
+	b = test_slurp(fd, len);
 	close(fd);
 	return b;
 }
@@ -102,7 +81,7 @@ START_TEST(test_round_trip_raw_and_zstd)
 	const uint8_t *p;
 	void *owned;
 	char why[200];
-	int fd = memfd();
+	int fd = test_memfd("vfile-test");
 
 	fill(a, sizeof(a), 2);
 	fill(z, sizeof(z), 3);
@@ -188,7 +167,7 @@ START_TEST(test_many_iovecs_and_workers)
 			const uint8_t *p;
 			void *owned;
 			char why[200];
-			int fd = memfd();
+			int fd = test_memfd("vfile-test");
 			size_t len;
 			uint8_t *buf;
 
@@ -197,7 +176,7 @@ START_TEST(test_many_iovecs_and_workers)
 			/* a small one after a big one reuses the compressor */
 			ck_assert_int_eq(vfile_write_sectionv(&w, 0x20, 1, level ? VMT_VSECT_ZSTD : 0, iov + 1, 3), 0);
 			ck_assert_int_eq(vfile_writer_finish(&w), 0);
-			buf = slurp(fd, &len);
+			buf = test_slurp(fd, &len);
 			ck_assert_int_eq(vfile_open_mem(&f, buf, len, MAGIC, BIG, why, sizeof(why)), 0);
 			ck_assert_uint_eq(f.nsect, 2);
 			ck_assert_uint_eq(f.sect[0].raw_size, total);
@@ -419,14 +398,14 @@ START_TEST(test_bad_frames)
 		void *owned;
 		char why[200];
 		size_t len;
-		int fd = memfd();
+		int fd = test_memfd("vfile-test");
 		uint8_t *b;
 
 		/* written raw, then flagged zstd with the raw size claimed */
 		ck_assert_int_eq(vfile_writer_start(&w, fd, MAGIC, 1, 0), 0);
 		ck_assert_int_eq(vfile_write_section(&w, 9, 0, 0, cases[i].data, cases[i].len), 0);
 		ck_assert_int_eq(vfile_writer_finish(&w), 0);
-		b = slurp(fd, &len);
+		b = test_slurp(fd, &len);
 		put_le32(b + 32 + 8, VMT_VSECT_ZSTD);
 		put_le64(b + 32 + 24, cases[i].raw);
 		reseal(b + 32);
