@@ -30,38 +30,11 @@ static const char *const qemu_comms[] = { "qemu*", "CPU *", "vhost-*" };
 static char instance[256];	/* TRACEFS/instances/vmtraced */
 
 struct tally {
-	struct {
-		char name[64];
-		uint64_t n;
-	} ev[64];
-	unsigned nev;
+	struct tally_names names;
 	uint64_t total;
 	uint64_t not_qemu;	/* qemu_only: sched records naming no QEMU thread */
 	uint64_t ours;		/* records naming our stand-in "qemu-vmt-test" */
 };
-
-static void tally_name(struct tally *t, const char *name)
-{
-	unsigned i;
-
-	for (i = 0; i < t->nev; i++)
-		if (!strcmp(t->ev[i].name, name))
-			break;
-	if (i == t->nev) {
-		if (t->nev == ARRAY_SIZE(t->ev))
-			return;
-		snprintf(t->ev[t->nev++].name, sizeof(t->ev[0].name), "%s", name);
-	}
-	t->ev[i].n++;
-}
-
-static uint64_t tally_of(const struct tally *t, const char *name)
-{
-	for (unsigned i = 0; i < t->nev; i++)
-		if (!strcmp(t->ev[i].name, name))
-			return t->ev[i].n;
-	return 0;
-}
 
 static bool is_qemu(const char *comm)
 {
@@ -90,7 +63,7 @@ static int tally_cb(struct tracecmd_input *h, struct tep_record *rec, int cpu, v
 	char a[32], b[32];
 
 	t->total++;
-	tally_name(t, e ? e->name : "(unknown)");
+	tally_name(&t->names, e ? e->name : "(unknown)");
 	if (!e)
 		return 0;
 	if (!strcmp(e->name, "sched_switch")) {
@@ -258,9 +231,9 @@ START_TEST(records_host_events)
 	spawn_true(300);
 	dump_host(&r, sample, sizeof(sample));
 	merge_and_tally(&r, sample, &t);
-	ck_assert_msg(tally_of(&t, "sched_switch") > 0, "no sched_switch among %llu events",
+	ck_assert_msg(tally_of(&t.names, "sched_switch") > 0, "no sched_switch among %llu events",
 		      (unsigned long long)t.total);
-	ck_assert_uint_eq(tally_of(&t, "sched_switch") + tally_of(&t, "sched_wakeup"), t.total);
+	ck_assert_uint_eq(tally_of(&t.names, "sched_switch") + tally_of(&t.names, "sched_wakeup"), t.total);
 
 	ck_assert_int_eq(sample_read(sample, &s, why, sizeof(why)), 0);
 	ck_assert_str_eq(s->guest, "host");
@@ -276,7 +249,7 @@ START_TEST(records_host_events)
 	spawn_true(100);
 	dump_host(&r, sample, sizeof(sample));
 	merge_and_tally(&r, sample, &t);
-	ck_assert_uint_gt(tally_of(&t, "sched_switch"), 0);
+	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
 	ck_assert_int_eq(testd_log_count(&r.d, "failed, its events are lost"), 0);
 	ck_assert_int_eq(testd_log_count(&r.d, "rejected"), 0);
 	run_end(&r);
@@ -347,7 +320,7 @@ START_TEST(missing_events)
 	spawn_true(100);
 	dump_host(&r, sample, sizeof(sample));
 	merge_and_tally(&r, sample, &t);
-	ck_assert_uint_gt(tally_of(&t, "sched_switch"), 0);
+	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
 	run_end(&r);
 
 	run_start(&r, "  events: [nosuchsys:*]\n  qemu_only: false\n");

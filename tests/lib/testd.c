@@ -178,3 +178,28 @@ int tdread_counts(const char *file, uint64_t *per_cpu, unsigned max_cpus, uint64
 	*total = c.total;
 	return 0;
 }
+
+void tally_name(struct tally_names *t, const char *name)
+{
+	unsigned i;
+
+	if (!name)
+		name = "(unknown)";
+	for (i = 0; i < t->nev; i++)
+		if (!strcmp(t->ev[i].name, name))
+			break;
+	if (i == t->nev) {
+		if (t->nev == sizeof(t->ev) / sizeof(t->ev[0]))
+			return;
+		snprintf(t->ev[t->nev++].name, sizeof(t->ev[0].name), "%s", name);
+	}
+	t->ev[i].n++;
+}
+
+uint64_t tally_of(const struct tally_names *t, const char *name)
+{
+	for (unsigned i = 0; i < t->nev; i++)
+		if (!strcmp(t->ev[i].name, name))
+			return t->ev[i].n;
+	return 0;
+}

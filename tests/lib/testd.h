@@ -38,6 +38,18 @@ int testd_stop(struct testd *d);
 /* Lines of the daemon's log matching needle. */
 int testd_log_count(const struct testd *d, const char *needle);
 
+/* Events counted by name. */
+struct tally_names {
+	struct {
+		char name[64];
+		uint64_t n;
+	} ev[512];
+	unsigned nev;
+};
+/* One more of name (NULL: "(unknown)"); names past the table are dropped. */
+void tally_name(struct tally_names *t, const char *name);
+uint64_t tally_of(const struct tally_names *t, const char *name);
+
 /* Count the events of a trace.dat per CPU with libtracecmd; -errno. */
 int tdread_counts(const char *file, uint64_t *per_cpu, unsigned max_cpus, uint64_t *total);
 

@@ -17,6 +17,7 @@
 
 #include "corpus.h"
 #include "meta.h"
+#include "testd.h"
 #include "testutil.h"
 #include "tracedat.h"
 #include "util.h"
@@ -36,37 +37,8 @@ static const char header_page[] =
 struct tally {
 	uint64_t cpu[CORPUS_MAX_CPUS];
 	uint64_t total;
-	struct {
-		char name[64];
-		uint64_t n;
-	} ev[512];
-	unsigned nev;
+	struct tally_names names;
 };
-
-static void tally_name(struct tally *t, const char *name)
-{
-	unsigned i;
-
-	if (!name)
-		name = "(unknown)";
-	for (i = 0; i < t->nev; i++)
-		if (!strcmp(t->ev[i].name, name))
-			break;
-	if (i == t->nev) {
-		if (t->nev == ARRAY_SIZE(t->ev))
-			return;
-		snprintf(t->ev[t->nev++].name, sizeof(t->ev[0].name), "%s", name);
-	}
-	t->ev[i].n++;
-}
-
-static uint64_t tally_of(const struct tally *t, const char *name)
-{
-	for (unsigned i = 0; i < t->nev; i++)
-		if (!strcmp(t->ev[i].name, name))
-			return t->ev[i].n;
-	return 0;
-}
 
 static int tally_cb(struct tracecmd_input *h, struct tep_record *rec, int cpu, void *data)
 {
@@ -77,7 +49,7 @@ static int tally_cb(struct tracecmd_input *h, struct tep_record *rec, int cpu, v
 	if (rec->cpu >= 0 && rec->cpu < CORPUS_MAX_CPUS)
 		t->cpu[rec->cpu]++;
 	t->total++;
-	tally_name(t, e ? e->name : NULL);
+	tally_name(&t->names, e ? e->name : NULL);
 	return 0;
 }
 
@@ -304,13 +276,13 @@ static void corpus_expect(const char *dir, const struct tally *t)
 
 		if (sscanf(line, " %llu %63[^:]:", &n, name) != 2)
 			continue;
-		ck_assert_msg(tally_of(t, name) == n, "%s: decoded %llu, expected %llu", name,
-			      (unsigned long long)tally_of(t, name), n);
+		ck_assert_msg(tally_of(&t->names, name) == n, "%s: decoded %llu, expected %llu", name,
+			      (unsigned long long)tally_of(&t->names, name), n);
 		sum += n;
 		names++;
 	}
 	ck_assert_uint_eq(sum, CORPUS_EVENTS);
-	ck_assert_uint_eq(names, t->nev);	/* and no event that is not listed */
+	ck_assert_uint_eq(names, t->names.nev);	/* and no event that is not listed */
 }
 
 static void corpus_check(int zstd_level)
@@ -365,7 +337,7 @@ static void corpus_check(int zstd_level)
 
 	if (!access(TRACE_CMD, X_OK)) {
 		ck_assert_int_eq(report_run(path, "sched_switch", &lines), 0);
-		ck_assert_uint_eq(lines, tally_of(t, "sched_switch"));
+		ck_assert_uint_eq(lines, tally_of(&t->names, "sched_switch"));
 		ck_assert_uint_eq(lines, 12739);
 	} else {
 		printf("SKIP: %s: no %s, report not checked\n", __func__, TRACE_CMD);
@@ -439,10 +411,10 @@ START_TEST(test_host_capture)
 		ck_assert_msg(t->cpu[i] == expected[i], "cpu%u: decoded %llu, page walk %llu", i,
 			      (unsigned long long)t->cpu[i], (unsigned long long)expected[i]);
 	ck_assert_uint_eq(t->total, want);
-	ck_assert_uint_gt(tally_of(t, "sched_switch"), 0);
+	ck_assert_uint_gt(tally_of(&t->names, "sched_switch"), 0);
 	if (!access(TRACE_CMD, X_OK)) {
 		ck_assert_int_eq(report_run(path, "sched_switch", &lines), 0);
-		ck_assert_uint_eq(lines, tally_of(t, "sched_switch"));
+		ck_assert_uint_eq(lines, tally_of(&t->names, "sched_switch"));
 	}
 
 	for (unsigned i = 0; i < ncpus; i++)
