@@ -23,6 +23,7 @@ static const struct {
 			    "                            write samples now; prints the files" },
 	{ "samples", cmd_samples, "samples [GUEST]           the samples on disk, newest first" },
 	{ "reload", cmd_reload, "reload                    re-read the configuration" },
+	{ "info", cmd_info, "info SAMPLE...            what a sample holds: triggers, window, counters" },
 	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE... samples (+ their aux) -> trace.dat" },
 };
 

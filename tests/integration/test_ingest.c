@@ -179,6 +179,20 @@ static void check_whole_stream(int sockets, uint32_t chunk)
 	}
 	ck_assert_uint_eq(total, want_total);
 
+	/* vmtracectl info tells the same without the daemon's help */
+	{
+		char args[4500], out[16384], want[128];
+		snprintf(args, sizeof(args), "info %s", sample);
+		ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), args), 0);
+		ck_assert_msg(strstr(out, "guest:    g1 ") && strstr(out, "trigger:  control") &&
+			      strstr(out, "aux:      ") && !strstr(out, "another aux"), "info: %s", out);
+		for (unsigned c = 0; c < ncpus; c++) {
+			snprintf(want, sizeof(want), "cpu%-3u    %zu pages, %llu events", c, npages[c],
+				 (unsigned long long)got[c]);
+			ck_assert_msg(strstr(out, want) != NULL, "no '%s' in: %s", want, out);
+		}
+	}
+
 	/* the sample's own account: everything in, nothing lost, the agent's count */
 	ck_assert_int_eq(sample_read(sample, &s, why, sizeof(why)), 0);
 	ck_assert_str_eq(s->guest, "g1");

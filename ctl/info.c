@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmtracectl info SAMPLE...: what a sample holds, without the daemon: the
+ * guest and its aux file, every trigger, and per CPU the window and every
+ * counter, so that what was lost is visible before anything is merged.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "aux.h"
+#include "commands.h"
+#include "sample.h"
+
+static void when(char *out, size_t n, uint64_t realtime_ns)
+{
+	time_t s = (time_t)(realtime_ns / 1000000000);
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(out + strlen(out), n - strlen(out), ".%06" PRIu64 " UTC",
+		 (realtime_ns % 1000000000) / 1000);
+}
+
+/* The aux file beside the sample: present, and the one it needs? */
+static void show_aux(const char *path, const struct vmt_sample *s)
+{
+	char *dup = strdup(path), name[64], apath[4200], why[256];
+	struct vmt_aux a = { 0 };
+	int r;
+
+	if (!dup)
+		return;
+	aux_file_name(name, sizeof(name), s->aux_version);
+	snprintf(apath, sizeof(apath), "%s/%s", dirname(dup), name);
+	free(dup);
+	r = aux_read(apath, 1ull << 30, &a, why, sizeof(why));
+	if (r < 0)
+		printf("aux:      %s: %s\n", apath, r == -EBADMSG ? why : strerror(-r));
+	else if (a.id != s->aux_id)
+		printf("aux:      %s is another aux (id %016" PRIx64 ", the sample needs %016" PRIx64 ")\n",
+		       apath, a.id, s->aux_id);
+	else
+		printf("aux:      %s: kernel %s, %u CPUs, clock %s, %s, %zu bytes of metadata\n", apath,
+		       a.release, a.ncpus, a.clock, a.agent, a.meta_len);
+	aux_free(&a);
+}
+
+static void show(const char *path, const struct vmt_sample *s)
+{
+	char t[64];
+
+	when(t, sizeof(t), s->created_ns);
+	printf("%s\n", path);
+	printf("guest:    %s on host %s, %u CPUs, pages of %u bytes, dump %" PRIu64 ", frozen %s\n",
+	       s->guest, s->host, s->ncpus, s->page_size, s->dump_id, t);
+	printf("needs:    aux version %u (id %016" PRIx64 ")\n", s->aux_version, s->aux_id);
+	show_aux(path, s);
+	for (uint32_t i = 0; i < s->ntriggers; i++) {
+		const struct vmt_trigger *tr = &s->triggers[i];
+
+		when(t, sizeof(t), tr->time_ns);
+		printf("trigger:  %s at %s, pid %u: %s", trigger_kind_name(tr->kind), t, tr->pid,
+		       tr->reason);
+		if (tr->threshold)
+			printf(" (value %" PRIu64 ", threshold %" PRIu64 ")", tr->value, tr->threshold);
+		printf("\n");
+	}
+	if (s->triggers_omitted)
+		printf("trigger:  and %" PRIu64 " more, not listed\n", s->triggers_omitted);
+	printf("control:  %" PRIu64 " bytes of garbage in %" PRIu64 " messages skipped, %" PRIu64
+	       " flush timeouts\n", s->ctl_rejected_bytes, s->ctl_rejected_msgs, s->flush_timeouts);
+	for (uint32_t c = 0; c < s->ncpus; c++) {
+		const struct vmt_sample_cpu *sc = &s->cpus[c];
+		const struct vmt_ring_counters *k = &sc->counters;
+
+		printf("cpu%-3u    %u pages, %" PRIu64 " events", sc->cpu, sc->npages, sc->events);
+		if (sc->npages)
+			printf(", %" PRIu64 ".%06" PRIu64 " to %" PRIu64 ".%06" PRIu64 " (%.3f s)",
+			       sc->first_ts / 1000000000, sc->first_ts % 1000000000 / 1000,
+			       sc->last_ts / 1000000000, sc->last_ts % 1000000000 / 1000,
+			       (double)(sc->last_ts - sc->first_ts) / 1e9);
+		printf("\n          ring: %" PRIu64 " pages in, %" PRIu64 " overwritten, %" PRIu64
+		       " flagged lost by the guest (%" PRIu64 " events), %" PRIu64 " rejected (%" PRIu64
+		       " bytes), %" PRIu64 " going back in time\n",
+		       k->pages_in, k->pages_overwritten, k->pages_guest_lost, k->events_guest_lost,
+		       k->pages_rejected, k->bytes_rejected, k->ts_backwards);
+		if (sc->have_guest_stats)
+			printf("          guest: %" PRIu64 " events read, %" PRIu64 " overrun, %" PRIu64
+			       " dropped, %" PRIu64 " bytes sent\n",
+			       sc->guest.read, sc->guest.overrun, sc->guest.dropped, sc->guest.bytes_sent);
+	}
+}
+
+int cmd_info(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	int bad = 0;
+
+	(void)o;
+	if (argc < 2) {
+		fprintf(stderr, "usage: vmtracectl info SAMPLE...\n");
+		return 2;
+	}
+	for (int i = 1; i < argc; i++) {
+		struct vmt_sample *s;
+		char why[512];
+		int r = sample_read(argv[i], &s, why, sizeof(why));
+
+		if (r < 0) {
+			fprintf(stderr, "vmtracectl: %s: %s\n", argv[i], r == -EBADMSG ? why : strerror(-r));
+			bad = 1;
+			continue;
+		}
+		if (i > 1)
+			printf("\n");
+		show(argv[i], s);
+		sample_free(s);
+	}
+	return bad;
+}
