@@ -32,6 +32,7 @@ struct vmt_client {
 	uid_t uid;
 	pid_t pid;
 	enum vmt_access access;
+	sd_event_source *expire;	/* a refused peer is hung up on soon */
 	sd_event_source *src;
 	struct vmt_client *next;
 };
@@ -61,8 +62,16 @@ static void client_free(struct vmt_client *cl)
 		}
 	c->nclients--;
 	sd_event_source_disable_unref(cl->src);
+	sd_event_source_disable_unref(cl->expire);
 	close(cl->fd);
 	free(cl);
+}
+
+/* A refused peer that sends nothing must not hold a client slot. */
+static int client_expire_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	client_free(userdata);
+	return 0;
 }
 
 static void client_send(struct vmt_client *cl, struct vmt_buf *b)
@@ -474,7 +483,11 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 				      "members of its control groups only");
 	}
 	r = sd_event_add_io(c->m->event, &cl->src, cfd, EPOLLIN, client_cb, cl);
+	if (r >= 0 && cl->access == ACCESS_NONE)
+		r = sd_event_add_time_relative(c->m->event, &cl->expire, CLOCK_MONOTONIC, 2 * 1000000ull,
+					       100000, client_expire_cb, cl);
 	if (r < 0) {
+		sd_event_source_disable_unref(cl->src);
 		close(cfd);
 		free(cl);
 		return 0;

@@ -528,6 +528,37 @@ static int peer_request(void *arg, char *out)
 	return 0;
 }
 
+/* As nobody: connect and say nothing; the daemon must hang up on its own
+ * (a refused peer holds no client slot): "CLOSED <seconds>" or "OPEN". */
+static int peer_idle(void *arg, char *out)
+{
+	const struct peer_job *j = arg;
+	uint8_t buf[65536];
+	uint64_t t0 = now_monotonic_ns();
+	int fd = ictl_connect(j->sock);
+
+	if (fd < 0) {
+		snprintf(out, 4096, "CONNECT %s", strerror(-fd));
+		return 1;
+	}
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 10000) <= 0) {
+			snprintf(out, 4096, "OPEN");
+			break;
+		}
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n <= 0) {
+			snprintf(out, 4096, "CLOSED %.1f", (double)(now_monotonic_ns() - t0) / 1e9);
+			break;
+		}
+	}
+	close(fd);
+	return 0;
+}
+
 /* As nobody: run vmtracectl; "RC <code>\n<stdout>". */
 static int peer_ctl(void *arg, char *out)
 {
@@ -584,6 +615,10 @@ START_TEST(control_unauthorised_peer)
 	}
 	ck_assert_int_eq(testd_log_count(&r.d, "refused uid 65534"), 5);
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "refused"), 5);
+
+	/* a refused peer that says nothing is hung up on within seconds */
+	ck_assert_int_eq(itest_as_nobody(peer_idle, &job, out), 0);
+	ck_assert_msg(strncmp(out, "CLOSED ", 7) == 0, "an idle refused peer: %s", out);
 
 	/* vmtracectl as nobody: exit 1, says why; --json prints JSON or nothing */
 	for (int i = 0; i < 5; i++) {
