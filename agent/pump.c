@@ -116,6 +116,21 @@ static int port_wait(struct vmt_pump *c)
 	return 0;
 }
 
+/* A write or splice to the port gave n <= 0: 0 to try again (interrupted,
+ * or the port has room now), or -errno. */
+static int port_retry(struct vmt_pump *c, ssize_t n)
+{
+	if (n == 0)
+		return -EIO;
+	if (errno == EINTR)
+		return 0;
+	if (errno != EAGAIN)
+		return -errno;
+	if (pump_quitting(c))
+		return -ECANCELED;
+	return port_wait(c);
+}
+
 /* Empties the pipe into the port. Blocks (in poll) while the host does not
  * read; only quit interrupts it, since a flush must not lose bytes. */
 static int pipe_out(struct vmt_pump *c)
@@ -130,15 +145,7 @@ static int pipe_out(struct vmt_pump *c)
 			c->bytes_sent += (uint64_t)n;
 			continue;
 		}
-		if (n == 0)
-			return -EIO;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return -errno;
-		if (pump_quitting(c))
-			return -ECANCELED;
-		r = port_wait(c);
+		r = port_retry(c, n);
 		if (r < 0)
 			return r;
 	}
@@ -159,15 +166,7 @@ static int page_out(struct vmt_pump *c, const uint8_t *p, size_t len)
 			c->bytes_sent += (uint64_t)n;
 			continue;
 		}
-		if (n == 0)
-			return -EIO;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return -errno;
-		if (pump_quitting(c))
-			return -ECANCELED;
-		r = port_wait(c);
+		r = port_retry(c, n);
 		if (r < 0)
 			return r;
 	}
