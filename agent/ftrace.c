@@ -41,6 +41,19 @@ static int tfs_path(char *buf, size_t size, const char *name)
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
+int ftrace_marker_open(void)
+{
+	char path[1024];
+	int fd, r = tfs_path(path, sizeof(path), "trace_marker");
+
+	if (r < 0)
+		return r;
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return log_warning_errno(-errno, "%s: %m", path);
+	return fd;
+}
+
 static int tfs_read(const char *name, char **out, size_t *len)
 {
 	char path[1024];

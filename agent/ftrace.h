@@ -29,6 +29,8 @@ const char *ftrace_dir(void);
 int ftrace_clock(char *buf, size_t size);
 
 int ftrace_tracing_on(int on);
+/* trace_marker of the top instance, write-only; fd or -errno (logged). */
+int ftrace_marker_open(void);
 
 /*
  * Everything a START asks for, in order: tracing_on=0, buffer size, clock,

@@ -70,6 +70,10 @@ struct agent {
 	/* at the last cut; after STOP the final one, which a FLUSH then reports */
 	struct vmt_cpu_stats last[VMT_MAX_CPUS];
 	struct vmt_agent_trigger trig;	/* trigger.c: local requests, kernel oopses */
+	int sync_src;		/* user-space twin of the trace clock (util.h) */
+	int sync_err;		/* 0, or -EOPNOTSUPP when the trace clock has none */
+	uint64_t rx_time;	/* sync_src when the last control read returned */
+	int marker_fd;		/* trace_marker, opened on the first marked SYNC */
 };
 
 static void ctl_flush(struct agent *a)
@@ -128,6 +132,7 @@ static void agent_hello(struct agent *a, uint32_t echo)
 	h.ncpus = a->ncpus;
 	h.page_size = a->page_size;
 	h.flags = a->state == AGENT_STREAMING || a->state == AGENT_STOPPING ? VMT_HELLO_TRACING : 0;
+	h.flags |= VMT_HELLO_SYNC;
 	h.echo = echo;
 	h.mono_ns = now_monotonic_ns();
 	if (uname(&u) == 0)
@@ -183,6 +188,48 @@ static int agent_send_trigger(void *ctx, const char *reason, size_t len)
 	return 0;
 }
 
+/* The clock SYNC answers in follows the trace clock in force. */
+static void agent_sync_clock(struct agent *a)
+{
+	char clock[VMT_STR_CLOCK];
+
+	a->sync_err = ftrace_clock(clock, sizeof(clock));
+	if (a->sync_err == 0)
+		a->sync_err = trace_clock_source(clock, &a->sync_src);
+	if (a->sync_err < 0)
+		log_info("trace clock '%s' cannot be read from user space: no clock sync",
+			 a->sync_err == -EOPNOTSUPP ? clock : "?");
+}
+
+/* t2 is the time the read returned, before any parsing: the host's t1..t4
+ * then brackets the least of our own latency. */
+static void agent_on_sync(struct agent *a, const struct vmt_msg *m)
+{
+	struct vmt_synced r = { .status = a->sync_err };
+	struct vmt_sync s;
+	int e;
+
+	if (proto_get_sync(m->payload, m->len, &s) < 0)
+		return;
+	r.id = s.id;
+	if (!r.status) {
+		r.t2 = a->rx_time;
+		if (s.flags & VMT_SYNC_F_MARKER) {
+			char text[64];
+			int n = snprintf(text, sizeof(text), "vmtrace-sync %llu\n", (unsigned long long)s.id);
+			if (a->marker_fd < 0)
+				a->marker_fd = ftrace_marker_open();
+			if (a->marker_fd >= 0 && write(a->marker_fd, text, (size_t)n) < 0)
+				log_debug("trace_marker: %m");
+		}
+		r.t3 = trace_clock_now(a->sync_src);
+	}
+	e = proto_put_synced(&a->out, &r);
+	if (e < 0)
+		log_error_errno(e, "cannot queue SYNCED: %m");
+	ctl_flush(a);
+}
+
 /* START: ftrace set up with tracing off, ports open, STARTED and the
  * metadata sent; pages wait for STREAM. */
 static void agent_start(struct agent *a, const struct vmt_start *s)
@@ -217,6 +264,7 @@ static void agent_start(struct agent *a, const struct vmt_start *s)
 		return;
 	}
 	memset(a->last, 0, sizeof(a->last));
+	agent_sync_clock(a);
 	snprintf(msg, sizeof(msg), "%u event enable files written", changed);
 	agent_send_status(a, VMT_MSG_STARTED, 0, msg);
 	r = agent_send_meta(a, &meta, files);
@@ -382,6 +430,9 @@ static void agent_handle(struct agent *a, const struct vmt_msg *m)
 	case VMT_MSG_FLUSH:
 		agent_on_flush(a, get_le64(m->payload));
 		break;
+	case VMT_MSG_SYNC:
+		agent_on_sync(a, m);
+		break;
 	default:
 		log_warning("unexpected %s from the host ignored", proto_msg_name(m->type));
 	}
@@ -395,6 +446,8 @@ static void agent_read(struct agent *a)
 	uint8_t *p = proto_rx_space(a->rx, &room);
 	ssize_t n = read(a->ctl_fd, p, room);
 
+	if (!a->sync_err)
+		a->rx_time = trace_clock_now(a->sync_src);
 	if (n == 0) {
 		/* the host end is closed (socket chardev): drop a half message */
 		a->ctl_hup = true;
@@ -484,7 +537,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	struct agent a = { .ports_dir = PORTS_DIR, .ctl_fd = -1, .notify_fd = -1, .sig_fd = -1 };
+	struct agent a = { .ports_dir = PORTS_DIR, .ctl_fd = -1, .notify_fd = -1, .sig_fd = -1,
+			   .marker_fd = -1 };
 	const char *sock = VMT_TRIGGER_SOCK;
 	bool kmsg = true;
 	char path[512];
@@ -526,6 +580,7 @@ int main(int argc, char **argv)
 	if (ftrace_open() < 0)
 		return 1;
 	a.page_size = (unsigned)getpagesize();
+	agent_sync_clock(&a);
 	a.ncpus = agent_count_cpus(a.ports_dir);
 	if (!a.ncpus) {
 		log_error("no %s/trace-path-cpu0: nothing to stream to", a.ports_dir);
@@ -547,6 +602,8 @@ int main(int argc, char **argv)
 	pump_close(a.pumps);
 	trigger_close(&a.trig, sock);
 	close(a.ctl_fd);
+	if (a.marker_fd >= 0)
+		close(a.marker_fd);
 	buf_free(&a.out);
 	free(a.rx);
 	return r < 0 ? 1 : 0;

@@ -15,6 +15,7 @@
 #include "aux.h"
 #include "commands.h"
 #include "sample.h"
+#include "util.h"
 
 static void when(char *out, size_t n, uint64_t realtime_ns)
 {
@@ -51,6 +52,39 @@ static void show_aux(const char *path, const struct vmt_sample *s)
 	aux_free(&a);
 }
 
+/* The clock data: method, clocks, vCPU threads and the quality of the points. */
+static void show_clock(const struct vmt_sample *s)
+{
+	const struct vmt_clock_info *ci = &s->clock;
+	uint64_t best = UINT64_MAX, worst = 0;
+
+	if (!s->have_clock) {
+		printf("clock:    no clock data (a sample from before clock sync)\n");
+		return;
+	}
+	printf("clock:    guest %s, host %s, sync %s", ci->guest_clock, ci->host_clock,
+	       sync_method_name(ci->method));
+	if (ci->why[0])
+		printf(" (%s)", ci->why);
+	printf("\n");
+	if (ci->qemu_pid) {
+		printf("qemu:     pid %u, vCPU threads", ci->qemu_pid);
+		for (uint32_t i = 0; i < ci->nvcpus; i++)
+			printf(" %u", ci->vcpu_tid[i]);
+		printf("%s\n", ci->nvcpus ? "" : " unknown");
+	}
+	if (!ci->npoints)
+		return;
+	for (uint32_t i = 0; i < ci->npoints; i++) {
+		best = VMT_MIN(best, ci->points[i].rtt);
+		worst = VMT_MAX(worst, ci->points[i].rtt);
+	}
+	printf("sync:     %u points, offset %+.6f s at the first, %+.6f s at the last; "
+	       "error bound (round trip / 2) %.1f to %.1f us\n",
+	       ci->npoints, (double)ci->points[0].offset / 1e9,
+	       (double)ci->points[ci->npoints - 1].offset / 1e9, (double)best / 2e3, (double)worst / 2e3);
+}
+
 static void show(const char *path, const struct vmt_sample *s)
 {
 	char t[64];
@@ -61,6 +95,7 @@ static void show(const char *path, const struct vmt_sample *s)
 	       s->guest, s->host, s->ncpus, s->page_size, s->dump_id, t);
 	printf("needs:    aux version %u (id %016" PRIx64 ")\n", s->aux_version, s->aux_id);
 	show_aux(path, s);
+	show_clock(s);
 	for (uint32_t i = 0; i < s->ntriggers; i++) {
 		const struct vmt_trigger *tr = &s->triggers[i];
 

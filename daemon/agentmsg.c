@@ -14,6 +14,7 @@
 #include "guest-int.h"
 #include "log.h"
 #include "manager.h"
+#include "sync.h"
 #include "meta.h"
 #include "page.h"
 
@@ -304,9 +305,11 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 				 "guest rebooted or changed its events (aux %u replaced)", g->aux.version);
 			manager_dump_guest_now(g->m, g, &t);
 		}
-		if (!compatible)
+		if (!compatible) {
 			for (uint32_t i = 0; i < g->nrings; i++)
 				ring_clear(&g->rings[i]);
+			sync_forget(g);	/* a new boot: its clock started over */
+		}
 		a.version = guest_aux_version(g, a.id, &exists);
 		aux_free(&g->aux);
 		g->aux = a;
@@ -340,6 +343,8 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	if (g->timer)
 		sd_event_source_set_enabled(g->timer, SD_EVENT_OFF);
 	log_guest(VMT_LOG_INFO, 0, g->conf.name, "streaming");
+	if (g->state == GUEST_STREAMING)
+		sync_session_start(g);
 }
 
 /* Are the bytes the agent sent before its FLUSHED all here? */
@@ -466,6 +471,9 @@ void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 		break;
 	case VMT_MSG_TRIGGER:
 		guest_on_trigger(g, msg);
+		break;
+	case VMT_MSG_SYNCED:
+		sync_on_synced(g, msg);
 		break;
 	default:
 		/* host->guest types coming from the guest */

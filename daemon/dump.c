@@ -21,6 +21,7 @@
 #include "guest.h"
 #include "log.h"
 #include "manager.h"
+#include "sync.h"
 
 /* ---- retention ----------------------------------------------------------- */
 
@@ -203,6 +204,18 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 			dst += ps;
 		}
 	}
+	{
+		/* the clock points around the window, over all CPUs */
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (uint32_t c = 0; c < g->nrings; c++)
+			if (s->cpus[c].npages) {
+				lo = VMT_MIN(lo, s->cpus[c].first_ts);
+				hi = VMT_MAX(hi, s->cpus[c].last_ts);
+			}
+		if (sync_clock_info(g, lo == UINT64_MAX ? 0 : lo, hi, &s->clock) < 0)
+			goto oom;
+		s->have_clock = true;
+	}
 	free(first);
 	free(end);
 	g->last_freeze_ns = now_monotonic_ns();
@@ -247,6 +260,8 @@ void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g)
 	job->aux.meta = malloc(g->aux.meta_len);
 	if (!job->aux.meta)
 		goto fail;
+	/* the clocks and the method as they are now; the points are in samples */
+	job->aux.have_clock = sync_clock_info(g, 0, 0, &job->aux.sync) == 0;
 	memcpy(job->aux.meta, g->aux.meta, g->aux.meta_len);
 	g->aux_pending = true;
 	writer_submit(&m->writer, job);

@@ -64,6 +64,8 @@ void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s)
 			  guest_state_name(s));
 	if ((g->state == GUEST_OFFLINE) != (s == GUEST_OFFLINE))
 		probe_sync_guests(g->m->probe);	/* its QEMU pid comes or goes */
+	if (g->state == GUEST_STREAMING && s != GUEST_STREAMING)
+		sync_session_end(g);
 	g->state = s;
 	g->state_since_ns = now_monotonic_ns();
 }
@@ -458,6 +460,7 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 			guest_disconnect(g, "control channel closed");
 			break;
 		}
+		sync_stamp_rx(g);
 		proto_rx_wrote(g->rx, (size_t)n);
 		while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
 			guest_dispatch(g, &msg);
@@ -601,6 +604,7 @@ void guest_free(struct vmt_guest *g)
 	hostsrc_free(g->host);
 	guest_close_channels(g);
 	g->timer = sd_event_source_disable_unref(g->timer);
+	sync_free(g);
 	g->m->mem_used -= guest_mem(g);
 	guest_free_rings(g);
 	free(g->data);

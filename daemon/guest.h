@@ -21,6 +21,7 @@
 #include "config.h"
 #include "proto.h"
 #include "ring.h"
+#include "sync.h"
 #include "util.h"
 
 struct vmt_manager;
@@ -99,6 +100,8 @@ struct vmt_guest {
 	uint64_t *target_seq;	/* per ring: pages before this seq belong to the window */
 	struct vmt_cpu_stats *stats;	/* last FLUSHED */
 	bool have_stats;
+
+	struct vmt_guest_sync sync;	/* clock relation to the host (sync.c) */
 
 	uint64_t last_freeze_ns;	/* CLOCK_MONOTONIC of its last dump, for the cooldown */
 	struct vmt_guest_counters c;

@@ -60,6 +60,7 @@ struct vmt_hostsrc_cpu {
 
 struct vmt_hostsrc {
 	struct vmt_manager *m;
+	int marker_fd;		/* the instance's trace_marker, -1 until first used */
 	struct vmt_guest *g;
 	struct tracefs_instance *inst;
 	char *dir;		/* the instance's folder */
@@ -733,6 +734,8 @@ int hostsrc_new(struct vmt_manager *m, struct vmt_guest **out)
 		return log_guest(VMT_LOG_ERR, -EEXIST, HOST_GUEST,
 				 "a guest is already named \"" HOST_GUEST "\": no host recording");
 	h = calloc(1, sizeof(*h));
+	if (h)
+		h->marker_fd = -1;
 	if (!h)
 		return log_guest(VMT_LOG_ERR, -ENOMEM, HOST_GUEST, "%m");
 	h->m = m;
@@ -784,6 +787,25 @@ fail:
 	return r;
 }
 
+void hostsrc_mark(struct vmt_manager *m, const char *text)
+{
+	struct vmt_hostsrc *h = NULL;
+
+	for (uint32_t i = 0; i < m->nguests && !h; i++)
+		h = m->guests[i]->host;
+	if (!h || !h->dir)
+		return;
+	if (h->marker_fd < 0) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/trace_marker", h->dir);
+		h->marker_fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (h->marker_fd < 0)
+			return;
+	}
+	if (write(h->marker_fd, text, strlen(text)) < 0)
+		log_debug("host trace_marker: %m");
+}
+
 void hostsrc_flush(struct vmt_hostsrc *h)
 {
 	if (!h)
@@ -803,6 +825,8 @@ void hostsrc_free(struct vmt_hostsrc *h)
 	if (!h)
 		return;
 	h->timer = sd_event_source_disable_unref(h->timer);
+	if (h->marker_fd >= 0)
+		close(h->marker_fd);
 	for (uint32_t i = 0; h->cpus && i < h->ncpus; i++) {
 		struct vmt_hostsrc_cpu *c = &h->cpus[i];
 

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "manager.h"
 #include "probe.h"
+#include "qemu.h"
 #include "util.h"
 
 #define RESYNC_USEC (2 * 1000000ull)	/* new vCPU threads, pidfiles that appear */
@@ -229,60 +230,6 @@ static uint32_t name_id(struct vmt_probe *p, const char *name)
 	return p->nnames++;
 }
 
-static pid_t pid_from_file(const char *path)
-{
-	char buf[32];
-	ssize_t n;
-	long v;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	v = strtol(buf, NULL, 10);
-	return v > 0 && v < (1L << 22) ? (pid_t)v : 0;
-}
-
-/*
- * The guest's QEMU: its pidfile: when configured (what the operator says
- * wins), else the socket's peer (the process that listens: QEMU with
- * server=on), else libvirt's pidfile for a discovered guest.
- */
-static pid_t guest_qemu_pid(const struct vmt_guest *g)
-{
-	char path[PATH_MAX];
-	pid_t pid;
-
-	if (g->host)
-		return 0;
-	if (g->conf.pidfile[0] && (pid = pid_from_file(g->conf.pidfile)) > 0)
-		return pid;
-	if (g->ctl.peer_pid > 0)
-		return g->ctl.peer_pid;
-	if (g->discovered) {
-		snprintf(path, sizeof(path), "/run/libvirt/qemu/%s.pid", g->conf.name);
-		return pid_from_file(path);
-	}
-	return 0;
-}
-
-/* "CPU 3/KVM", "CPU 0/TCG" -> 3, 0; -1 otherwise. */
-static int vcpu_of_comm(const char *comm)
-{
-	char kind[8];
-	int n, end = 0;
-
-	if (sscanf(comm, "CPU %d/%7[A-Z]%n", &n, kind, &end) == 2 && end && n >= 0 &&
-	    (!strcmp(kind, "KVM") || !strcmp(kind, "TCG")))
-		return n;
-	return -1;
-}
-
 struct tid_ent {
 	uint32_t tid;
 	uint32_t vcpu;
@@ -317,7 +264,7 @@ static int scan_threads(pid_t pid, struct tid_ent **out, uint32_t *nout)
 			if (k > 0) {
 				comm[k] = 0;
 				comm[strcspn(comm, "\n")] = 0;
-				v = vcpu_of_comm(comm);
+				v = qemu_vcpu_of_comm(comm);
 			}
 		}
 		if (n == cap) {
@@ -424,7 +371,7 @@ void probe_sync_guests_now(struct vmt_probe *p)
 		struct vmt_detect_pid vp = { 0 };
 		struct tid_ent *th = NULL;
 		uint32_t nth = 0, *tk;
-		pid_t pid = guest_qemu_pid(g);
+		pid_t pid = qemu_pid_of(g);
 
 		if (pid <= 0 || scan_threads(pid, &th, &nth) < 0)
 			continue;

@@ -39,6 +39,7 @@ void job_free(struct vmt_job *job)
 	job_free_frozen(job);
 	free(job->iovs);
 	free(job->sample.cpus);
+	clock_info_free(&job->sample.clock);
 	free(job->pins);
 	aux_free(&job->aux);
 	free(job);

@@ -10,6 +10,7 @@
 #include "vfile.h"
 
 #define AUX_INFO_MAX (64u << 10)
+#define AUX_CLOCK_MAX (256u << 10)
 
 static const struct vmt_tlv_field info_fields[] = {
 	VMT_TLV_FIELD(0x01, STR, struct vmt_aux, guest),
@@ -97,6 +98,12 @@ int aux_write(int fd, const struct vmt_aux *a)
 		r = vfile_write_section(&w, VMT_AUX_SECT_INFO, 0, 0, b.data, b.len);
 	if (r == 0)
 		r = vfile_write_section(&w, VMT_AUX_SECT_META, 0, VMT_VSECT_ZSTD, a->meta, a->meta_len);
+	if (r == 0 && a->have_clock) {
+		b.len = 0;
+		r = clock_info_put(&b, &a->sync);
+		if (r == 0)
+			r = vfile_write_section(&w, VMT_AUX_SECT_CLOCK, 0, 0, b.data, b.len);
+	}
 	buf_free(&b);
 	if (r < 0) {
 		vfile_writer_finish(&w);
@@ -129,7 +136,7 @@ static int parse_info(const uint8_t *p, size_t len, struct vmt_aux *a, char *msg
 static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_aux *a,
 		     char *why, size_t n)
 {
-	const struct vmt_vsection *info = NULL, *meta = NULL;
+	const struct vmt_vsection *info = NULL, *meta = NULL, *clock = NULL;
 	const char *mwhy;
 	const uint8_t *p;
 	void *owned;
@@ -147,6 +154,8 @@ static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_au
 			slot = &info;
 		else if (x->type == VMT_AUX_SECT_META)
 			slot = &meta;
+		else if (x->type == VMT_AUX_SECT_CLOCK)
+			slot = &clock;
 		else
 			continue;	/* a later version's section */
 		if (*slot || x->id)
@@ -158,6 +167,9 @@ static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_au
 	if (info->raw_size > AUX_INFO_MAX)
 		return vfile_bad(why, n, f, info, "%" PRIu64 " bytes, more than %u", info->raw_size,
 			    AUX_INFO_MAX);
+	if (clock && clock->raw_size > AUX_CLOCK_MAX)
+		return vfile_bad(why, n, f, clock, "%" PRIu64 " bytes, more than %u", clock->raw_size,
+			    AUX_CLOCK_MAX);
 	if (meta->raw_size > max_meta)
 		return vfile_bad(why, n, f, meta, "bundle of %" PRIu64 " bytes, more than %" PRIu64,
 			    meta->raw_size, max_meta);
@@ -170,6 +182,16 @@ static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_au
 	if (r < 0)
 		return vfile_bad(why, n, f, info, "%s", msg);
 
+	if (clock) {
+		r = vfile_section_data_why(f, clock, &p, &owned, why, n);
+		if (r < 0)
+			return r;
+		r = clock_info_parse(p, (size_t)clock->raw_size, &a->sync, msg, sizeof(msg));
+		free(owned);
+		if (r < 0)
+			return vfile_bad(why, n, f, clock, "%s", msg);
+		a->have_clock = true;
+	}
 	r = vfile_section_data_why(f, meta, &p, &owned, why, n);
 	if (r < 0)
 		return r;
@@ -231,6 +253,7 @@ int aux_read(const char *path, uint64_t max_meta, struct vmt_aux *a, char *why, 
 void aux_free(struct vmt_aux *a)
 {
 	free(a->meta);
+	clock_info_free(&a->sync);
 	memset(a, 0, sizeof(*a));
 }
 

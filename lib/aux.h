@@ -13,9 +13,11 @@
 #ifndef VMT_AUX_H
 #define VMT_AUX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clocksync.h"
 #include "proto.h"
 
 #define VMT_AUX_MAGIC "VMTAUX01"
@@ -23,6 +25,7 @@
 /* Section types (docs/FORMAT.md) */
 #define VMT_AUX_SECT_INFO 0x01
 #define VMT_AUX_SECT_META 0x30
+#define VMT_AUX_SECT_CLOCK 0x40	/* optional: the clocks and method when written */
 #define VMT_AUX_ZSTD_LEVEL 3
 
 struct vmt_aux {
@@ -38,6 +41,8 @@ struct vmt_aux {
 	char agent[VMT_STR_AGENT];
 	uint8_t *meta;		/* the bundle */
 	size_t meta_len;
+	bool have_clock;	/* not part of the content id */
+	struct vmt_clock_info sync;	/* clocks, method, vCPU map, first points */
 };
 
 uint64_t aux_compute_id(const struct vmt_aux *a);

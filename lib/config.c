@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clocksync.h"
 #include "config-int.h"
 #include "log.h"
 #include "util.h"
@@ -25,6 +26,8 @@
 #define FORGET_MAX_MS (365 * DAY_MS)
 #define AGE_MAX_MS (3650 * DAY_MS)
 #define COALESCE_MAX_MS (60 * SEC_MS)
+#define SYNC_INTERVAL_MIN_MS 100
+#define SYNC_INTERVAL_MAX_MS (3600 * SEC_MS)
 #define COOLDOWN_MAX_MS DAY_MS
 #define PER_MINUTE_MAX 600
 #define GROUP_MAX 32	/* useradd's limit */
@@ -87,6 +90,10 @@ void config_init(struct vmt_config *c)
 	c->host.ring_size = 4 * MiB;
 	c->host.buffer_kb = 4096;
 	c->host.qemu_only = 1;
+	c->sync.interval_ms = 2000;
+	c->sync.probes = 8;
+	c->sync.timeout_ms = 1000;
+	strcpy(c->sync.kvm_debugfs, "/sys/kernel/debug/kvm");
 	config_detect_init(c->detectors);
 }
 
@@ -249,7 +256,82 @@ static const struct yamlconf_key control_keys[] = {
 	{ "read_only_group", ctl_read_group },
 };
 
+/* ---- clock_sync ---------------------------------------------------------- */
+
+static int sync_interval(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_sync_conf *s = obj;
+	uint64_t ms;
+	int r;
+
+	r = yamlconf_read_duration(y, v, field, 1, 0, SYNC_INTERVAL_MAX_MS, &ms);
+	if (r < 0)
+		return r;
+	if (ms && ms < SYNC_INTERVAL_MIN_MS)
+		return yamlconf_error(y, v, field, "at least %dms, or 0 for one round per session",
+				      SYNC_INTERVAL_MIN_MS);
+	s->interval_ms = (uint32_t)ms;
+	return 0;
+}
+
+static int sync_probes(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_sync_conf *s = obj;
+	long long n;
+	int r;
+
+	r = yamlconf_read_int(y, v, field, 1, VMT_SYNC_MAX_PROBES, &n);
+	if (r < 0)
+		return r;
+	s->probes = (uint32_t)n;
+	return 0;
+}
+
+static int sync_timeout(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_sync_conf *s = obj;
+	uint64_t ms;
+	int r;
+
+	r = yamlconf_read_duration(y, v, field, 1, 10, 60 * SEC_MS, &ms);
+	if (r < 0)
+		return r;
+	s->timeout_ms = (uint32_t)ms;
+	return 0;
+}
+
+static int sync_markers(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_sync_conf *s = obj;
+
+	return yamlconf_read_bool(y, v, field, &s->markers);
+}
+
+static int sync_kvm_debugfs(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_sync_conf *s = obj;
+
+	return yamlconf_read_path(y, v, field, true, DIR_MAX, s->kvm_debugfs);
+}
+
+static const struct yamlconf_key sync_keys[] = {
+	{ "interval", sync_interval },
+	{ "probes", sync_probes },
+	{ "timeout", sync_timeout },
+	{ "markers", sync_markers },
+	{ "kvm_debugfs", sync_kvm_debugfs },
+};
+
 /* ---- top level --------------------------------------------------------- */
+
+static int top_sync(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct cfg_parser *p = obj;
+
+	return yamlconf_read_block(y, v, field, "clock sync settings", sync_keys,
+				   ARRAY_SIZE(sync_keys), &p->c->sync);
+}
+
 
 static int top_state_dir(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
@@ -386,6 +468,7 @@ static const struct yamlconf_key top_keys[] = {
 	{ "retention", top_retention },
 	{ "record", top_record },
 	{ "host", top_host },
+	{ "clock_sync", top_sync },
 	{ "detectors", top_detectors },
 	{ "discovery", top_discovery },
 	{ "guests", top_guests },

@@ -84,6 +84,15 @@ struct vmt_host_conf {
 	int qemu_only;		/* sched events filtered to QEMU processes' threads */
 };
 
+/* Clock sync with the guests' agents (daemon/sync.c). */
+struct vmt_sync_conf {
+	uint32_t interval_ms;	/* between rounds, 0 = one round per session */
+	uint32_t probes;	/* per round */
+	uint32_t timeout_ms;	/* for one probe's answer */
+	int markers;		/* trace markers on both sides, to measure alignment */
+	char kvm_debugfs[3841];	/* KVM's debugfs folder: vCPU TSC offsets */
+};
+
 /* BPF detectors (daemon/probe.c), in the order of bpf/detect.h. */
 enum vmt_detector_id {
 	VMT_DETECTOR_PROCESS_DEATH,
@@ -112,6 +121,7 @@ struct vmt_config {
 	struct vmt_retention_conf retention;
 	struct vmt_control_conf control;
 	struct vmt_host_conf host;
+	struct vmt_sync_conf sync;
 	struct vmt_detector_conf detectors[VMT_CONFIG_DETECTORS];
 	uint32_t ndiscovery;
 	struct vmt_discovery_conf *discovery;

@@ -127,6 +127,13 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fprintf(f, "  buffer_size: %" PRIu64 "\n", (uint64_t)c->host.buffer_kb * KiB);
 	fputs("  qemu_only: ", f);
 	print_bool(f, c->host.qemu_only);
+	fprintf(f, "\nclock_sync:\n  interval: %" PRIu32 "ms\n", c->sync.interval_ms);
+	fprintf(f, "  probes: %" PRIu32 "\n", c->sync.probes);
+	fprintf(f, "  timeout: %" PRIu32 "ms\n", c->sync.timeout_ms);
+	fputs("  markers: ", f);
+	print_bool(f, c->sync.markers);
+	fputs("\n  kvm_debugfs: ", f);
+	print_str(f, c->sync.kvm_debugfs);
 	fputs("\ndetectors:\n", f);
 	for (unsigned i = 0; i < VMT_CONFIG_DETECTORS; i++) {
 		const struct vmt_detector_conf *d = &c->detectors[i];

@@ -201,6 +201,58 @@ int proto_get_flushed(const void *payload, uint32_t len, uint64_t *id, uint32_t 
 	return 0;
 }
 
+int proto_put_sync(struct vmt_buf *out, const struct vmt_sync *s)
+{
+	uint8_t p[16];
+
+	put_le64(p, s->id);
+	put_le32(p + 8, s->flags);
+	put_le32(p + 12, 0);
+	return proto_put(out, VMT_MSG_SYNC, p, sizeof(p));
+}
+
+int proto_get_sync(const void *payload, uint32_t len, struct vmt_sync *s)
+{
+	const uint8_t *p = payload;
+
+	if (len != 16)
+		return -EBADMSG;
+	s->id = get_le64(p);
+	s->flags = get_le32(p + 8);
+	s->reserved = 0;
+	return 0;
+}
+
+int proto_put_synced(struct vmt_buf *out, const struct vmt_synced *s)
+{
+	uint8_t p[32];
+
+	put_le64(p, s->id);
+	put_le64(p + 8, s->t2);
+	put_le64(p + 16, s->t3);
+	put_le32(p + 24, (uint32_t)s->status);
+	put_le32(p + 28, 0);
+	return proto_put(out, VMT_MSG_SYNCED, p, sizeof(p));
+}
+
+int proto_get_synced(const void *payload, uint32_t len, struct vmt_synced *s)
+{
+	const uint8_t *p = payload;
+	int32_t st;
+
+	if (len != 32)
+		return -EBADMSG;
+	st = (int32_t)get_le32(p + 24);
+	if (st > 0 || st <= -4096)
+		return -EBADMSG;
+	s->id = get_le64(p);
+	s->t2 = get_le64(p + 8);
+	s->t3 = get_le64(p + 16);
+	s->status = st;
+	s->reserved = 0;
+	return 0;
+}
+
 void proto_rx_init(struct vmt_proto_rx *rx)
 {
 	rx->len = 0;

@@ -45,7 +45,9 @@
 	X(FLUSHED,     11, 16,  16 + VMT_MAX_CPUS * 80) /* guest->host: see below  */ \
 	X(ERROR,       12, 4,   4 + 512) /* guest->host: i32 errno, text            */ \
 	X(TRIGGER,     13, 0,   256)   /* guest->host: reason text                  */ \
-	X(STREAM,      14, 0,   0)     /* host->guest: metadata taken, start pages  */
+	X(STREAM,      14, 0,   0)     /* host->guest: metadata taken, start pages  */ \
+	X(SYNC,        15, 16,  16)    /* host->guest: struct vmt_sync             */ \
+	X(SYNCED,      16, 32,  32)    /* guest->host: struct vmt_synced           */
 
 enum vmt_msg_type {
 #define X(name, value, min, max) VMT_MSG_##name = value,
@@ -73,6 +75,7 @@ struct vmt_hello {
 };
 #define VMT_HELLO_SIZE 200
 #define VMT_HELLO_TRACING 0x1	/* agent is already streaming (reconnect) */
+#define VMT_HELLO_SYNC 0x2	/* agent answers SYNC */
 
 /* START payload: fixed 48 bytes, then events_len bytes of event list */
 struct vmt_start {
@@ -101,6 +104,26 @@ struct vmt_cpu_stats {
 };
 #define VMT_CPU_STATS_SIZE 80
 
+/*
+ * Clock probe (see clocksync.h). The agent reads its clock (the user-space
+ * twin of its trace clock) as soon as the message is read, t2, and again
+ * just before answering, t3; status is -EOPNOTSUPP when its trace clock has
+ * no such twin (t2 = t3 = 0 then).
+ */
+struct vmt_sync {
+	uint64_t id;
+	uint32_t flags;		/* VMT_SYNC_F_* */
+	uint32_t reserved;
+};
+#define VMT_SYNC_F_MARKER 0x1	/* also write "vmtrace-sync ID" into the guest trace */
+
+struct vmt_synced {
+	uint64_t id;
+	uint64_t t2, t3;	/* guest trace-clock time at receipt, at reply */
+	int32_t status;		/* 0 or -errno */
+	uint32_t reserved;
+};
+
 /* Encoders: append one whole message to out (a struct vmt_buf). */
 struct vmt_buf;
 int proto_put(struct vmt_buf *out, unsigned type, const void *payload, uint32_t len);
@@ -108,6 +131,8 @@ int proto_put_hello(struct vmt_buf *out, const struct vmt_hello *h);
 int proto_put_start(struct vmt_buf *out, const struct vmt_start *s);
 int proto_put_flushed(struct vmt_buf *out, uint64_t id, uint32_t ncpus,
 		      const struct vmt_cpu_stats *st);
+int proto_put_sync(struct vmt_buf *out, const struct vmt_sync *s);
+int proto_put_synced(struct vmt_buf *out, const struct vmt_synced *s);
 
 /* Decoders: validate and fill; -EBADMSG with nothing filled on bad input. */
 int proto_get_hello(const void *p, uint32_t len, struct vmt_hello *h);
@@ -116,6 +141,9 @@ int proto_get_start(const void *p, uint32_t len, struct vmt_start *s);
 /* st must hold VMT_MAX_CPUS records */
 int proto_get_flushed(const void *p, uint32_t len, uint64_t *id, uint32_t *ncpus,
 		      struct vmt_cpu_stats *st);
+int proto_get_sync(const void *p, uint32_t len, struct vmt_sync *s);
+/* status must be 0 or a negative errno above -4096 */
+int proto_get_synced(const void *p, uint32_t len, struct vmt_synced *s);
 
 /*
  * Receive-side framer. Feed it bytes as they come; take complete messages

@@ -18,6 +18,7 @@
 /* Bounds on the small sections: far above what a writer produces. */
 #define SAMPLE_INFO_MAX (1u << 20)
 #define SAMPLE_CPU_MAX (64u << 10)
+#define SAMPLE_CLOCK_MAX (256u << 10)	/* 4096 points of 40 bytes, and the rest */
 
 static const struct vmt_tlv_field info_fields[] = {
 	VMT_TLV_FIELD(0x01, STR, struct vmt_sample, guest),
@@ -187,6 +188,12 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
 	r = vfile_writer_start(&w, fd, VMT_SAMPLE_MAGIC, VMT_SAMPLE_VERSION, s->created_ns);
 	if (r == 0)
 		r = vfile_write_section(&w, VMT_SAMPLE_SECT_INFO, 0, 0, b.data, b.len);
+	if (r == 0 && s->have_clock) {
+		b.len = 0;
+		r = clock_info_put(&b, &s->clock);
+		if (r == 0)
+			r = vfile_write_section(&w, VMT_SAMPLE_SECT_CLOCK, 0, 0, b.data, b.len);
+	}
 	for (uint32_t i = 0; r == 0 && i < s->ncpus; i++) {
 		const struct vmt_sample_cpu *cpu = &s->cpus[i];
 
@@ -352,12 +359,29 @@ static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char
 		const struct vmt_vsection *x = &f->sect[i];
 		const struct vmt_vsection **slot;
 
-		if (x->type == VMT_SAMPLE_SECT_CPU)
+		if (x->type == VMT_SAMPLE_SECT_CPU) {
 			slot = cs;
-		else if (x->type == VMT_SAMPLE_SECT_PAGES)
+		} else if (x->type == VMT_SAMPLE_SECT_PAGES) {
 			slot = ps;
-		else
+		} else if (x->type == VMT_SAMPLE_SECT_CLOCK) {
+			if (s->have_clock || x->id) {
+				r = vfile_bad(why, n, f, x, "a second CLOCK section, or id not 0");
+				goto fail;
+			}
+			r = section_get(f, x, SAMPLE_CLOCK_MAX, &p, &owned, why, n);
+			if (r < 0)
+				goto fail;
+			r = clock_info_parse(p, (size_t)x->raw_size, &s->clock, msg, sizeof(msg));
+			free(owned);
+			if (r < 0) {
+				vfile_bad(why, n, f, x, "%s", msg);
+				goto fail;
+			}
+			s->have_clock = true;
+			continue;
+		} else {
 			continue;	/* a later version's section */
+		}
 		if (x->id >= s->ncpus) {
 			r = vfile_bad(why, n, f, x, "cpu %u, but ncpus is %u", x->id, s->ncpus);
 			goto fail;
@@ -519,6 +543,7 @@ void sample_free(struct vmt_sample *s)
 		for (uint32_t i = 0; i < s->ncpus; i++)
 			free(s->cpus[i].pages);
 	free(s->cpus);
+	clock_info_free(&s->clock);
 	free(s);
 }
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clocksync.h"
 #include "proto.h"
 #include "ring.h"
 #include "vfile.h"	/* struct vmt_iovec */
@@ -25,6 +26,7 @@
 #define VMT_SAMPLE_SECT_INFO 0x01
 #define VMT_SAMPLE_SECT_CPU 0x10
 #define VMT_SAMPLE_SECT_PAGES 0x20
+#define VMT_SAMPLE_SECT_CLOCK 0x30	/* optional: clocksync.h */
 /* Readers refuse a sample declaring more page bytes than this, in all. */
 #define VMT_SAMPLE_MAX_PAGE_BYTES (64ull << 30)
 
@@ -87,6 +89,8 @@ struct vmt_sample {
 	uint64_t flush_timeouts;	/* dumps that did not get the agent's FLUSHED in time */
 	uint64_t triggers_omitted;	/* triggers this dump served beyond the ones listed */
 	struct vmt_sample_cpu *cpus;	/* ncpus entries */
+	bool have_clock;	/* a CLOCK section (not read by sample_read_info) */
+	struct vmt_clock_info clock;	/* freed by sample_free() */
 };
 
 struct vmt_iovec;

@@ -4,6 +4,10 @@
 #include <fcntl.h>
 #include <time.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 #include "util.h"
 
 int buf_reserve(struct vmt_buf *b, size_t more)
@@ -203,6 +207,37 @@ static uint64_t clock_ns(clockid_t id)
 
 uint64_t now_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
 uint64_t now_monotonic_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+#define SOURCE_TSC (-1)
+
+int trace_clock_source(const char *c, int *source)
+{
+	static const struct { const char *name; int id; } map[] = {
+		{ "mono", CLOCK_MONOTONIC },
+		{ "mono_raw", CLOCK_MONOTONIC_RAW },
+		{ "boot", CLOCK_BOOTTIME },
+		{ "tai", CLOCK_TAI },
+#if defined(__x86_64__) || defined(__i386__)
+		{ "x86-tsc", SOURCE_TSC },
+#endif
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (!strcmp(c, map[i].name)) {
+			*source = map[i].id;
+			return 0;
+		}
+	return -EOPNOTSUPP;
+}
+
+uint64_t trace_clock_now(int source)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (source == SOURCE_TSC)
+		return __rdtsc();
+#endif
+	return clock_ns(source);
+}
 
 bool name_is_valid(const char *s)
 {

@@ -83,6 +83,15 @@ int read_file(const char *path, size_t max, char **out, size_t *len);
 /* CLOCK_REALTIME / CLOCK_MONOTONIC in nanoseconds. */
 uint64_t now_realtime_ns(void);
 uint64_t now_monotonic_ns(void);
+/*
+ * The user-space clock that reads the same time as a trace clock: "mono",
+ * "mono_raw", "boot", "tai" map to clock_gettime() clocks, "x86-tsc" to the
+ * TSC (x86 only). -EOPNOTSUPP for clocks user space cannot read ("local",
+ * "global", "counter", "perf", ...).
+ */
+int trace_clock_source(const char *trace_clock, int *source);
+/* Read a source from trace_clock_source(): ns, or TSC cycles. */
+uint64_t trace_clock_now(int source);
 
 /* Names that become file names: [A-Za-z0-9_.-], 1..64 chars, no leading dot. */
 bool name_is_valid(const char *s);

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "qemu.h"
+
+static pid_t pid_from_file(const char *path)
+{
+	char buf[32];
+	ssize_t n;
+	long v;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	v = strtol(buf, NULL, 10);
+	return v > 0 && v < (1L << 22) ? (pid_t)v : 0;
+}
+
+pid_t qemu_pid_of(const struct vmt_guest *g)
+{
+	char path[PATH_MAX];
+	pid_t pid;
+
+	if (g->host)
+		return 0;
+	if (g->conf.pidfile[0] && (pid = pid_from_file(g->conf.pidfile)) > 0)
+		return pid;
+	if (g->ctl.peer_pid > 0)
+		return g->ctl.peer_pid;
+	if (g->discovered) {
+		snprintf(path, sizeof(path), "/run/libvirt/qemu/%s.pid", g->conf.name);
+		return pid_from_file(path);
+	}
+	return 0;
+}
+
+int qemu_vcpu_of_comm(const char *comm)
+{
+	char kind[8];
+	int n, end = 0;
+
+	if (sscanf(comm, "CPU %d/%7[A-Z]%n", &n, kind, &end) == 2 && end && n >= 0 &&
+	    (!strcmp(kind, "KVM") || !strcmp(kind, "TCG")))
+		return n;
+	return -1;
+}
+
+static int thread_comm(pid_t pid, long tid, char *comm, size_t n)
+{
+	char path[96];
+	ssize_t k;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%ld/comm", (int)pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	k = read(fd, comm, n - 1);
+	close(fd);
+	if (k <= 0)
+		return -EIO;
+	comm[k] = 0;
+	comm[strcspn(comm, "\n")] = 0;
+	return 0;
+}
+
+int qemu_vcpu_threads(pid_t pid, uint32_t *tids, uint32_t max, uint32_t *n)
+{
+	char path[64], comm[32];
+	uint32_t all_tid = 0;
+	struct dirent *de;
+	DIR *d;
+
+	*n = 0;
+	memset(tids, 0, max * sizeof(*tids));
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		long tid = strtol(de->d_name, NULL, 10);
+		int v;
+
+		if (tid <= 0 || thread_comm(pid, tid, comm, sizeof(comm)) < 0)
+			continue;
+		if (!strcmp(comm, "ALL CPUs/TCG"))
+			all_tid = (uint32_t)tid;
+		v = qemu_vcpu_of_comm(comm);
+		if (v < 0 || (uint32_t)v >= max)
+			continue;
+		tids[v] = (uint32_t)tid;
+		if ((uint32_t)v + 1 > *n)
+			*n = (uint32_t)v + 1;
+	}
+	closedir(d);
+	if (!*n && all_tid) {
+		for (uint32_t i = 0; i < max; i++)
+			tids[i] = all_tid;
+		*n = max;
+	}
+	return 0;
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * qemu: what the host can tell of a guest's QEMU process: its pid and the
+ * threads that run its vCPUs. Used by the detectors (probe.c) and by the
+ * clock data of samples (sync.c: trace-cmd's vCPU -> host thread map).
+ */
+#ifndef VMT_QEMU_H
+#define VMT_QEMU_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct vmt_guest;
+
+/*
+ * The guest's QEMU: its pidfile: when configured (what the operator says
+ * wins), else the socket's peer (the process that listens: QEMU with
+ * server=on), else libvirt's pidfile for a discovered guest. 0 if unknown.
+ */
+pid_t qemu_pid_of(const struct vmt_guest *g);
+/* "CPU 3/KVM", "CPU 0/TCG" -> 3, 0; -1 otherwise. */
+int qemu_vcpu_of_comm(const char *comm);
+/*
+ * tids[i] = the thread running vCPU i, for i < max (0 where none is named);
+ * *n = highest vCPU found + 1. A single-threaded TCG ("ALL CPUs/TCG") runs
+ * every vCPU: its tid fills all max entries and *n = max. -errno if
+ * /proc/pid/task cannot be read.
+ */
+int qemu_vcpu_threads(pid_t pid, uint32_t *tids, uint32_t max, uint32_t *n);
+
+#endif
