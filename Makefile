@@ -111,7 +111,7 @@ $(O)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
 # Small programs the shell suites use (tdcount), built like the tests.
-TOOL_BINS   := $(O)/tests/tools/tdcount
+TOOL_BINS   := $(O)/tests/tools/tdcount $(O)/tests/tools/tdlink
 $(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"

@@ -1,75 +1,49 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vmtracectl merge: samples of one guest (and the aux file they name) ->
- * one trace.dat. Samples overlap when a ring was dumped more than once:
- * pages are put in time order per CPU and each page is kept once.
+ * vmtracectl merge: samples of any guests and of the host -> one trace.dat
+ * per guest boot and one for the host, linked as trace-cmd links a host and
+ * its guests: TRACEID in each, GUEST (vCPU -> host thread) in the host's,
+ * TIME_SHIFT (the clock points) in each guest's, so that
+ * `trace-cmd report -i host.dat -i guest.dat` and KernelShark put every
+ * guest's events on the host's time line. sampleset.c reads and checks the
+ * samples and keeps each page once.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "aux.h"
 #include "commands.h"
-#include "meta.h"
-#include "page.h"
-#include "sample.h"
+#include "config.h"
+#include "sampleset.h"
 #include "tracedat.h"
 #include "util.h"
 
-#define MERGE_META_MAX (1ull << 30)
+#define HOST_GUEST "host"
+#define DEFAULT_CONFIG "/etc/vmtraced/vmtraced.yaml"
 
-struct mpage {
-	const uint8_t *p;
-	uint64_t ts;		/* page header timestamp */
-	uint32_t crc;
-	uint32_t commit;
+struct progress {
+	uint64_t start_ns;
+	bool shown;
 };
 
-static int mpage_cmp(const void *a, const void *b)
+/* On a terminal, once a merge has taken a second. */
+static void progress_cb(void *arg, uint64_t done, uint64_t total)
 {
-	const struct mpage *x = a, *y = b;
+	struct progress *p = arg;
 
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	if (x->commit != y->commit)
-		return x->commit < y->commit ? -1 : 1;
-	return (x->crc > y->crc) - (x->crc < y->crc);
-}
-
-static int find_aux(const char *sample_path, const struct vmt_sample *s, const char *aux_path,
-		    struct vmt_aux *aux)
-{
-	char path[4200], name[64], why[256], *dup;
-	int r;
-
-	if (aux_path) {
-		snprintf(path, sizeof(path), "%s", aux_path);
-	} else {
-		dup = strdup(sample_path);
-		if (!dup)
-			return -ENOMEM;
-		aux_file_name(name, sizeof(name), s->aux_version);
-		snprintf(path, sizeof(path), "%s/%s", dirname(dup), name);
-		free(dup);
-	}
-	r = aux_read(path, MERGE_META_MAX, aux, why, sizeof(why));
-	if (r < 0) {
-		fprintf(stderr, "vmtracectl: %s: %s\n", path, r == -EBADMSG ? why : strerror(-r));
-		return r;
-	}
-	if (aux->id != s->aux_id) {
-		fprintf(stderr, "vmtracectl: %s is not the aux file %s needs (id %016" PRIx64 ", needs %016" PRIx64 ")\n",
-			path, sample_path, aux->id, s->aux_id);
-		aux_free(aux);
-		return -EBADMSG;
-	}
-	return 0;
+	if (!total || now_monotonic_ns() - p->start_ns < 1000000000ull)
+		return;
+	fprintf(stderr, "\rreading samples: %3u%% (%" PRIu64 " of %" PRIu64 " MiB)",
+		(unsigned)(done * 100 / total), done >> 20, total >> 20);
+	p->shown = true;
 }
 
 static void stats_text(char *out, size_t n, const struct vmt_cpu_stats *st)
@@ -84,219 +58,453 @@ static void stats_text(char *out, size_t n, const struct vmt_cpu_stats *st)
 		 (st->now_ts % 1000000000) / 1000, st->dropped, st->read);
 }
 
+static bool is_host(const struct vmt_sset_group *g)
+{
+	return !strcmp(g->guest, HOST_GUEST);
+}
+
+static void group_file(char *out, size_t n, const char *dir, const struct vmt_sset_group *g)
+{
+	if (g->boot_split)
+		snprintf(out, n, "%s/%s-aux%u.dat", dir, g->guest, g->aux_version);
+	else
+		snprintf(out, n, "%s/%s.dat", dir, g->guest);
+}
+
+/* Why a guest's file gets no TIME_SHIFT, or NULL if it gets one. */
+static const char *shift_refused(const struct vmt_sset_group *g)
+{
+	const struct vmt_clock_info *ci = &g->clock;
+
+	if (!ci->npoints)
+		return ci->why[0] ? ci->why : "the samples carry no clock points";
+	for (uint32_t c = 0; c < g->ncpus; c++) {
+		bool any = false;
+		for (uint32_t i = 0; i < ci->npoints && !any; i++)
+			any = ci->points[i].cpu == VMT_SYNC_ALL_CPUS || ci->points[i].cpu == c;
+		if (!any)
+			return "a vCPU has no clock point";
+	}
+	return NULL;
+}
+
+static void print_summary(const char *path, const struct vmt_sset_group *g, bool shifted)
+{
+	const struct vmt_sample *last = g->samples[g->nsamples - 1];
+	uint64_t pages = 0, dups = 0, events = 0, first = UINT64_MAX, lastts = 0;
+
+	for (uint32_t c = 0; c < g->ncpus; c++) {
+		const struct vmt_sset_cpu *sc = &g->cpus[c];
+		pages += sc->npages;
+		dups += sc->duplicates;
+		events += sc->events;
+		if (sc->npages) {
+			first = VMT_MIN(first, sc->first_ts);
+			lastts = VMT_MAX(lastts, sc->last_ts);
+		}
+	}
+	printf("%s: %s %s (%s), %u CPUs, %u sample(s), aux %u\n", path, is_host(g) ? "host" : "guest",
+	       g->guest, g->aux.release, g->ncpus, g->nsamples, g->aux_version);
+	printf("  pages %" PRIu64 " (%" PRIu64 " duplicates dropped), events %" PRIu64 ", window %.3f s\n",
+	       pages, dups, events, first == UINT64_MAX ? 0.0 : (double)(lastts - first) / 1e9);
+	if (!is_host(g)) {
+		const struct vmt_clock_info *ci = &g->clock;
+		if (shifted) {
+			uint64_t best = UINT64_MAX;
+			for (uint32_t i = 0; i < ci->npoints; i++)
+				best = VMT_MIN(best, ci->points[i].rtt);
+			printf("  clock: %s -> host %s by %s, %u points, offset %+.6f s, best bound %.1f us\n",
+			       ci->guest_clock, ci->host_clock, sync_method_name(ci->method), ci->npoints,
+			       (double)ci->points[0].offset / 1e9, (double)best / 2e3);
+		} else {
+			printf("  clock: not shifted to the host's: %s\n", shift_refused(g));
+		}
+	}
+	for (uint32_t c = 0; c < g->ncpus; c++) {
+		const struct vmt_sset_cpu *sc = &g->cpus[c];
+		const struct vmt_sample_cpu *lc = c < last->ncpus ? &last->cpus[c] : NULL;
+
+		printf("  cpu%u: %" PRIu64 " pages", c, sc->npages);
+		if (lc)
+			printf("; ring: in %" PRIu64 ", overwritten %" PRIu64 ", guest-lost %" PRIu64
+			       ", rejected %" PRIu64 " B", lc->counters.pages_in, lc->counters.pages_overwritten,
+			       lc->counters.pages_guest_lost, lc->counters.bytes_rejected);
+		if (sc->gaps)
+			printf("; %" PRIu64 " gap(s), %" PRIu64 " pages missing", sc->gaps, sc->gap_pages);
+		if (lc && lc->have_guest_stats)
+			printf("; guest: read %" PRIu64 ", overrun %" PRIu64 ", dropped %" PRIu64,
+			       lc->guest.read, lc->guest.overrun, lc->guest.dropped);
+		printf("\n");
+	}
+}
+
+struct linkage {
+	uint64_t host_id;	/* TRACEID of the host's file (made up if none is merged) */
+	struct vmt_tracedat_guest *guests;
+	uint32_t nguests;
+};
+
+static int write_group(const char *path, const struct vmt_sset_group *g, const struct linkage *lk,
+		       bool quiet)
+{
+	struct vmt_tracedat_cpu *cpus = calloc(g->ncpus, sizeof(*cpus));
+	char **stats = calloc(g->ncpus, sizeof(*stats));
+	const struct vmt_sample *last = g->samples[g->nsamples - 1];
+	struct vmt_tracedat_shift shift = { 0 };
+	char uname[256], why[512];
+	bool shifted = false;
+	int fd = -1, r = -ENOMEM;
+
+	if (!cpus || !stats)
+		goto done;
+	for (uint32_t c = 0; c < g->ncpus; c++) {
+		cpus[c] = (struct vmt_tracedat_cpu){ .cpu = c, .pages = g->cpus[c].pages,
+						     .npages = g->cpus[c].npages };
+		if (c < last->ncpus && last->cpus[c].have_guest_stats) {
+			stats[c] = malloc(512);
+			if (!stats[c])
+				goto done;
+			stats_text(stats[c], 512, &last->cpus[c].guest);
+			cpus[c].stats = stats[c];
+		}
+	}
+	snprintf(uname, sizeof(uname), "Linux %s %s", g->guest, g->aux.release);
+	struct vmt_tracedat_input in = {
+		.meta = g->aux.meta,
+		.meta_len = g->aux.meta_len,
+		.page_size = g->page_size,
+		.ncpus = g->ncpus,
+		.clock = g->aux.clock,
+		.uname = uname,
+		.cpus = cpus,
+		.nr_cpus = g->ncpus,
+		.trace_id = is_host(g) ? lk->host_id : g->trace_id,
+		.zstd_level = 3,
+	};
+	if (is_host(g)) {
+		in.guests = lk->guests;
+		in.nguests = lk->nguests;
+	} else if (!shift_refused(g)) {
+		shift = (struct vmt_tracedat_shift){ .peer_trace_id = lk->host_id, .ncpus = g->ncpus,
+						     .points = g->clock.points, .npoints = g->clock.npoints };
+		in.shift = &shift;
+		shifted = true;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		r = -errno;
+		fprintf(stderr, "vmtracectl: cannot create %s: %s\n", path, strerror(errno));
+		goto done;
+	}
+	r = tracedat_write(fd, &in, why, sizeof(why));
+	if (r < 0) {
+		fprintf(stderr, "vmtracectl: cannot write %s: %s\n", path, r == -EBADMSG || r == -EINVAL ? why : strerror(-r));
+		unlink(path);
+		goto done;
+	}
+	if (!quiet)
+		print_summary(path, g, shifted);
+done:
+	if (fd >= 0)
+		close(fd);
+	for (uint32_t c = 0; stats && c < g->ncpus; c++)
+		free(stats[c]);
+	free(stats);
+	free(cpus);
+	return r;
+}
+
+/* ---- --since/--until: samples from the state folder ----------------------- */
+
+/* "@EPOCH", "-30m" (that long ago), "YYYY-MM-DD[THH:MM[:SS]][Z]" (local time without Z). */
+static int parse_when(const char *s, uint64_t *ns)
+{
+	struct tm tm = { 0 };
+	uint64_t ms;
+	const char *end;
+	time_t t;
+
+	if (s[0] == '@') {
+		char *e;
+		double v = strtod(s + 1, &e);
+		if (e == s + 1 || *e || v < 0)
+			return -EINVAL;
+		*ns = (uint64_t)(v * 1e9);
+		return 0;
+	}
+	if (s[0] == '-') {
+		if (parse_duration_ms(s + 1, &ms) < 0)
+			return -EINVAL;
+		*ns = now_realtime_ns() - ms * 1000000ull;
+		return 0;
+	}
+	end = strptime(s, "%Y-%m-%d", &tm);
+	if (end && (*end == 'T' || *end == ' ')) {
+		const char *e2 = strptime(end + 1, "%H:%M:%S", &tm);
+		end = e2 ? e2 : strptime(end + 1, "%H:%M", &tm);
+	}
+	if (!end || (*end && strcmp(end, "Z")))
+		return -EINVAL;
+	tm.tm_isdst = -1;
+	t = *end == 'Z' ? timegm(&tm) : mktime(&tm);
+	if (t < 0)
+		return -EINVAL;
+	*ns = (uint64_t)t * 1000000000ull;
+	return 0;
+}
+
+struct pick {
+	char *path;
+	uint64_t created;
+};
+
+static int pick_cmp(const void *a, const void *b)
+{
+	const struct pick *x = a, *y = b;
+
+	return (x->created > y->created) - (x->created < y->created);
+}
+
+/*
+ * A guest's samples frozen in [since, until], and the first one after until:
+ * a ring holds the past, so that one still covers until.
+ */
+static int pick_guest(const char *dir, const char *guest, uint64_t since, uint64_t until,
+		      char ***paths, uint32_t *n)
+{
+	char gdir[4200];
+	struct pick *all = NULL;
+	uint32_t na = 0;
+	struct dirent *de;
+	DIR *d;
+	bool after = false;
+
+	snprintf(gdir, sizeof(gdir), "%s/%s", dir, guest);
+	d = opendir(gdir);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		struct vmt_sample s;
+		char p[4500], why[256];
+		struct pick *np;
+
+		if (de->d_name[0] == '.' || l < 6 || strcmp(de->d_name + l - 5, ".vmts"))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", gdir, de->d_name);
+		if (sample_read_info(p, &s, why, sizeof(why)) < 0) {
+			/* merge reads it again and says why */
+			s.created_ns = since;
+		}
+		np = realloc(all, (na + 1) * sizeof(*np));
+		if (!np)
+			break;
+		all = np;
+		all[na].path = strdup(p);
+		all[na++].created = s.created_ns;
+	}
+	closedir(d);
+	qsort(all, na, sizeof(*all), pick_cmp);
+	for (uint32_t i = 0; i < na; i++) {
+		bool want = all[i].created >= since && (all[i].created <= until || !after);
+		char **np;
+
+		if (all[i].created > until) {
+			if (after)
+				want = false;
+			after = true;
+		}
+		if (!want) {
+			free(all[i].path);
+			continue;
+		}
+		np = realloc(*paths, (*n + 1) * sizeof(*np));
+		if (!np) {
+			free(all[i].path);
+			continue;
+		}
+		*paths = np;
+		(*paths)[(*n)++] = all[i].path;
+	}
+	free(all);
+	return 0;
+}
+
+static int pick_samples(const char *state_dir, char **guests, int nguests, uint64_t since,
+			uint64_t until, char ***paths, uint32_t *n)
+{
+	struct dirent *de;
+	DIR *d;
+
+	if (nguests) {
+		for (int i = 0; i < nguests; i++)
+			if (!name_is_valid(guests[i]) || pick_guest(state_dir, guests[i], since, until, paths, n) < 0)
+				fprintf(stderr, "vmtracectl: no samples of guest %s in %s\n", guests[i], state_dir);
+		return 0;
+	}
+	d = opendir(state_dir);
+	if (!d) {
+		fprintf(stderr, "vmtracectl: %s: %s\n", state_dir, strerror(errno));
+		return -errno;
+	}
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && name_is_valid(de->d_name))
+			pick_guest(state_dir, de->d_name, since, until, paths, n);
+	closedir(d);
+	return 0;
+}
+
+static int state_dir_of(const char *config, char *out, size_t n)
+{
+	struct vmt_config c;
+	char err[512];
+	int r = config_load(&c, config, err, sizeof(err));
+
+	if (r < 0) {
+		fprintf(stderr, "vmtracectl: %s\n", err);
+		return r;
+	}
+	snprintf(out, n, "%s", c.state_dir);
+	config_free(&c);
+	return 0;
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t a = strlen(s), b = strlen(tail);
+
+	return a >= b && !strcmp(s + a - b, tail);
+}
+
 int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "aux", required_argument, NULL, 'a' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "since", required_argument, NULL, 'S' },
+		{ "until", required_argument, NULL, 'U' },
+		{ "state-dir", required_argument, NULL, 'd' },
+		{ "config", required_argument, NULL, 'c' },
 		{ 0 },
 	};
-	const char *out = NULL, *aux_path = NULL;
-	struct vmt_sample **samples = NULL;
-	struct vmt_aux aux = { 0 };
-	struct mpage **pages = NULL;
-	uint64_t *npages = NULL, events = 0, dups = 0;
-	struct vmt_tracedat_cpu *cpus = NULL;
-	const uint8_t **ptrs = NULL;
-	char **stats = NULL;
-	struct vmt_page_layout layout;
-	int opt, nsamples = 0, ret = 1, fd = -1, quiet = 0;
-	uint32_t ncpus = 0, ps = 0;
-	char why[512];
+	const char *out = ".", *aux_path = NULL, *config = DEFAULT_CONFIG, *since_s = NULL, *until_s = NULL;
+	char state_dir[4096] = "", **picked = NULL;
+	struct vmt_sset set = { 0 };
+	struct progress prog = { .start_ns = now_monotonic_ns() };
+	struct linkage lk = { 0 };
+	uint64_t since = 0, until = UINT64_MAX;
+	uint32_t npicked = 0, written = 0;
+	int opt, quiet = 0, ret = 1;
+	bool one_file;
 
 	(void)o;
 	optind = 0;	/* 0: glibc forgets the permutation state of the last parse */
-	while ((opt = getopt_long(argc, argv, "o:a:q", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "o:a:qd:c:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'o': out = optarg; break;
 		case 'a': aux_path = optarg; break;
 		case 'q': quiet = 1; break;
+		case 'S': since_s = optarg; break;
+		case 'U': until_s = optarg; break;
+		case 'd': snprintf(state_dir, sizeof(state_dir), "%s", optarg); break;
+		case 'c': config = optarg; break;
 		default: goto usage;
 		}
 	}
-	if (!out || optind >= argc)
-		goto usage;
-
-	samples = calloc((size_t)(argc - optind), sizeof(*samples));
-	if (!samples)
-		goto done;
-	for (int i = optind; i < argc; i++) {
-		struct vmt_sample *s;
-		int r = sample_read(argv[i], &s, why, sizeof(why));
-
-		if (r < 0) {
-			fprintf(stderr, "vmtracectl: %s: %s; skipped\n", argv[i],
-				r == -EBADMSG ? why : strerror(-r));
-			continue;
-		}
-		if (nsamples && (strcmp(s->guest, samples[0]->guest) || s->aux_id != samples[0]->aux_id)) {
-			fprintf(stderr, "vmtracectl: %s: guest %s aux %u, not guest %s aux %u like %s; skipped\n",
-				argv[i], s->guest, s->aux_version, samples[0]->guest,
-				samples[0]->aux_version, argv[optind]);
-			sample_free(s);
-			continue;
-		}
-		if (!nsamples && find_aux(argv[i], s, aux_path, &aux) < 0) {
-			sample_free(s);
-			goto done;
-		}
-		samples[nsamples++] = s;
+	if ((since_s && parse_when(since_s, &since) < 0) || (until_s && parse_when(until_s, &until) < 0)) {
+		fprintf(stderr, "vmtracectl: --since/--until take @EPOCH, -DURATION (ago) or "
+				"YYYY-MM-DD[THH:MM[:SS]][Z], not '%s'\n",
+			since_s && parse_when(since_s, &since) < 0 ? since_s : until_s);
+		return 2;
 	}
-	if (!nsamples) {
+	if (since_s || until_s) {
+		if (!state_dir[0] && state_dir_of(config, state_dir, sizeof(state_dir)) < 0)
+			return 1;
+		pick_samples(state_dir, argv + optind, argc - optind, since, until, &picked, &npicked);
+		if (!npicked) {
+			fprintf(stderr, "vmtracectl: no sample in %s frozen in that time\n", state_dir);
+			return 1;
+		}
+	} else if (optind >= argc) {
+		goto usage;
+	}
+
+	set.quiet = false;
+	if (isatty(STDERR_FILENO) && !quiet) {
+		set.progress = progress_cb;
+		set.progress_arg = &prog;
+	}
+	if (picked)
+		ret = sset_load(&set, (const char *const *)picked, npicked, aux_path);
+	else
+		ret = sset_load(&set, (const char *const *)argv + optind, (uint32_t)(argc - optind), aux_path);
+	if (prog.shown)
+		fprintf(stderr, "\r%*s\r", 60, "");
+	if (ret < 0) {
+		fprintf(stderr, "vmtracectl: %s\n", strerror(-ret));
+		ret = 1;
+		goto done;
+	}
+	ret = 1;
+	if (!set.ngroups) {
 		fprintf(stderr, "vmtracectl: no sample to merge\n");
 		goto done;
 	}
-	ncpus = samples[0]->ncpus;
-	ps = samples[0]->page_size;
-	page_layout_default(&layout, ps);
-	{
-		struct vmt_meta_entry hp;
-		if (meta_find(aux.meta, aux.meta_len, "events/header_page", &hp) == 0)
-			page_layout_parse(&layout, (const char *)hp.data, hp.data_len, ps);
-	}
-
-	pages = calloc(ncpus, sizeof(*pages));
-	npages = calloc(ncpus, sizeof(*npages));
-	cpus = calloc(ncpus, sizeof(*cpus));
-	stats = calloc(ncpus, sizeof(*stats));
-	if (!pages || !npages || !cpus || !stats)
+	one_file = ends_with(out, ".dat");
+	if (one_file && set.ngroups > 1) {
+		fprintf(stderr, "vmtracectl: the samples hold %u guest boots (or the host): "
+				"-o takes a folder, not %s\n", set.ngroups, out);
 		goto done;
-	for (uint32_t c = 0; c < ncpus; c++) {
-		uint64_t total = 0, k = 0;
-
-		for (int i = 0; i < nsamples; i++)
-			if (c < samples[i]->ncpus)
-				total += samples[i]->cpus[c].npages;
-		pages[c] = calloc(total ? total : 1, sizeof(**pages));
-		if (!pages[c])
-			goto done;
-		for (int i = 0; i < nsamples; i++) {
-			const struct vmt_sample_cpu *sc;
-			if (c >= samples[i]->ncpus)
-				continue;
-			sc = &samples[i]->cpus[c];
-			for (uint32_t p = 0; p < sc->npages; p++) {
-				const uint8_t *pg = sc->pages + (size_t)p * ps;
-				struct vmt_page_info info;
-				if (page_scan(&layout, pg, &info) < 0)
-					continue;	/* the daemon checked it; a tampered file is not trusted either */
-				pages[c][k++] = (struct mpage){ pg, info.base_ts, crc32c(0, pg, ps), info.commit };
-			}
-		}
-		qsort(pages[c], k, sizeof(**pages), mpage_cmp);
-		/* identical neighbours are the same page dumped twice */
-		uint64_t u = 0;
-		for (uint64_t i = 0; i < k; i++) {
-			if (u && !mpage_cmp(&pages[c][u - 1], &pages[c][i]) &&
-			    !memcmp(pages[c][u - 1].p, pages[c][i].p, ps)) {
-				dups++;
-				continue;
-			}
-			pages[c][u++] = pages[c][i];
-		}
-		npages[c] = u;
 	}
-
-	for (uint32_t c = 0; c < ncpus; c++) {
-		const struct vmt_sample_cpu *last = &samples[nsamples - 1]->cpus[c];
-		const uint8_t **pp = calloc(npages[c] ? npages[c] : 1, sizeof(*pp));
-
-		if (!pp)
-			goto done;
-		for (uint64_t i = 0; i < npages[c]; i++) {
-			struct vmt_page_info info;
-			pp[i] = pages[c][i].p;
-			page_scan(&layout, pp[i], &info);
-			events += info.events;
-		}
-		cpus[c].cpu = c;
-		cpus[c].pages = pp;
-		cpus[c].npages = npages[c];
-		if (last->have_guest_stats) {
-			stats[c] = malloc(512);
-			if (stats[c])
-				stats_text(stats[c], 512, &last->guest);
-		}
-		cpus[c].stats = stats[c];
-	}
-
-	char uname[256];
-	snprintf(uname, sizeof(uname), "Linux %s %s", aux.guest, aux.release);
-	struct vmt_tracedat_input in = {
-		.meta = aux.meta,
-		.meta_len = aux.meta_len,
-		.page_size = ps,
-		.ncpus = ncpus,
-		.clock = aux.clock,
-		.uname = uname,
-		.cpus = cpus,
-		.nr_cpus = ncpus,
-		.zstd_level = 3,
-	};
-	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
+	if (!one_file && mkdir(out, 0755) < 0 && errno != EEXIST) {
 		fprintf(stderr, "vmtracectl: cannot create %s: %s\n", out, strerror(errno));
 		goto done;
 	}
-	int r = tracedat_write(fd, &in, why, sizeof(why));
-	if (r < 0) {
-		fprintf(stderr, "vmtracectl: cannot write %s: %s\n", out, r == -EBADMSG ? why : strerror(-r));
-		unlink(out);
+
+	/* the host's file names its guests; each guest's file names the host */
+	lk.guests = calloc(set.ngroups, sizeof(*lk.guests));
+	if (!lk.guests)
 		goto done;
-	}
-	if (!quiet) {
-		uint64_t first = UINT64_MAX, lastts = 0, tp = 0;
-		printf("%s: guest %s (%s), %u CPUs, %d sample(s), aux %u\n", out, aux.guest, aux.release,
-		       ncpus, nsamples, aux.version);
-		for (uint32_t c = 0; c < ncpus; c++) {
-			tp += npages[c];
-			for (int i = 0; i < nsamples; i++) {
-				const struct vmt_sample_cpu *sc = &samples[i]->cpus[c];
-				if (!sc->npages)
-					continue;
-				first = VMT_MIN(first, sc->first_ts);
-				lastts = VMT_MAX(lastts, sc->last_ts);
-			}
+	lk.host_id = 0x766d7472616365ull;	/* "vmtrace": still links guests when no host is merged */
+	for (uint32_t i = 0; i < set.ngroups; i++) {
+		const struct vmt_sset_group *g = &set.groups[i];
+		if (is_host(g)) {
+			lk.host_id = g->trace_id;
+			continue;
 		}
-		printf("  pages %" PRIu64 " (%" PRIu64 " duplicates dropped), events %" PRIu64 ", window %.3f s\n",
-		       tp, dups, events, first == UINT64_MAX ? 0.0 : (double)(lastts - first) / 1e9);
-		for (uint32_t c = 0; c < ncpus; c++) {
-			const struct vmt_sample_cpu *sc = &samples[nsamples - 1]->cpus[c];
-			printf("  cpu%u: %" PRIu64 " pages; ring: in %" PRIu64 ", overwritten %" PRIu64
-			       ", guest-lost %" PRIu64 ", rejected %" PRIu64 " B",
-			       c, npages[c], sc->counters.pages_in, sc->counters.pages_overwritten,
-			       sc->counters.pages_guest_lost, sc->counters.bytes_rejected);
-			if (sc->have_guest_stats)
-				printf("; guest: read %" PRIu64 ", overrun %" PRIu64 ", dropped %" PRIu64,
-				       sc->guest.read, sc->guest.overrun, sc->guest.dropped);
-			printf("\n");
-		}
+		lk.guests[lk.nguests++] = (struct vmt_tracedat_guest){
+			.name = g->guest, .trace_id = g->trace_id,
+			.nvcpus = g->clock.nvcpus ? g->clock.nvcpus : g->ncpus,
+			.vcpu_tid = g->clock.vcpu_tid,
+		};
 	}
-	ret = 0;
+	for (uint32_t i = 0; i < set.ngroups; i++) {
+		char path[4500];
+
+		if (one_file)
+			snprintf(path, sizeof(path), "%s", out);
+		else
+			group_file(path, sizeof(path), out, &set.groups[i]);
+		if (write_group(path, &set.groups[i], &lk, quiet) == 0)
+			written++;
+	}
+	if (!quiet && (set.bad_samples || set.no_aux))
+		printf("%u sample(s) refused, %u left out for want of their aux file\n", set.bad_samples,
+		       set.no_aux);
+	ret = written == set.ngroups && !set.bad_samples && !set.no_aux ? 0 : written ? 3 : 1;
 	goto done;
 usage:
-	fprintf(stderr, "usage: vmtracectl merge -o OUT.dat [--aux AUX] SAMPLE...\n");
+	fprintf(stderr, "usage: vmtracectl merge [-o DIR|FILE.dat] [--aux AUX] [-q] SAMPLE...\n"
+			"       vmtracectl merge [-o DIR] [-d STATE_DIR|-c CONFIG] --since WHEN [--until WHEN] [GUEST...]\n");
 	ret = 2;
 done:
-	if (fd >= 0)
-		close(fd);
-	for (uint32_t c = 0; c < ncpus; c++) {
-		if (pages)
-			free(pages[c]);
-		if (cpus)
-			free((void *)cpus[c].pages);
-		if (stats)
-			free(stats[c]);
-	}
-	free(pages);
-	free(npages);
-	free(cpus);
-	free(stats);
-	free(ptrs);
-	for (int i = 0; i < nsamples; i++)
-		sample_free(samples[i]);
-	free(samples);
-	aux_free(&aux);
+	free(lk.guests);
+	sset_free(&set);
+	for (uint32_t i = 0; i < npicked; i++)
+		free(picked[i]);
+	free(picked);
 	return ret;
 }

@@ -66,6 +66,18 @@ static int open_fifo(struct vmt_channel *c)
 	return 0;
 }
 
+bool channel_replaced(const struct vmt_channel *c)
+{
+	char p[PATH_MAX + 8];
+	struct stat now, held;
+
+	if (c->transport != VMT_TRANSPORT_FIFO || c->rfd < 0 || fstat(c->rfd, &held) < 0)
+		return false;
+	snprintf(p, sizeof(p), "%s.out", c->path);
+	/* gone for good is the discovery's business; here only a new inode */
+	return stat(p, &now) == 0 && (now.st_ino != held.st_ino || now.st_dev != held.st_dev);
+}
+
 static int open_socket(struct vmt_channel *c)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

@@ -30,6 +30,12 @@ int channel_probe(const char *dir, const char *name, enum vmt_transport *t);
 int channel_open(struct vmt_channel *c);
 void channel_close(struct vmt_channel *c);
 bool channel_is_open(const struct vmt_channel *c);
+/*
+ * An open FIFO pair whose path now names another FIFO (QEMU restarted and
+ * made new ones): held O_RDWR, the old ones never report EOF, so this is
+ * how the host notices. False for sockets and closed channels.
+ */
+bool channel_replaced(const struct vmt_channel *c);
 /* Read and drop whatever is pending; returns the bytes dropped. */
 size_t channel_drain(struct vmt_channel *c);
 

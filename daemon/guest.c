@@ -207,6 +207,12 @@ void guest_disconnect(struct vmt_guest *g, const char *why)
 	guest_arm(g, RETRY_USEC);
 }
 
+void guest_check_channels(struct vmt_guest *g)
+{
+	if (!g->host && channel_replaced(&g->ctl))
+		guest_disconnect(g, "its FIFOs were made anew (QEMU restarted)");
+}
+
 /* How many trace-path-cpuN channels the folder holds. */
 static uint32_t guest_count_cpus(const struct vmt_guest *g)
 {

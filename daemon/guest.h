@@ -117,6 +117,8 @@ void guest_free(struct vmt_guest *g);
 void guest_connect(struct vmt_guest *g);
 /* Ask the agent to flush; false if there is no session to ask. */
 bool guest_flush(struct vmt_guest *g, uint64_t id);
+/* Reconnect if its FIFOs were made anew (QEMU restarted). */
+void guest_check_channels(struct vmt_guest *g);
 /* Its folder is gone: close the channels, keep the rings. */
 void guest_vanished(struct vmt_guest *g);
 /* Free the rings of a guest offline since forget_after; true if it did. */

@@ -40,7 +40,8 @@ int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, st
 	return 0;
 }
 
-/* Every 5 s: forget guests offline too long; drop discovered ones gone. */
+/* Every 5 s: forget guests offline too long; drop discovered ones gone;
+ * reconnect to FIFOs made anew. */
 static void manager_housekeeping(struct vmt_manager *m)
 {
 	uint64_t after = m->conf.forget_after_s * 1000000000ull;
@@ -52,6 +53,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 	for (uint32_t i = 0; i < m->nguests;) {
 		struct vmt_guest *g = m->guests[i];
 
+		guest_check_channels(g);
 		if (guest_forget(g, after) && g->discovered && !g->present) {
 			log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "forgotten");
 			guest_free(g);

@@ -244,6 +244,11 @@ void sync_on_synced(struct vmt_guest *g, const struct vmt_msg *m)
 	}
 	s->probes[s->answered++] = (struct vmt_sync_probe){ s->t1, a.t2, a.t3, s->rx_time };
 	s->waiting = false;
+	if (g->m->conf.sync.markers) {
+		char text[128];
+		snprintf(text, sizeof(text), "vmtraced-synced %s %" PRIu64 "\n", g->conf.name, a.id);
+		hostsrc_mark(g->m, text);
+	}
 	next_probe(g);
 }
 

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -39,8 +40,8 @@ enum {
 	VMT_TD_UNAME = 5,
 	VMT_TD_CPUCOUNT = 8,
 	VMT_TD_TRACEID = 11,
-	VMT_TD_TIME_SHIFT = 12,	/* host/guest merge, not written yet */
-	VMT_TD_GUEST = 13,	/* host/guest merge, not written yet */
+	VMT_TD_TIME_SHIFT = 12,
+	VMT_TD_GUEST = 13,
 	VMT_TD_STRINGS = 15,
 	VMT_TD_HEADER_INFO = 16,
 	VMT_TD_FTRACE_EVENTS = 17,
@@ -656,9 +657,85 @@ static int flyrecord_write(struct td_writer *w, const struct vmt_tracedat_input 
 }
 
 /*
- * Options about the machine and the session. A host/guest merge adds
- * here: TIME_SHIFT (peer trace id, flags, per-CPU offsets) in a guest's
- * file, GUEST (name, trace id, vCPU to host task) in the host's.
+ * TIME_SHIFT as trace-cmd 3.1 reads it (tsync_cpu_offsets_load): u64 peer
+ * trace id, u32 flags (1: interpolate), u32 CPU count, then per CPU: u32
+ * count, count x s64 times, count x s64 offsets, count x s64 scalings;
+ * then per CPU count x s64 fraction bits. trace-cmd ignores a CPU's
+ * scaling when it has one sample, so a lone point is written twice.
+ */
+static int time_shift_option(struct td_writer *w, const struct vmt_tracedat_shift *sh)
+{
+	struct vmt_buf b = { 0 };
+	uint32_t *count = calloc(sh->ncpus ? sh->ncpus : 1, sizeof(*count));
+	int r = count ? 0 : -ENOMEM;
+
+	for (uint32_t c = 0; r >= 0 && c < sh->ncpus; c++) {
+		for (uint32_t i = 0; i < sh->npoints; i++)
+			count[c] += sh->points[i].cpu == VMT_SYNC_ALL_CPUS || sh->points[i].cpu == c;
+		/* the reader indexes a CPU's first sample without checking */
+		if (!count[c])
+			r = td_fail(w, -EINVAL, "time shift: no clock point for cpu %u", c);
+	}
+	if (r >= 0)
+		r = buf_put_le64(&b, sh->peer_trace_id);
+	if (r >= 0)
+		r = buf_put_le32(&b, 1);
+	if (r >= 0)
+		r = buf_put_le32(&b, sh->ncpus);
+	for (uint32_t c = 0; r >= 0 && c < sh->ncpus; c++) {
+		uint32_t n = count[c] == 1 ? 2 : count[c];
+		r = buf_put_le32(&b, n);
+		for (int field = 0; r >= 0 && field < 3; field++) {
+			for (uint32_t i = 0; r >= 0 && i < sh->npoints; i++) {
+				const struct vmt_sync_point *p = &sh->points[i];
+				uint64_t v;
+				if (p->cpu != VMT_SYNC_ALL_CPUS && p->cpu != c)
+					continue;
+				v = field == 0 ? p->guest_ts : field == 1 ? (uint64_t)p->offset : 1;
+				r = buf_put_le64(&b, v);
+				/* the copy of a lone point, a second later */
+				if (r >= 0 && count[c] == 1)
+					r = buf_put_le64(&b, field == 0 ? v + 1000000000ull : v);
+			}
+		}
+	}
+	for (uint32_t c = 0; r >= 0 && c < sh->ncpus; c++) {
+		uint32_t n = count[c] == 1 ? 2 : count[c];
+		for (uint32_t i = 0; r >= 0 && i < n; i++)
+			r = buf_put_le64(&b, 0);
+	}
+	if (r >= 0)
+		r = td_opt(w, VMT_TD_TIME_SHIFT, b.data, b.len);
+	buf_free(&b);
+	free(count);
+	return r;
+}
+
+/* GUEST (trace_guest_load): name NUL, u64 trace id, u32 vCPUs, then per
+ * vCPU u32 id and u32 host pid. */
+static int guest_option(struct td_writer *w, const struct vmt_tracedat_guest *g)
+{
+	struct vmt_buf b = { 0 };
+	int r = buf_put_str(&b, g->name);
+
+	if (r >= 0)
+		r = buf_put_le64(&b, g->trace_id);
+	if (r >= 0)
+		r = buf_put_le32(&b, g->nvcpus);
+	for (uint32_t i = 0; r >= 0 && i < g->nvcpus; i++) {
+		r = buf_put_le32(&b, i);
+		if (r >= 0)
+			r = buf_put_le32(&b, g->vcpu_tid[i]);
+	}
+	if (r >= 0)
+		r = td_opt(w, VMT_TD_GUEST, b.data, b.len);
+	buf_free(&b);
+	return r;
+}
+
+/*
+ * Options about the machine and the session, and for a host/guest merge
+ * TIME_SHIFT in a guest's file and GUEST options in the host's.
  */
 static int options_add(struct td_writer *w, const struct vmt_tracedat_input *in,
 		       const struct vmt_buf *clocks)
@@ -675,6 +752,10 @@ static int options_add(struct td_writer *w, const struct vmt_tracedat_input *in,
 		r = td_opt_str(w, VMT_TD_UNAME, in->uname);
 	if (r >= 0 && in->trace_id)
 		r = td_opt_u64(w, VMT_TD_TRACEID, in->trace_id);
+	if (r >= 0 && in->shift && in->shift->npoints)
+		r = time_shift_option(w, in->shift);
+	for (uint32_t i = 0; r >= 0 && i < in->nguests; i++)
+		r = guest_option(w, &in->guests[i]);
 	for (uint32_t i = 0; r >= 0 && i < in->nr_cpus; i++) {
 		struct vmt_buf s = { 0 };
 		char head[32];
@@ -708,6 +789,12 @@ static int input_check(struct td_writer *w, const struct vmt_tracedat_input *in)
 		return td_fail(w, -EINVAL, "no cpus array");
 	if (!in->meta)
 		return td_fail(w, -EBADMSG, "metadata lacks events/header_page");
+	if (in->shift && (in->shift->ncpus > VMT_TD_CPU_MAX || (in->shift->npoints && !in->shift->points)))
+		return td_fail(w, -EINVAL, "bad time shift");
+	for (uint32_t i = 0; i < in->nguests; i++)
+		if (!in->guests[i].name || (in->guests[i].nvcpus && !in->guests[i].vcpu_tid) ||
+		    in->guests[i].nvcpus > VMT_TD_CPU_MAX)
+			return td_fail(w, -EINVAL, "bad guest %u", i);
 	for (uint32_t i = 0; i < in->nr_cpus; i++) {
 		const struct vmt_tracedat_cpu *c = &in->cpus[i];
 

@@ -7,7 +7,9 @@
  *
  * Pages are taken by pointer, so a dump can hand in the pages of several
  * samples, duplicates left out, without copying them together first. A
- * host/guest merge will add TIME_SHIFT and GUEST options to the input.
+ * host/guest merge links the files as trace-cmd does: TRACEID in each,
+ * GUEST options (vCPU -> host thread) in the host's, TIME_SHIFT (the clock
+ * points, at least two per vCPU) in each guest's.
  */
 #ifndef VMT_TRACEDAT_H
 #define VMT_TRACEDAT_H
@@ -15,11 +17,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clocksync.h"
+
 struct vmt_tracedat_cpu {
 	uint32_t cpu;
 	const uint8_t *const *pages;	/* npages pointers to page_size bytes each */
 	uint64_t npages;
 	const char *stats;	/* per_cpu/cpuN/stats text for CPUSTAT, or NULL */
+};
+
+/* TIME_SHIFT of a guest's file: host time = guest time + offset, per vCPU. */
+struct vmt_tracedat_shift {
+	uint64_t peer_trace_id;	/* the host file's TRACEID */
+	uint32_t ncpus;		/* vCPUs; each gets the points that apply to it */
+	const struct vmt_sync_point *points;	/* clocksync.h; cpu VMT_SYNC_ALL_CPUS or a vCPU */
+	uint32_t npoints;
+};
+
+/* GUEST option of the host's file: one per guest linked to it. */
+struct vmt_tracedat_guest {
+	const char *name;
+	uint64_t trace_id;	/* the guest file's TRACEID */
+	uint32_t nvcpus;
+	const uint32_t *vcpu_tid;	/* host thread running vCPU i */
 };
 
 struct vmt_tracedat_input {
@@ -32,6 +52,9 @@ struct vmt_tracedat_input {
 	const struct vmt_tracedat_cpu *cpus;
 	uint32_t nr_cpus;	/* entries in cpus, ascending cpu */
 	uint64_t trace_id;	/* TRACEID option, 0 = none */
+	const struct vmt_tracedat_shift *shift;	/* guest file: TIME_SHIFT, or NULL */
+	const struct vmt_tracedat_guest *guests;	/* host file: GUEST options */
+	uint32_t nguests;
 	int zstd_level;		/* 0 = "none" compression */
 };
 

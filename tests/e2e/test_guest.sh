@@ -10,6 +10,12 @@
 #                  dumped by name while the first keeps recording
 #   guest_trigger  `vmtrace-agent trigger` inside the guest (init.sh's
 #                  vmt.trigger) makes vmtraced dump that guest, kind guest
+#   host_merge     the host source beside a guest, clock sync with markers;
+#                  three overlapping dumps and a tampered sample merged into
+#                  host.dat + guest.dat: linked for libtracecmd (GUEST map,
+#                  TIME_SHIFT applied), interleaved by `trace-cmd report -i -i`,
+#                  no event twice or lost, the guest's markers between the host's
+#   merge_reboot   the guest reboots between two dumps: merge splits at the boot
 # Each checks that the merged sample decodes with stock trace-cmd, holds
 # sched_switch events, and that nothing was lost silently: with a ring large
 # enough for the whole run, the events decoded equal the events the guest
@@ -163,18 +169,151 @@ guest_trigger() {
 	vmt_cleanup
 }
 
+# host_daemon DIR GUEST RUN: vmtraced recording the guest and the host, clock
+# sync every second with markers on both sides.
+host_daemon() {
+	mkdir -p "$1"
+	cat >"$1/vmtraced.yaml" <<-EOF
+	state_dir: $1/state
+	control_socket: $1/control.sock
+	record:
+	  ring_size: 64MiB
+	  guest_buffer_size: 4MiB
+	  clock: mono
+	  events: [sched:*, irq:*, timer:*]
+	  flush_timeout: 10s
+	host:
+	  enabled: true
+	  events: [sched:sched_switch, sched:sched_wakeup]
+	  qemu_only: false
+	  ring_size: 32MiB
+	clock_sync:
+	  interval: 1s
+	  markers: true
+	guests:
+	  - name: $2
+	    path: $3
+	    transport: fifo
+	    pidfile: $3/qemu.pid
+	EOF
+	"$B/vmtraced" -c "$1/vmtraced.yaml" 2>"$1/vmtraced.log" &
+	VMT_DAEMON_PID=$!
+}
+
+host_merge() {
+	local name=host_merge run=$WORK/hm/run d=$WORK/hm/d out=$WORK/hm/out bad=$WORK/hm/bad
+	local m rc link gs want got qpid ev a b total ok i cpu
+	VMT_DIR=$d
+	mkdir -p "$run" "$bad"
+	qpid=$(vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T 300) || { fail $name "boot failed"; return; }
+	host_daemon "$d" hm "$run"
+	vmt_wait_streaming 150 || { fail $name "no stream: $(tail -2 "$d/vmtraced.log" | tr '\n' ' ')"; vmt_cleanup; return; }
+	for i in 1 2 3; do
+		sleep 3
+		vmt_ctl dump --reason "e2e $name $i" >/dev/null 2>&1 || { fail $name "dump $i"; vmt_cleanup; return; }
+	done
+	vmt_cleanup
+	gs=$(ls "$d/state/hm/"*.vmts | sort)
+	[ "$(echo "$gs" | wc -l)" = 3 ] || { fail $name "3 guest samples expected: $gs"; return; }
+	# a copy of the second sample with one byte changed in its pages
+	cp "$(echo "$gs" | sed -n 2p)" "$bad/tampered.vmts"
+	printf 'X' | dd of="$bad/tampered.vmts" bs=1 seek=$(($(stat -c %s "$bad/tampered.vmts") / 2)) conv=notrunc 2>/dev/null
+	m=$(vmt_ctl merge -o "$out" "$d"/state/*/*.vmts "$bad/tampered.vmts" 2>&1); rc=$?
+	echo "$m" | sed 's/^/  /'
+	[ $rc = 3 ] || { fail $name "merge with a tampered sample should end 3, ended $rc"; return; }
+	echo "$m" | grep -q "tampered.vmts: .*; skipped" || { fail $name "no line naming the tampered sample"; return; }
+	[ -s "$out/hm.dat" ] && [ -s "$out/host.dat" ] || { fail $name "hm.dat and host.dat expected in $out"; return; }
+	echo "$m" | grep -q "hm.dat: .*3 sample(s)" || { fail $name "the three good samples should be merged"; return; }
+	echo "$m" | grep -q "pages [0-9]* ([1-9][0-9]* duplicates dropped)" || { fail $name "overlapping dumps, but no duplicate page dropped"; return; }
+	# nothing twice, nothing lost: every CPU decodes to what the guest read by the last dump
+	total=$("$TDCOUNT" "$out/hm.dat") || { fail $name "libtracecmd cannot read hm.dat"; return; }
+	for cpu in 0 1; do
+		want=$(vmt_ctl info "$(echo "$gs" | tail -1)" | sed -n "/^cpu$cpu /,/^cpu/s/.*guest: \([0-9]*\) events read.*/\1/p" | head -1)
+		got=$(echo "$total" | sed -n "s/^cpu$cpu \([0-9]*\)$/\1/p")
+		[ -n "$want" ] && [ "$got" = "$want" ] || { fail $name "cpu$cpu: merged ${got:-0} events, the guest read ${want:-?}"; return; }
+	done
+	# the link as libtracecmd sees it
+	link=$("$B/tests/tools/tdlink" "$out/host.dat" "$out/hm.dat") || { fail $name "tdlink: $link"; return; }
+	echo "$link" | grep -v '^event' | sed 's/^/  /'
+	set -- $(echo "$link" | sed -n 's/^guest hm vcpus \([0-9]*\) pids \(.*\)/\1 \2/p')
+	[ "${1:-0}" = 2 ] || { fail $name "host.dat should map 2 vCPUs of hm: $(echo "$link" | head -1)"; return; }
+	[ "$2" != 0 ] && [ "$3" != 0 ] || { fail $name "vCPU threads of QEMU $qpid unknown: $*"; return; }
+	set -- $(echo "$link" | sed -n 's/^shift //p') $(echo "$link" | sed -n 's/^host //p') $(echo "$link" | sed -n 's/^guest //p')
+	[ "${1:-0}" != 0 ] || { fail $name "libtracecmd applied no time shift"; return; }
+	# the guest's window (host time) lies inside the host's, give or take a second
+	[ "$5" -ge $(($2 - 1000000000)) ] && [ "$6" -le $(($3 + 1000000000)) ] ||
+		{ fail $name "guest window $5..$6 is not within the host's $2..$3"; return; }
+	# trace-cmd interleaves them, with the guest's events all there
+	trace-cmd report -t -i "$out/host.dat" -i "$out/hm.dat" >"$WORK/hm.report" 2>"$WORK/hm.report.err" ||
+		{ fail $name "trace-cmd report -i -i: $(head -2 "$WORK/hm.report.err")"; return; }
+	a=$(grep -c '^host.dat:' "$WORK/hm.report") b=$(grep -c '^ *hm.dat:' "$WORK/hm.report")
+	[ "$a" -gt 0 ] && [ "$b" -gt 0 ] || { fail $name "report lacks host ($a) or guest ($b) lines"; return; }
+	for ev in sched_switch sched_wakeup hrtimer_expire_entry irq_handler_entry; do
+		want=$(echo "$link" | sed -n "s/^event $ev //p")
+		got=$(grep '^ *hm.dat:' "$WORK/hm.report" | grep -c " $ev: ")
+		[ "${want:-0}" = "$got" ] || { fail $name "$ev: trace-cmd report shows $got, libtracecmd ${want:-0}"; return; }
+	done
+	# each guest marker between the host's send and receive markers (causality)
+	ok=$(awk '
+		/vmtraced-sync hm [0-9]+$/ { split($3, t, ":"); s[$NF] = t[1] }
+		/vmtrace-sync [0-9]+$/ { split($3, t, ":"); g[$NF] = t[1] }
+		/vmtraced-synced hm [0-9]+$/ { split($3, t, ":"); r[$NF] = t[1] }
+		END { n = 0; in_ = 0
+			for (k in g) if ((k in s) && (k in r)) { n++; if (g[k] >= s[k] && g[k] <= r[k]) in_++ }
+			printf "%d %d\n", in_, n }' "$WORK/hm.report")
+	set -- $ok
+	[ "${2:-0}" -ge 5 ] && [ $(($1 * 10)) -ge $(($2 * 9)) ] ||
+		{ fail $name "guest markers inside the host's send..receive window: $1 of $2"; return; }
+	pass "$name ($b guest and $a host events interleaved; $1 of $2 guest markers between the host's send and receive)"
+}
+
+merge_reboot() {
+	local name=merge_reboot run=$WORK/mr/run d=$WORK/mr/d out=$WORK/mr/out m n
+	VMT_DIR=$d
+	mkdir -p "$run"
+	vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T 300 >/dev/null || { fail $name "boot 1 failed"; return; }
+	vmt_daemon "$d" mr "$run" fifo 16MiB || { fail $name "vmtraced did not start"; vmt_cleanup; return; }
+	vmt_wait_streaming 150 || { fail $name "no stream from boot 1"; vmt_cleanup; return; }
+	sleep 2
+	vmt_ctl dump --reason "before the reboot" >/dev/null 2>&1 || { fail $name "dump 1"; vmt_cleanup; return; }
+	for p in $VMT_QEMU_PIDS; do kill "$p"; done
+	VMT_QEMU_PIDS=""
+	sleep 1
+	vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T 300 >/dev/null || { fail $name "boot 2 failed"; vmt_cleanup; return; }
+	for _ in $(seq 1 300); do
+		[ "$(ls "$d/state/mr/"aux-*.vmtaux 2>/dev/null | wc -l)" = 2 ] && vmt_wait_streaming 1 && break
+		sleep 0.5
+	done
+	sleep 2
+	vmt_ctl dump --reason "after the reboot" >/dev/null 2>&1 || { fail $name "dump 2"; vmt_cleanup; return; }
+	vmt_cleanup
+	m=$(vmt_ctl merge -o "$out" "$d"/state/mr/*.vmts 2>&1) || { fail $name "merge: $m"; return; }
+	echo "$m" | sed 's/^/  /'
+	echo "$m" | grep -q "guest mr: samples from more than one boot" || { fail $name "the split was not said"; return; }
+	n=$(ls "$out"/mr-aux*.dat 2>/dev/null | wc -l)
+	[ "$n" = 2 ] || { fail $name "two files expected, one per boot: $(ls "$out")"; return; }
+	for f in "$out"/mr-aux*.dat; do
+		"$TDCOUNT" "$f" >/dev/null || { fail $name "libtracecmd cannot read $f"; return; }
+	done
+	pass "$name (one file per boot: $(cd "$out" && echo mr-aux*.dat))"
+}
+
 why=$(vmt_cannot_run)
 if [ -z "$why" ] && ! "$ROOT/tests/guest/kernel.sh" "$CACHE/kernel" >/dev/null 2>"$WORK/kernel.err"; then
 	why="no guest kernel: $(tail -1 "$WORK/kernel.err")"
 fi
 [ -z "$why" ] && [ ! -x "$TDCOUNT" ] && why="no $TDCOUNT"
 if [ -n "$why" ]; then
-	for t in fifo_cmdline socket_runtime two_guests guest_trigger; do skip $t "$why"; done
+	for t in fifo_cmdline socket_runtime two_guests guest_trigger host_merge merge_reboot; do skip $t "$why"; done
 else
-	run_one fifo_cmdline pipe 'sched:*,irq:*,timer:*' '[sched:*, irq:*, timer:*]'
-	run_one socket_runtime socket '' '[sched:*, irq:irq_handler_entry]' -1
-	two_guests
-	guest_trigger
+	# VMT_E2E_ONLY="host_merge merge_reboot" runs those alone
+	only() { [ -z "${VMT_E2E_ONLY:-}" ] || [[ " $VMT_E2E_ONLY " == *" $1 "* ]]; }
+	only fifo_cmdline && run_one fifo_cmdline pipe 'sched:*,irq:*,timer:*' '[sched:*, irq:*, timer:*]'
+	only socket_runtime && run_one socket_runtime socket '' '[sched:*, irq:irq_handler_entry]' -1
+	only two_guests && two_guests
+	only guest_trigger && guest_trigger
+	only host_merge && host_merge
+	only merge_reboot && merge_reboot
 fi
 echo "$(( checks ? (checks - failures) * 100 / checks : 100 ))%: Checks: $checks, Failures: $failures, Errors: 0"
 [ $failures = 0 ]

@@ -86,7 +86,7 @@ CMDLINE="console=ttyS0 panic=-1 quiet loglevel=5 vmt.timeout=$TIMEOUT"
 [ -n "$APPEND" ] && CMDLINE="$CMDLINE $APPEND"
 
 : > "$RUN/console.log"
-setsid qemu-system-x86_64 -machine pc -accel "$ACCEL" -smp "$SMP" -m "$MEM" \
+setsid qemu-system-x86_64 -name "vmt-guest,debug-threads=on" -machine pc -accel "$ACCEL" -smp "$SMP" -m "$MEM" \
 	-nographic -no-reboot -nic none -serial "file:$RUN/console.log" \
 	-monitor "unix:$RUN/monitor,server=on,wait=off" \
 	-kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$INITRD" -append "$CMDLINE" \

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sampleset: the samples vmtracectl was given, read, checked and sorted into
+ * groups of one guest boot (guest name + aux content id), each with its aux
+ * file and, per CPU, its pages in time order with every page kept once.
+ * merge, report and info read samples through it.
+ *
+ * Problems (a corrupt sample, a missing aux, a gap between two samples, a
+ * guest split by a reboot) are printed to stderr, one line each, and counted;
+ * what can still be used is kept.
+ */
+#ifndef VMT_SAMPLESET_H
+#define VMT_SAMPLESET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "aux.h"
+#include "clocksync.h"
+#include "page.h"
+#include "sample.h"
+
+struct vmt_sset_cpu {
+	const uint8_t **pages;	/* npages pointers into the samples, ascending time */
+	uint64_t npages;
+	uint64_t events;	/* events on those pages */
+	uint64_t duplicates;	/* pages dropped because an earlier sample had them */
+	uint64_t gaps;		/* places where pages are missing between two samples */
+	uint64_t gap_pages;	/* pages missing there, as the stream sequence tells */
+	uint64_t first_ts, last_ts;	/* window over all samples, 0 if no page */
+};
+
+struct vmt_sset_group {
+	char guest[VMT_NAME_MAX];
+	uint64_t aux_id;
+	uint32_t aux_version;
+	struct vmt_aux aux;	/* read and checked against aux_id */
+	struct vmt_sample **samples;	/* ascending created_ns */
+	uint32_t nsamples;
+	const char **paths;	/* file of each sample */
+	uint32_t ncpus, page_size;
+	struct vmt_page_layout layout;	/* from the aux's events/header_page */
+	struct vmt_sset_cpu *cpus;	/* ncpus */
+	struct vmt_clock_info clock;	/* the samples' clock data put together */
+	uint64_t trace_id;	/* stable id for trace.dat TRACEID/GUEST/TIME_SHIFT */
+	bool boot_split;	/* another group has the same guest (it rebooted) */
+};
+
+struct vmt_sset {
+	struct vmt_sset_group *groups;	/* by guest name, then boot order */
+	uint32_t ngroups;
+	uint32_t bad_samples;	/* unreadable or refused */
+	uint32_t no_aux;	/* samples left out because their aux was missing or wrong */
+	bool quiet;		/* no per-problem lines on stderr */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);	/* bytes read; may be NULL */
+	void *progress_arg;
+};
+
+/*
+ * Read paths (sample files), group them and build every group's pages.
+ * aux_path, if not NULL, is the aux file to use for every group that needs
+ * its id; otherwise each sample's aux is looked up beside it. 0, or -ENOMEM;
+ * bad samples only count (see above). The set may end up with no group.
+ */
+int sset_load(struct vmt_sset *set, const char *const *paths, uint32_t npaths, const char *aux_path);
+void sset_free(struct vmt_sset *set);
+
+#endif
