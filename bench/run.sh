@@ -3,7 +3,7 @@
 # with a summary of every RESULT line. A MISS is reported, not a failure:
 # the exit code is non-zero only when a benchmark could not run.
 #
-# Usage: VMT_BUILD=build/plain bench/run.sh [ingest|dump|memory|trigger]...
+# Usage: VMT_BUILD=build/plain bench/run.sh [ingest|dump|memory|trigger|detect|align]...
 #   BENCH_QUICK=1   short runs (about a minute in all) instead of ~8 minutes
 # See bench/README.md for what each one measures.
 set -u
@@ -13,7 +13,7 @@ export VMT_BUILD=$B VMT_SRCDIR=$PWD
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 PKGS=(libsystemd libtracefs libtraceevent libzstd yaml-0.1)
-kinds=${*:-ingest dump memory trigger detect}
+kinds=${*:-ingest dump memory trigger detect align}
 
 for f in vmtraced vmtracectl libvmt.a; do
 	if [ ! -e "$B/$f" ]; then
@@ -45,7 +45,7 @@ t0=$(date +%s)
 echo "vmtraced benchmarks: $B, $(nproc) CPUs, $(uname -r)${BENCH_QUICK:+, BENCH_QUICK=$BENCH_QUICK}"
 for k in $kinds; do
 	case $k in
-	ingest|dump|memory|trigger|detect) ;;
+	ingest|dump|memory|trigger|detect|align) ;;
 	*) echo "bench: unknown benchmark '$k'" >&2; exit 2 ;;
 	esac
 	echo
@@ -54,6 +54,9 @@ for k in $kinds; do
 	if [ "$k" = detect ]; then
 		# the BPF detectors' cost: a script of its own (root, skeleton)
 		VMT_BUILD=$B sh "$(dirname "$0")/detect.sh" ${BENCH_QUICK:+3} 2>&1 | tee -a "$log"
+	elif [ "$k" = align ]; then
+		# guest against host time: a real guest under QEMU (root)
+		VMT_BUILD=$B bash "$(dirname "$0")/align.sh" 2>&1 | tee -a "$log"
 	else
 		"$B/bench/vmtb-$k" 2>&1 | tee -a "$log"
 	fi

@@ -75,6 +75,7 @@ int clocksync_estimate(const struct vmt_sync_probe *p, uint32_t n, struct vmt_sy
 {
 	struct measured m[VMT_SYNC_MAX_PROBES];
 	uint32_t ok = 0, kept = 1;
+	uint64_t best;
 
 	for (uint32_t i = 0; i < n && i < VMT_SYNC_MAX_PROBES; i++) {
 		const struct vmt_sync_probe *q = &p[i];
@@ -95,11 +96,12 @@ int clocksync_estimate(const struct vmt_sync_probe *p, uint32_t n, struct vmt_sy
 	qsort(m, ok, sizeof(m[0]), by_rtt);
 	while (kept < VMT_MAX(1u, ok / 4) && m[kept].rtt <= m[0].rtt + m[0].rtt / 2)
 		kept++;
+	best = m[0].rtt;
 	qsort(m, kept, sizeof(m[0]), by_offset);
 	*out = (struct vmt_sync_point){
 		.guest_ts = m[kept / 2].guest_ts,
 		.offset = m[kept / 2].offset,
-		.rtt = m[kept / 2].rtt,
+		.rtt = best,
 		.cpu = VMT_SYNC_ALL_CPUS,
 		.probes = kept,
 	};

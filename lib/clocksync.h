@@ -44,7 +44,7 @@ const char *sync_method_name(uint32_t m);
 struct vmt_sync_point {
 	uint64_t guest_ts;	/* guest trace clock when measured */
 	int64_t offset;		/* host = guest + offset */
-	uint64_t rtt;		/* round trip of the probe(s) used, ns; 0 for kvm-tsc */
+	uint64_t rtt;		/* fastest round trip of the probes kept, ns; 0 for kvm-tsc */
 	uint32_t cpu;		/* vCPU it applies to, or VMT_SYNC_ALL_CPUS */
 	uint32_t probes;	/* probes the round kept */
 };
