@@ -15,6 +15,8 @@
 #                  host.dat + guest.dat: linked for libtracecmd (GUEST map,
 #                  TIME_SHIFT applied), interleaved by `trace-cmd report -i -i`,
 #                  no event twice or lost, the guest's markers between the host's
+#                  (and a KernelShark screenshot of the two, under Xvfb, kept
+#                  in $VMT_ARTIFACTS, default build/artifacts)
 #   merge_reboot   the guest reboots between two dumps: merge splits at the boot
 # Each checks that the merged sample decodes with stock trace-cmd, holds
 # sched_switch events, and that nothing was lost silently: with a ring large
@@ -29,6 +31,7 @@ B=${VMT_BUILD:-build}
 AGENT=${VMT_AGENT:-$B/vmtrace-agent}
 CACHE=${VMT_CACHE:-build/guest}
 TDCOUNT=${VMT_TDCOUNT:-$B/tests/tools/tdcount}
+ARTIFACTS=${VMT_ARTIFACTS:-$B/artifacts}
 . "$ROOT/tests/guest/vmt-lib.sh"
 
 checks=0 failures=0
@@ -208,7 +211,7 @@ host_daemon() {
 
 host_merge() {
 	local name=host_merge run=$WORK/hm/run d=$WORK/hm/d out=$WORK/hm/out bad=$WORK/hm/bad
-	local m rc link gs want got qpid ev a b total ok i cpu
+	local m rc link gs want got qpid ev a b total ok i cpu ks
 	VMT_DIR=$d
 	mkdir -p "$run" "$bad"
 	qpid=$(vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T 300) || { fail $name "boot failed"; return; }
@@ -266,6 +269,14 @@ host_merge() {
 	[ "${2:-0}" -ge 5 ] && [ $(($1 * 10)) -ge $(($2 * 9)) ] ||
 		{ fail $name "guest markers inside the host's send..receive window: $1 of $2"; return; }
 	pass "$name ($b guest and $a host events interleaved; $1 of $2 guest markers between the host's send and receive)"
+	# KernelShark opens the two together; the screenshot is kept, not compared
+	mkdir -p "$ARTIFACTS"
+	ks=$("$ROOT/tests/e2e/kernelshark-shot.sh" "$out/host.dat" "$out/hm.dat" "$ARTIFACTS/kernelshark-host-guest.png" 2>&1)
+	case $? in
+	0) pass "kernelshark (host and guest in one window: $ARTIFACTS/kernelshark-host-guest.png)" ;;
+	77) skip kernelshark "$(echo "$ks" | grep -m1 '^SKIP' | sed 's/^SKIP: //')" ;;
+	*) fail kernelshark "$(echo "$ks" | tail -2 | tr '\n' ' ')" ;;
+	esac
 }
 
 merge_reboot() {
@@ -305,7 +316,7 @@ if [ -z "$why" ] && ! "$ROOT/tests/guest/kernel.sh" "$CACHE/kernel" >/dev/null 2
 fi
 [ -z "$why" ] && [ ! -x "$TDCOUNT" ] && why="no $TDCOUNT"
 if [ -n "$why" ]; then
-	for t in fifo_cmdline socket_runtime two_guests guest_trigger host_merge merge_reboot; do skip $t "$why"; done
+	for t in fifo_cmdline socket_runtime two_guests guest_trigger host_merge kernelshark merge_reboot; do skip $t "$why"; done
 else
 	# VMT_E2E_ONLY="host_merge merge_reboot" runs those alone
 	only() { [ -z "${VMT_E2E_ONLY:-}" ] || [[ " $VMT_E2E_ONLY " == *" $1 "* ]]; }
