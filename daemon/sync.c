@@ -51,9 +51,11 @@ static void sync_none(struct vmt_guest *g, const char *fmt, ...)
 		sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
 }
 
+/* host.clock names the host's side whether or not the host is recorded:
+ * offsets lead to that clock, and a host source records in it. */
 static const char *host_clock(const struct vmt_guest *g)
 {
-	return g->m->conf.host.enabled ? g->m->conf.host.clock : "mono";
+	return g->m->conf.host.clock;
 }
 
 static void push_point(struct vmt_guest *g, const struct vmt_sync_point *p)
@@ -65,7 +67,8 @@ static void push_point(struct vmt_guest *g, const struct vmt_sync_point *p)
 		if (!s->points)
 			return;
 	}
-	/* a point older than the newest would break the order a merge needs */
+	/* a point older than the newest would break the order a merge needs
+	 * (equal times: the vCPUs of one kvm-tsc round) */
 	if (s->count && p->guest_ts < s->points[(s->head + s->count - 1) % VMT_SYNC_MAX_POINTS].guest_ts)
 		return;
 	if (s->count == VMT_SYNC_MAX_POINTS) {
@@ -116,7 +119,7 @@ static int kvm_vm_dir(const struct vmt_guest *g, pid_t pid, char *out, size_t n)
 static int kvm_points(struct vmt_guest *g)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 64];
-	uint64_t now = trace_clock_now(g->sync.host_src);
+	uint64_t now = trace_clock_now(g->sync.host_src), at = 0;
 	pid_t pid = qemu_pid_of(g);
 	uint32_t n = 0;
 	int r;
@@ -138,8 +141,10 @@ static int kvm_points(struct vmt_guest *g)
 			if (read_s64(path, &frac) < 0 || frac < 0 || frac > 62 || ratio != (int64_t)1 << frac)
 				return -ENOTSUP;	/* scaled TSC: leave it to the probes */
 		}
-		push_point(g, &(struct vmt_sync_point){ .guest_ts = now + (uint64_t)off, .offset = -off,
-						      .cpu = n });
+		/* one guest time for the round (vCPU 0's), so the points stay in order */
+		if (!n)
+			at = now + (uint64_t)off;
+		push_point(g, &(struct vmt_sync_point){ .guest_ts = at, .offset = -off, .cpu = n });
 	}
 	return n ? 0 : -ENOENT;
 }
@@ -331,6 +336,11 @@ int sync_clock_info(struct vmt_guest *g, uint64_t first, uint64_t last, struct v
 			hi = i + 1;
 			break;
 		}
+	/* points of one time (a kvm-tsc round's vCPUs) go together */
+	while (lo > 0 && PT(lo - 1)->guest_ts == PT(lo)->guest_ts)
+		lo--;
+	while (hi < s->count && PT(hi)->guest_ts == PT(hi - 1)->guest_ts)
+		hi++;
 	out->points = malloc((hi - lo) * sizeof(*out->points));
 	if (!out->points)
 		return -ENOMEM;

@@ -314,6 +314,108 @@ START_TEST(guest_process_death_dumps)
 }
 END_TEST
 
+/* ---- issue 5: clock points from KVM's TSC offsets ------------------------------ */
+
+/* in's bundle with trace_clock saying x86-tsc is in force */
+static void bundle_with_clock(struct vmt_buf *b, const char *clock_file)
+{
+	struct vmt_meta_entry e;
+	size_t pos = 0;
+
+	while (meta_next(in.bundle.data, in.bundle.len, &pos, &e) > 0) {
+		char name[256];
+		snprintf(name, sizeof(name), "%.*s", (int)e.name_len, e.name);
+		if (!strcmp(name, "trace_clock"))
+			ck_assert_int_eq(meta_add(b, name, clock_file, (uint32_t)strlen(clock_file)), 0);
+		else
+			ck_assert_int_eq(meta_add(b, name, e.data, e.data_len), 0);
+	}
+}
+
+START_TEST(kvm_tsc_offsets_become_clock_points)
+{
+	struct itest_run r;
+	struct vmt_buf b = { 0 };
+	struct vmt_sample *s;
+	char top[4096], g[600], kvm[400], path[1600], out[4096];
+	char **list;
+	int n;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "kvmtsc");
+	bundle_with_clock(&b, "local global counter [x86-tsc]\n");
+	r.fc[0].bundle = b.data;
+	r.fc[0].bundle_len = b.len;
+	itest_run_guest(&r, 0);
+	/* a KVM debugfs as the kernel lays it out: <pid>-<vm fd>/vcpuN/tsc-offset */
+	snprintf(kvm, sizeof(kvm), "%s/kvm", r.dir);
+	for (int c = 0; c < (int)in.ncpus; c++) {
+		snprintf(path, sizeof(path), "mkdir -p %s/%d-11/vcpu%d && echo %d > %s/%d-11/vcpu%d/tsc-offset",
+			 kvm, (int)r.fg[0].pid, c, -1000000 - c, kvm, (int)r.fg[0].pid, c);
+		ck_assert_int_eq(itest_sh("%s", path), 0);
+	}
+	snprintf(path, sizeof(path), "echo %d > %s/qemu.pid", (int)r.fg[0].pid, r.dir);
+	ck_assert_int_eq(itest_sh("%s", path), 0);
+	itest_guest_yaml(g, sizeof(g), &r, 0);
+	snprintf(top, sizeof(top), "record:\n  ring_size: 64MiB\nhost:\n  clock: x86-tsc\n"
+		 "clock_sync:\n  kvm_debugfs: %s\nguests:\n%s    pidfile: %s/qemu.pid\n", kvm, g, r.dir);
+	ck_assert_int_eq(testd_start(&r.d, r.dir, top), 0);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), "dump"), 0);
+	n = guest_samples(&r, "g1", &list);
+	ck_assert_int_ge(n, 1);
+	s = itest_read_sample(list[0]);
+	ck_assert(s->have_clock);
+	ck_assert_msg(s->clock.method == VMT_SYNC_KVM, "method %s: %s (log: %s)",
+		      sync_method_name(s->clock.method), s->clock.why, r.d.log);
+	ck_assert_str_eq(s->clock.guest_clock, "x86-tsc");
+	ck_assert_str_eq(s->clock.host_clock, "x86-tsc");
+	ck_assert_uint_eq(s->clock.qemu_pid, (uint32_t)r.fg[0].pid);
+	/* one point per vCPU: host TSC = guest TSC - tsc-offset */
+	ck_assert_uint_ge(s->clock.npoints, in.ncpus);
+	for (uint32_t i = 0; i < s->clock.npoints; i++) {
+		const struct vmt_sync_point *p = &s->clock.points[i];
+		ck_assert_uint_lt(p->cpu, in.ncpus);
+		ck_assert_int_eq(p->offset, 1000000 + (int64_t)p->cpu);
+	}
+	sample_free(s);
+	itest_free_list(list, n);
+	buf_free(&b);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* the stand-in answers no SYNC and its trace clock is local: said, no points */
+START_TEST(no_sync_is_said)
+{
+	struct itest_run r;
+	struct vmt_sample *s;
+	char out[4096];
+	char **list;
+	int n;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "nosync");
+	itest_run_guest(&r, 0);
+	itest_run_daemon_opts(&r, "record:\n  ring_size: 64MiB\n", 1, NULL);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), "dump"), 0);
+	n = guest_samples(&r, "g1", &list);
+	ck_assert_int_ge(n, 1);
+	s = itest_read_sample(list[0]);
+	ck_assert(s->have_clock);
+	ck_assert_uint_eq(s->clock.method, VMT_SYNC_NONE);
+	ck_assert_uint_eq(s->clock.npoints, 0);
+	ck_assert_msg(strstr(s->clock.why, "cannot be read from user space") || strstr(s->clock.why, "does not answer"),
+		      "why: '%s'", s->clock.why);
+	sample_free(s);
+	itest_free_list(list, n);
+	itest_run_end(&r);
+}
+END_TEST
+
 /* ---- 3. memory_max ------------------------------------------------------------------ */
 
 START_TEST(memory_cap_refuses_second_guest)
@@ -1601,6 +1703,8 @@ int main(void)
 	ADD(t, reboot_new_aux_version);
 	ADD(t, agent_restart_keeps_window);
 	ADD(t, guest_process_death_dumps);
+	ADD(t, kvm_tsc_offsets_become_clock_points);
+	ADD(t, no_sync_is_said);
 	ADD(t, memory_cap_refuses_second_guest);
 	ADD(t, control_status_guests_reload);
 	ADD(t, control_unauthorised_peer);
