@@ -67,6 +67,7 @@ help:
 	@echo "make demo       boot a small guest under QEMU, record it, dump, merge, report"
 	@echo "make install    install programs, config, units, man pages (DESTDIR, PREFIX)"
 	@echo "make bench      run the benchmarks under bench/"
+	@echo "make fuzz       fuzz every parser of guest and file input (FUZZ_TIME=60 s each)"
 	@echo "make deps       install the Debian packages that are missing (root only)"
 	@echo "make clean      remove $(O)/"
 
@@ -120,11 +121,13 @@ $(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
 tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS)
 
 # `make check`: packages, then a sanitizer build of everything in build/san,
-# then every suite. The summary line at the end counts tests.
+# then every suite, then a short pass of every fuzz target (about 30 s).
+# The summary line of run-tests.sh counts tests.
 check: deps
 	$(Q)$(MAKE) --no-print-directory O=$(O)/san SAN=1 tests
 	$(Q)$(MAKE) --no-print-directory O=$(O)/plain tests
 	$(Q)VMT_BUILD=$(O)/san VMT_AGENT=$(O)/plain/vmtrace-agent tests/run-tests.sh
+	$(Q)$(MAKE) --no-print-directory fuzz-check
 
 check-unit check-integration check-e2e: deps
 	$(Q)$(MAKE) --no-print-directory O=$(O)/san SAN=1 tests
@@ -197,3 +200,4 @@ $(O)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h $(O)/bpf/vmlinux.h
 $(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o
 	@echo "  SKEL    $@"
 	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@
+include tests/fuzz/fuzz.mk

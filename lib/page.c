@@ -64,8 +64,12 @@ int page_layout_parse(struct vmt_page_layout *l, const char *text, size_t len, u
 	    find_field(text, len, "commit", &co, &cs) < 0 ||
 	    find_field(text, len, "data", &d_o, &ds) < 0)
 		return -EINVAL;
-	if (ts != 8 || (cs != 4 && cs != 8) || to + 8 > d_o || co + cs > d_o || d_o >= page_size ||
-	    d_o > 64)
+	/* in 64 bits: a guest's "offset:4294967295;" must not wrap past the check */
+	if (ts != 8 || (cs != 4 && cs != 8) || (uint64_t)to + 8 > d_o || (uint64_t)co + cs > d_o ||
+	    d_o >= page_size || d_o > 64)
+		return -EINVAL;
+	/* page_cut_before() rewrites the timestamp: it must not share bytes with the commit */
+	if (to < co + cs && co < to + 8)
 		return -EINVAL;
 	*l = (struct vmt_page_layout){
 		.page_size = page_size,
@@ -213,10 +217,13 @@ static int cut_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
 	struct cut_state *c = data;
 
 	(void)size;
+	/* walk to the end all the same: a page that does not walk is not cut */
+	if (c->keep_off)
+		return 0;
 	if (ts >= c->t_start) {
 		c->keep_off = offset;
 		c->keep_ts = ts;
-		return 1;
+		return 0;
 	}
 	c->dropped++;
 	return 0;

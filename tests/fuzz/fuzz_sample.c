@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sample file (lib/sample.h): sample_read_mem() on the input, and
+ * sample_read_info_fd() on a memfd holding the same bytes. Both run twice:
+ * on the input as it is (CRC checks included) and on a copy whose CRCs
+ * vfile_fixup() made right, so that mutations reach the section parsers.
+ * A sample that reads is written back (uncompressed, into a memfd) and
+ * must read again with the same INFO.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "fuzz.h"
+#include "sample.h"
+
+static int memfd = -1;
+
+static int memfd_put(const uint8_t *data, size_t size)
+{
+	if (memfd < 0) {
+		memfd = memfd_create("fuzz-sample", MFD_CLOEXEC);
+		if (memfd < 0)
+			abort();
+	}
+	if (ftruncate(memfd, 0) < 0 || (size && pwrite(memfd, data, size, 0) != (ssize_t)size))
+		abort();
+	return memfd;
+}
+
+static void same_info(const struct vmt_sample *a, const struct vmt_sample *b)
+{
+	FUZZ_CHECK(!strcmp(a->guest, b->guest) && a->aux_version == b->aux_version &&
+		   a->aux_id == b->aux_id && a->created_ns == b->created_ns &&
+		   a->page_size == b->page_size && a->ncpus == b->ncpus &&
+		   a->ntriggers == b->ntriggers);
+}
+
+static void round_trip(const struct vmt_sample *s)
+{
+	struct vmt_sample *back = NULL, info;
+	char why[256];
+	int fd = memfd_put(NULL, 0);
+
+	FUZZ_CHECK(sample_write(fd, s, 0, 0) == 0);
+	FUZZ_CHECK(sample_read_info_fd(fd, &info, why, sizeof(why)) == 0);
+	same_info(s, &info);
+	{
+		struct stat st;
+		uint8_t *m;
+
+		FUZZ_CHECK(fstat(fd, &st) == 0);
+		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		FUZZ_CHECK(m != MAP_FAILED);
+		FUZZ_CHECK(sample_read_mem(m, (size_t)st.st_size, &back, why, sizeof(why)) == 0);
+		munmap(m, (size_t)st.st_size);
+	}
+	same_info(s, back);
+	FUZZ_CHECK(s->clock.method == back->clock.method && s->clock.npoints == back->clock.npoints &&
+		   s->clock.nvcpus == back->clock.nvcpus);
+	for (uint32_t i = 0; i < s->ncpus; i++) {
+		const struct vmt_sample_cpu *a = &s->cpus[i], *b = &back->cpus[i];
+
+		FUZZ_CHECK(a->npages == b->npages && a->first_ts == b->first_ts &&
+			   a->last_ts == b->last_ts && a->events == b->events);
+		FUZZ_CHECK(!a->npages ||
+			   !memcmp(a->pages, b->pages, (size_t)a->npages * s->page_size));
+	}
+	sample_free(back);
+}
+
+static void one(const uint8_t *data, size_t size)
+{
+	struct vmt_sample *s = NULL, info;
+	char why[256];
+	int r, ri;
+
+	r = sample_read_mem(data, size, &s, why, sizeof(why));
+	FUZZ_CHECK(r == 0 || r == -EBADMSG || r == -ENOMEM);
+	if (r == 0) {
+		FUZZ_CHECK(s && s->ncpus >= 1 && s->ncpus <= VMT_MAX_CPUS && s->cpus);
+		FUZZ_CHECK(s->ntriggers <= VMT_SAMPLE_MAX_TRIGGERS);
+		for (uint32_t i = 0; i < s->ncpus; i++)
+			FUZZ_CHECK(s->cpus[i].cpu == i && (!s->cpus[i].npages || s->cpus[i].pages));
+	} else {
+		FUZZ_CHECK(!s);
+		FUZZ_CHECK(r != -EBADMSG || why[0]);
+	}
+
+	ri = sample_read_info_fd(memfd_put(data, size), &info, why, sizeof(why));
+	FUZZ_CHECK(ri == 0 || ri == -EBADMSG || ri == -ENOMEM);
+	/* INFO is a part of what sample_read checks */
+	if (r == 0) {
+		FUZZ_CHECK(ri == 0);
+		same_info(s, &info);
+		round_trip(s);
+	}
+	sample_free(s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *copy = malloc(size ? size : 1);
+
+	if (!copy)
+		abort();
+	memcpy(copy, data, size);
+	one(copy, size);
+	vfile_fixup(copy, size);
+	if (memcmp(copy, data, size))
+		one(copy, size);
+	free(copy);
+	return 0;
+}
