@@ -60,7 +60,9 @@ static void client_free(struct vmt_client *cl)
 			*pp = cl->next;
 			break;
 		}
-	c->nclients--;
+	/* a slot is free: take the connections waiting in the backlog again */
+	if (c->nclients-- == MAX_CLIENTS && c->src)
+		sd_event_source_set_enabled(c->src, SD_EVENT_ON);
 	sd_event_source_disable_unref(cl->src);
 	sd_event_source_disable_unref(cl->expire);
 	close(cl->fd);
@@ -451,15 +453,16 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	struct vmt_client *cl;
 	int cfd, r;
 
+	/* every slot taken: leave newcomers in the listen backlog until one
+	 * frees (client_free), rather than hang up on them unanswered */
+	if (c->nclients >= MAX_CLIENTS) {
+		sd_event_source_set_enabled(s, SD_EVENT_OFF);
+		return 0;
+	}
 	cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (cfd < 0)
 		return 0;
 	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl_len) < 0) {
-		close(cfd);
-		return 0;
-	}
-	if (c->nclients >= MAX_CLIENTS) {
-		c->refused++;
 		close(cfd);
 		return 0;
 	}
@@ -577,7 +580,7 @@ int control_new(struct vmt_control **out, struct vmt_manager *m, const char *pat
 	}
 	mkdir_parent(path);
 	unlink(path);
-	if (bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(c->fd, 64) < 0) {
+	if (bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(c->fd, SOMAXCONN) < 0) {
 		r = -errno;
 		goto fail;
 	}

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "config.h"
@@ -36,6 +37,21 @@ static bool stderr_is_journal(void)
 	if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2 || fstat(2, &st) < 0)
 		return false;
 	return st.st_dev == dev && st.st_ino == ino;
+}
+
+/*
+ * Every guest takes 2 fds per channel and every control client one: the
+ * soft limit of 1024 is below what 64 guests and 256 clients need. epoll
+ * has no FD_SETSIZE limit, so take what the hard limit allows.
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 int main(int argc, char **argv)
@@ -78,6 +94,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_set_level(debug ? VMT_LOG_DEBUG : conf.log_level);
+	raise_fd_limit();
 	if (stderr_is_journal())
 		log_open_journal();
 

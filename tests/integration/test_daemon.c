@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -412,6 +413,63 @@ START_TEST(no_sync_is_said)
 		      "why: '%s'", s->clock.why);
 	sample_free(s);
 	itest_free_list(list, n);
+	itest_run_end(&r);
+}
+END_TEST
+
+/* ---- issue 6: a thousand control clients at once, a guest streaming ------------- */
+
+START_TEST(control_thousand_clients)
+{
+	enum { NCLIENTS = 1000 };
+	struct itest_run r;
+	struct ictl_msg *m = malloc(sizeof(*m));
+	struct rlimit rl;
+	int *fds = calloc(NCLIENTS, sizeof(int));
+	uint64_t t0, p0, want = 0;
+	unsigned answered = 0;
+
+	NEED_INPUT();
+	ck_assert(m && fds);
+	/* this process holds all 1000 at once */
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max < NCLIENTS + 200)
+		VMT_SKIP("RLIMIT_NOFILE hard limit below what 1000 clients take");
+	rl.rlim_cur = rl.rlim_max;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	itest_run_init(&r, &in, "clients");
+	itest_run_pages(&r, &in, 0, 1500);
+	r.fc[0].pages_per_sec = 500;
+	for (unsigned c = 0; c < in.ncpus; c++)
+		want += 1500;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 16MiB\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	p0 = itest_num(&r.d, "g1", "pages_in");
+	t0 = now_monotonic_ns();
+	/* all connect and ask before any answer is read: 256 are served at a
+	 * time, the rest wait in the listen backlog */
+	for (int i = 0; i < NCLIENTS; i++) {
+		fds[i] = ictl_connect(r.d.sock);
+		ck_assert_msg(fds[i] >= 0, "client %d: connect: %s", i, strerror(-fds[i]));
+		ck_assert_int_eq(ictl_request(fds[i], VMT_CTL_STATUS, (uint32_t)i + 1, NULL), 0);
+	}
+	for (int i = 0; i < NCLIENTS; i++) {
+		unsigned guests = 0;
+		int t = ictl_collect(fds[i], m, VMT_CTL_GUEST, &guests, 20000);
+		ck_assert_msg(t == VMT_CTL_END, "client %d: %d instead of END", i, t);
+		ck_assert_uint_eq(guests, 1);
+		answered++;
+		close(fds[i]);
+	}
+	printf("control: %u concurrent clients answered in %.0f ms; pages in %llu -> %llu meanwhile\n",
+	       answered, (double)(now_monotonic_ns() - t0) / 1e6, (unsigned long long)p0,
+	       (unsigned long long)itest_num(&r.d, "g1", "pages_in"));
+	/* ingestion went on: every page of the guest arrives */
+	itest_expect_pages_in(&r.d, "g1", want);
+	ck_assert_int_eq(kill(r.d.pid, 0), 0);
+	free(m);
+	free(fds);
 	itest_run_end(&r);
 }
 END_TEST
@@ -1705,6 +1763,7 @@ int main(void)
 	ADD(t, guest_process_death_dumps);
 	ADD(t, kvm_tsc_offsets_become_clock_points);
 	ADD(t, no_sync_is_said);
+	ADD(t, control_thousand_clients);
 	ADD(t, memory_cap_refuses_second_guest);
 	ADD(t, control_status_guests_reload);
 	ADD(t, control_unauthorised_peer);
