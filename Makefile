@@ -58,7 +58,7 @@ INTEG_BINS  := $(INTEG_SRCS:tests/integration/%.c=$(O)/tests/%)
 LIBVMT      := $(O)/libvmt.a
 PROGS       := $(O)/vmtraced $(O)/vmtracectl $(O)/vmtrace-agent
 
-.PHONY: all tests check check-unit check-integration check-e2e demo deps install clean help bench
+.PHONY: all tests check check-unit check-integration check-e2e demo deps install clean help bench soak
 all: $(PROGS)
 
 help:
@@ -67,6 +67,7 @@ help:
 	@echo "make demo       boot a small guest under QEMU, record it, dump, merge, report"
 	@echo "make install    install programs, config, units, man pages (DESTDIR, PREFIX)"
 	@echo "make bench      run the benchmarks under bench/"
+	@echo "make soak       64 guests flooding for SOAK_SECONDS (600): RSS, fds, dumps"
 	@echo "make fuzz       fuzz every parser of guest and file input (FUZZ_TIME=60 s each)"
 	@echo "make deps       install the Debian packages that are missing (root only)"
 	@echo "make clean      remove $(O)/"
@@ -141,6 +142,11 @@ demo: deps
 bench: deps
 	$(Q)$(MAKE) --no-print-directory O=$(O)/plain all
 	$(Q)VMT_BUILD=$(O)/plain bench/run.sh
+
+# 64 guests flooding for SOAK_SECONDS (600): RSS and fds flat, no dump lost
+soak: deps
+	$(Q)$(MAKE) --no-print-directory O=$(O)/plain all
+	$(Q)VMT_BUILD=$(O)/plain bench/run.sh soak
 
 deps:
 	$(Q)tools/deps.sh

@@ -3,7 +3,8 @@
 # with a summary of every RESULT line. A MISS is reported, not a failure:
 # the exit code is non-zero only when a benchmark could not run.
 #
-# Usage: VMT_BUILD=build/plain bench/run.sh [ingest|dump|memory|trigger|detect|align]...
+# Usage: VMT_BUILD=build/plain bench/run.sh [ingest|dump|memory|trigger|detect|align|soak]...
+#   soak is not in the default set: `make soak` runs it (SOAK_SECONDS, default 600)
 #   BENCH_QUICK=1   short runs (about a minute in all) instead of ~8 minutes
 # See bench/README.md for what each one measures.
 set -u
@@ -29,7 +30,7 @@ CFLAGS="-std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat
 LIBS="$($PKG_CONFIG --libs "${PKGS[@]}") -lpthread"
 mkdir -p "$B/bench"
 common="bench/corpus.c bench/producer.c bench/harness.c"
-for p in drain ingest dump memory trigger; do
+for p in drain ingest dump memory trigger soak; do
 	out=$B/bench/vmtb-$p
 	if [ ! -e "$out" ] || [ -n "$(find bench lib "$B/libvmt.a" -newer "$out" -name '*.[cha]' -print -quit)" ]; then
 		echo "  CC      $out"
@@ -45,7 +46,7 @@ t0=$(date +%s)
 echo "vmtraced benchmarks: $B, $(nproc) CPUs, $(uname -r)${BENCH_QUICK:+, BENCH_QUICK=$BENCH_QUICK}"
 for k in $kinds; do
 	case $k in
-	ingest|dump|memory|trigger|detect|align) ;;
+	ingest|dump|memory|trigger|detect|align|soak) ;;
 	*) echo "bench: unknown benchmark '$k'" >&2; exit 2 ;;
 	esac
 	echo
