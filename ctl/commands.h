@@ -17,5 +17,6 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_info(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv);
+int cmd_report(const struct vmt_ctl_opts *o, int argc, char **argv);
 
 #endif

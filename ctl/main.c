@@ -25,6 +25,8 @@ static const struct {
 	{ "reload", cmd_reload, "reload                    re-read the configuration" },
 	{ "info", cmd_info, "info SAMPLE...            what a sample holds: triggers, window, counters" },
 	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE... samples (+ their aux) -> trace.dat" },
+	{ "report", cmd_report, "report [--stats] [--cpu LIST] [--event PAT]... SAMPLE...\n"
+				"                            the samples' events as text, one time line" },
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,690 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: `vmtracectl report` on samples and an aux written from the
+ * shared corpus's real pages and metadata. --stats must give exactly the
+ * counts stock trace-cmd gave for the same pages (expected-event-counts.txt);
+ * filters, overlapping samples, corrupt pages, unknown formats, several
+ * guests on one time line, and a reader that goes away are checked against
+ * those counts and against what page_walk() sees in the pages.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "aux.h"
+#include "corpus.h"
+#include "meta.h"
+#include "page.h"
+#include "sample.h"
+#include "testutil.h"
+#include "util.h"
+
+#define PS 4096
+#define NCPU 2
+
+static const char *corpus;
+static struct vmt_buf bundle;
+static uint8_t *pages[NCPU];
+static size_t npages[NCPU];
+static char *expected;		/* expected-event-counts.txt */
+static uint64_t expected_total;
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* An aux of the corpus's metadata, without the entry named drop (may be NULL). */
+static uint64_t write_aux(const char *dir, const char *guest, uint32_t version, const char *drop)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_meta_entry e;
+	struct vmt_aux a = { 0 };
+	char path[4200], name[64];
+	size_t pos = 0;
+	int fd;
+
+	while (meta_next(bundle.data, bundle.len, &pos, &e) > 0)
+		if (!drop || e.name_len != strlen(drop) || memcmp(e.name, drop, e.name_len))
+			ck_assert_int_eq(meta_add(&b, strndupa(e.name, e.name_len), e.data, e.data_len), 0);
+	snprintf(a.guest, sizeof(a.guest), "%s", guest);
+	a.version = version;
+	a.created_ns = 1795349594000000000ull;
+	a.ncpus = NCPU;
+	a.page_size = PS;
+	snprintf(a.release, sizeof(a.release), "6.1.0-56-cloud-amd64");
+	snprintf(a.clock, sizeof(a.clock), "local");
+	snprintf(a.boot_id, sizeof(a.boot_id), "3f1c2e4a-9b7d-4c1e-8f00-0123456789ab");
+	snprintf(a.agent, sizeof(a.agent), "vmtrace-agent test");
+	a.meta = b.data;
+	a.meta_len = b.len;
+	a.id = aux_compute_id(&a);
+	aux_file_name(name, sizeof(name), version);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(aux_write(fd, &a), 0);
+	close(fd);
+	buf_free(&b);
+	return a.id;
+}
+
+struct range {
+	size_t from[NCPU], count[NCPU];
+};
+
+/* A sample of the corpus pages in rg (page copies, so a test may spoil them). */
+static void write_sample(const char *path, const char *guest, uint32_t auxv, uint64_t aux_id,
+			 uint64_t created, const struct range *rg, const struct vmt_clock_info *clock,
+			 void (*spoil)(uint32_t cpu, uint8_t *pages, size_t n))
+{
+	struct vmt_sample s = { 0 };
+	struct vmt_sample_cpu cpus[NCPU] = { 0 };
+	int fd;
+
+	snprintf(s.guest, sizeof(s.guest), "%s", guest);
+	snprintf(s.host, sizeof(s.host), "testhost");
+	s.aux_version = auxv;
+	s.aux_id = aux_id;
+	s.created_ns = created;
+	s.page_size = PS;
+	s.ncpus = NCPU;
+	s.cpus = cpus;
+	for (uint32_t c = 0; c < NCPU; c++) {
+		cpus[c].cpu = c;
+		cpus[c].npages = (uint32_t)rg->count[c];
+		cpus[c].first_seq = rg->from[c];
+		cpus[c].pages = malloc(rg->count[c] * PS + 1);
+		ck_assert_ptr_nonnull(cpus[c].pages);
+		memcpy(cpus[c].pages, pages[c] + rg->from[c] * PS, rg->count[c] * PS);
+		if (spoil)
+			spoil(c, cpus[c].pages, rg->count[c]);
+	}
+	if (clock) {
+		s.have_clock = true;
+		s.clock = *clock;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(sample_write(fd, &s, 3, 0), 0);
+	close(fd);
+	for (uint32_t c = 0; c < NCPU; c++)
+		free(cpus[c].pages);
+}
+
+static struct range all_pages(void)
+{
+	struct range r = { .count = { npages[0], npages[1] } };
+	return r;
+}
+
+static char *slurp_path(const char *path)
+{
+	char *s = NULL;
+	size_t n;
+
+	ck_assert_int_eq(read_file(path, 1u << 30, &s, &n), 0);
+	return s;
+}
+
+/* vmtracectl report ARGS in dir; its exit code, stdout and stderr (malloc'd). */
+static int report(const char *dir, char **out, char **err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int report(const char *dir, char **out, char **err, const char *fmt, ...)
+{
+	char args[4096], cmd[20000], o[4200], e[4200];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(o, sizeof(o), "%s/out.txt", dir);
+	snprintf(e, sizeof(e), "%s/err.txt", dir);
+	snprintf(cmd, sizeof(cmd), "cd %s && %s/%s/vmtracectl report %s >%s 2>%s", dir, test_srcdir(),
+		 test_builddir(), args, o, e);
+	rc = system(cmd);
+	*out = slurp_path(o);
+	*err = slurp_path(e);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+/* Sum of the "%7N NAME:" lines of a --stats output (lines starting with '#' skipped). */
+static uint64_t stats_total(const char *out)
+{
+	uint64_t t = 0;
+
+	for (const char *p = out; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
+		if (*p != '#')
+			t += strtoull(p, NULL, 10);
+	return t;
+}
+
+/* The count of one name in --stats output, 0 if absent. */
+static uint64_t stats_of(const char *out, const char *name)
+{
+	char key[128];
+	const char *p;
+
+	snprintf(key, sizeof(key), " %s:\n", name);
+	p = strstr(out, key);
+	if (!p)
+		return 0;
+	while (p > out && p[-1] != '\n')
+		p--;
+	return strtoull(p, NULL, 10);
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+struct tcount {
+	uint64_t t, before, after;
+};
+
+static int tcount_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
+{
+	struct tcount *c = data;
+
+	(void)offset;
+	(void)size;
+	if (ts < c->t)
+		c->before++;
+	else
+		c->after++;
+	return 0;
+}
+
+#define SETUP()                                                                 \
+	char *dir, *out = NULL, *err = NULL, s1[4200];                          \
+	uint64_t id;                                                            \
+	if (!corpus)                                                            \
+		VMT_SKIP("no corpus");                                          \
+	dir = test_mkdtemp("report");                                          \
+	id = write_aux(dir, "g1", 1, NULL);                                     \
+	snprintf(s1, sizeof(s1), "%s/g1-1.vmts", dir)
+
+#define TEARDOWN()                                                              \
+	do {                                                                    \
+		free(out);                                                      \
+		free(err);                                                      \
+		test_rmtree(dir);                                               \
+		free(dir);                                                      \
+	} while (0)
+
+#define REPORT(...)                                                             \
+	do {                                                                    \
+		free(out);                                                      \
+		free(err);                                                      \
+		rc = report(dir, &out, &err, __VA_ARGS__);                      \
+	} while (0)
+
+/* ---- tests ---------------------------------------------------------------- */
+
+START_TEST(stats_match_trace_cmd)
+{
+	struct range rg = all_pages();
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	REPORT("--stats %s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_str_eq(out, expected);
+	ck_assert_str_eq(err, "");
+	TEARDOWN();
+}
+END_TEST
+
+START_TEST(text_output)
+{
+	struct range rg = all_pages();
+	const char *l;
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	REPORT("%s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(count_lines(out), expected_total);
+	ck_assert_ptr_null(strstr(out, "UNKNOWN"));
+	/* kallsyms: the function pointer of hrtimer and timer events */
+	ck_assert_ptr_nonnull(strstr(out, "function=tick_sched_timer"));
+	ck_assert_ptr_nonnull(strstr(out, "hrtimer_expire_entry: hrtimer="));
+	/* printk symbols and the trace-cmd layout */
+	ck_assert_ptr_nonnull(strstr(out, "softirq_entry: vec=1 [action=TIMER]"));
+	l = strstr(out, "sched_switch: prev_comm=");
+	ck_assert_ptr_nonnull(l);
+	while (l > out && l[-1] != '\n')
+		l--;
+	/* "            COMM-PID   [CPU]  SEC.USEC: sched_switch: ..." */
+	{
+		char comm[64], usec[16], name[64];
+		unsigned cpu;
+		uint64_t sec;
+
+		ck_assert_int_eq(sscanf(l, " %63[^ ] [%u] %" SCNu64 ".%15[0-9]: %63[^:]:", comm, &cpu,
+					&sec, usec, name), 5);
+		ck_assert_ptr_nonnull(strchr(comm, '-'));
+		ck_assert_uint_lt(cpu, NCPU);
+		ck_assert_uint_eq(strlen(usec), 6);
+		ck_assert_str_eq(name, "sched_switch");
+		/* %16s-%-5d [%03d] */
+		ck_assert_int_eq(l[16], '-');
+		ck_assert_int_eq(l[23], '[');
+		ck_assert_int_eq(l[27], ']');
+	}
+	ck_assert_msg(strstr(out, "[000]") && strstr(out, "[001]"), "both CPUs");
+	/* one time line: seconds never go back */
+	{
+		/* by hand: the sanitizers' strstr() reads the whole rest each time */
+		uint64_t last = 0;
+		for (const char *p = out; *p;) {
+			uint64_t t = 0;
+			while (*p && *p != '\n' && !(p[0] == ']' && p[1] == ' '))
+				p++;
+			ck_assert_int_eq(*p, ']');
+			for (p += 2; *p == ' '; p++)
+				;
+			for (; (*p >= '0' && *p <= '9') || *p == '.'; p++)
+				if (*p != '.')
+					t = t * 10 + (uint64_t)(*p - '0');
+			ck_assert_msg(t >= last, "time goes back at %.100s", p);
+			last = t;
+			while (*p && *p != '\n')
+				p++;
+			if (*p)
+				p++;
+		}
+	}
+	TEARDOWN();
+}
+END_TEST
+
+START_TEST(filters)
+{
+	struct range rg = all_pages();
+	struct vmt_page_layout l;
+	struct tcount tc = { 0 };
+	uint64_t first = UINT64_MAX, last = 0;
+	char t[64];
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	REPORT("--stats --cpu 1 %s", s1);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(stats_total(out), 80552);
+	REPORT("--stats --cpu 0 %s", s1);
+	ck_assert_uint_eq(stats_total(out), 58959);
+	REPORT("--stats --cpu 0-1 %s", s1);
+	ck_assert_str_eq(out, expected);
+	REPORT("--stats --cpu 0,5 %s", s1);
+	ck_assert_uint_eq(stats_total(out), 58959);
+	REPORT("--stats --cpu 1-0 %s", s1);
+	ck_assert_int_eq(rc, 2);
+
+	REPORT("--stats --event sched:sched_switch %s", s1);
+	ck_assert_str_eq(out, "  12739 sched_switch:\n");
+	REPORT("--stats --event sched_switch --event sched_waking %s", s1);
+	ck_assert_str_eq(out, "  12739 sched_switch:\n   7355 sched_waking:\n");
+	REPORT("--stats --event 'irq*' %s", s1);
+	ck_assert_str_eq(out, "   1274 irq_handler_exit:\n   1274 irq_handler_entry:\n");
+	REPORT("--stats --event 'irq:*' %s", s1);
+	ck_assert_uint_eq(stats_total(out), 2 * 1274 + 9230 + 2 * 9148);
+	REPORT("--stats --event 'timer:*' %s", s1);
+	ck_assert_uint_eq(stats_total(out), 9570 + 6771 + 2 * 6769 + 1547 + 1544 + 1391 + 2 * 1038);
+	REPORT("--stats --event 'sched:*' --cpu 1 --event nothing %s", s1);
+	ck_assert_uint_eq(stats_of(out, "sched_switch") > 0, 1);
+	ck_assert_uint_eq(stats_of(out, "hrtimer_init"), 0);
+
+	/* --since/--until against the timestamps page_walk() sees */
+	page_layout_default(&l, PS);
+	for (unsigned c = 0; c < NCPU; c++)
+		for (size_t i = 0; i < npages[c]; i++) {
+			struct vmt_page_info info;
+			if (page_scan(&l, pages[c] + i * PS, &info) == 0 && info.events) {
+				first = VMT_MIN(first, info.first_ts);
+				last = VMT_MAX(last, info.last_ts);
+			}
+		}
+	tc.t = first + (last - first) / 3;
+	for (unsigned c = 0; c < NCPU; c++)
+		for (size_t i = 0; i < npages[c]; i++)
+			page_walk(&l, pages[c] + i * PS, tcount_cb, &tc);
+	ck_assert_uint_eq(tc.before + tc.after, expected_total);
+	snprintf(t, sizeof(t), "%" PRIu64 ".%09" PRIu64, tc.t / 1000000000, tc.t % 1000000000);
+	REPORT("--stats --since %s %s", t, s1);
+	ck_assert_uint_eq(stats_total(out), tc.after);
+	/* --until is inclusive: one ns before t */
+	tc.t--;
+	snprintf(t, sizeof(t), "%" PRIu64 ".%09" PRIu64, tc.t / 1000000000, tc.t % 1000000000);
+	REPORT("--stats --until %s %s", t, s1);
+	ck_assert_uint_eq(stats_total(out), tc.before);
+	REPORT("--stats --since 1x %s", s1);
+	ck_assert_int_eq(rc, 2);
+	TEARDOWN();
+}
+END_TEST
+
+START_TEST(overlapping_samples_count_once)
+{
+	struct range a = { .from = { 0, 0 }, .count = { 400, 500 } };
+	struct range b = { .from = { 300, 400 }, .count = { npages[0] - 300, npages[1] - 400 } };
+	char s2[4200];
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &a, NULL, NULL);
+	snprintf(s2, sizeof(s2), "%s/g1-2.vmts", dir);
+	write_sample(s2, "g1", 1, id, 2000, &b, NULL, NULL);
+	REPORT("--stats %s %s", s2, s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_str_eq(out, expected);
+	TEARDOWN();
+}
+END_TEST
+
+static uint64_t spoiled_events;
+
+static void spoil_page_10(uint32_t cpu, uint8_t *p, size_t n)
+{
+	struct vmt_page_layout l;
+	struct vmt_page_info info;
+
+	if (cpu != 0 || n < 11)
+		return;
+	page_layout_default(&l, PS);
+	ck_assert_int_eq(page_scan(&l, p + 10 * PS, &info), 0);
+	spoiled_events = info.events;
+	put_le64(p + 10 * PS + 8, PS * 2);	/* commit past the page */
+}
+
+START_TEST(corrupt_page_is_skipped)
+{
+	struct range rg = all_pages();
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, spoil_page_10);
+	ck_assert_uint_gt(spoiled_events, 0);
+	REPORT("--stats %s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(stats_total(out), expected_total - spoiled_events);
+	ck_assert_msg(strstr(err, "page 10") && count_lines(err) >= 1, "stderr: %s", err);
+	REPORT("%s", s1);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(count_lines(out), expected_total - spoiled_events);
+	TEARDOWN();
+}
+END_TEST
+
+static void flag_missed(uint32_t cpu, uint8_t *p, size_t n)
+{
+	if (cpu == 1 && n > 5)
+		put_le64(p + 5 * PS + 8, get_le64(p + 5 * PS + 8) | VMT_PAGE_MISSED_EVENTS);
+}
+
+START_TEST(dropped_events_are_said)
+{
+	struct range rg = all_pages();
+	const char *l;
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, flag_missed);
+	REPORT("%s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(count_lines(out), expected_total + 1);
+	l = strstr(out, "\nCPU:1 [EVENTS DROPPED]\n");
+	ck_assert_ptr_nonnull(l);
+	ck_assert_ptr_nonnull(strstr(l + 1, "\n"));
+	ck_assert_int_eq(strstr(l + 1, "\n")[1 + 26], '1');	/* the next line is CPU 1's: "[001]" */
+	REPORT("--stats %s", s1);
+	ck_assert_str_eq(out, expected);
+	TEARDOWN();
+}
+END_TEST
+
+struct garble {
+	uint8_t *page;
+	uint32_t x;
+	bool keep_type;
+	uint64_t events;
+};
+
+static int garble_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
+{
+	struct garble *g = data;
+	uint32_t h = get_le32(g->page + offset), start = offset + ((h & 0x1f) ? 4 : 8);
+
+	(void)ts;
+	g->events++;
+	if (g->keep_type)
+		start += 2;	/* common_type stays: the format reads garbage */
+	for (uint32_t i = start; i < offset + size; i++) {
+		g->x = g->x * 1103515245u + 12345u;
+		g->page[i] = (uint8_t)(g->x >> 23);
+	}
+	return 0;
+}
+
+static uint64_t garbled_events;
+
+/* Every event payload on cpu0's first 200 pages replaced by noise, headers kept. */
+static void spoil_payloads(uint32_t cpu, uint8_t *p, size_t n)
+{
+	struct vmt_page_layout l;
+
+	if (cpu != 0)
+		return;
+	page_layout_default(&l, PS);
+	for (size_t i = 0; i < n && i < 200; i++) {
+		struct garble g = { .page = p + i * PS, .x = (uint32_t)i, .keep_type = i % 4 != 0 };
+		ck_assert_int_eq(page_walk(&l, g.page, garble_cb, &g), 0);
+		garbled_events += g.events;
+	}
+}
+
+START_TEST(garbage_payloads)
+{
+	struct range rg = all_pages();
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, spoil_payloads);
+	ck_assert_uint_gt(garbled_events, 1000);
+	REPORT("--stats %s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(stats_total(out), expected_total);
+	ck_assert_ptr_nonnull(strstr(out, "[UNKNOWN EVENT id "));
+	REPORT("%s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(count_lines(out), expected_total);
+	TEARDOWN();
+}
+END_TEST
+
+START_TEST(unknown_format)
+{
+	struct range rg = all_pages();
+	char auxdir[2000], auxp[2100];
+	uint64_t id2;
+	int rc;
+	SETUP();
+
+	(void)id;
+	snprintf(auxdir, sizeof(auxdir), "%s/other", dir);
+	ck_assert_int_eq(mkdir(auxdir, 0755), 0);
+	id2 = write_aux(auxdir, "g1", 1, "events/sched/sched_wakeup_new/format");
+	snprintf(auxp, sizeof(auxp), "%s/aux-000001.vmtaux", auxdir);
+	snprintf(s1, sizeof(s1), "%s/g1-1.vmts", auxdir);
+	write_sample(s1, "g1", 1, id2, 1000, &rg, NULL, NULL);
+	REPORT("--stats --aux %s %s", auxp, s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_msg(stats_of(out, "[UNKNOWN EVENT id 315]") == 2598, "%s", out);
+	ck_assert_uint_eq(stats_of(out, "sched_wakeup_new"), 0);
+	ck_assert_uint_eq(stats_total(out), expected_total);
+	ck_assert_ptr_nonnull(strstr(err, "2598 event(s) of unknown format"));
+	REPORT("%s", s1);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(count_lines(out), expected_total);
+	ck_assert_ptr_nonnull(strstr(out, ": [UNKNOWN EVENT id 315]\n"));
+	TEARDOWN();
+}
+END_TEST
+
+START_TEST(guests_on_one_time_line)
+{
+	struct range rg = all_pages();
+	struct vmt_sync_point pt = { .guest_ts = 1, .offset = 1000000000000ll, .cpu = VMT_SYNC_ALL_CPUS, .probes = 1 };
+	struct vmt_clock_info ci = { .method = VMT_SYNC_PTP, .npoints = 1, .points = &pt };
+	char s2[4200], *nl;
+	uint64_t id2;
+	int rc;
+	SETUP();
+
+	snprintf(ci.guest_clock, sizeof(ci.guest_clock), "local");
+	snprintf(ci.host_clock, sizeof(ci.host_clock), "mono");
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	id2 = write_aux(dir, "g2", 2, NULL);
+	snprintf(s2, sizeof(s2), "%s/g2-1.vmts", dir);
+	write_sample(s2, "g2", 2, id2, 1000, &rg, &ci, NULL);
+	REPORT("--stats %s %s", s1, s2);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(stats_total(out), 4 * expected_total);	/* g1, g2, all */
+	ck_assert_ptr_nonnull(strstr(out, "# g1\n"));
+	ck_assert_ptr_nonnull(strstr(out, "# all\n  53630 sched_stat_runtime:\n"));
+	REPORT("--stats --guest g2 %s %s", s1, s2);
+	ck_assert_str_eq(out, expected);
+
+	/* host time (the default with clock data): g2 is 1000 s later, after all of g1 */
+	REPORT("%s %s", s1, s2);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(count_lines(out), 2 * expected_total);
+	ck_assert_ptr_nonnull(strstr(err, "g1: no clock data"));
+	ck_assert_int_eq(strncmp(out, "g1 ", 3), 0);
+	nl = out + strlen(out) - 1;
+	while (nl > out && nl[-1] != '\n')
+		nl--;
+	ck_assert_int_eq(strncmp(nl, "g2 ", 3), 0);
+	{
+		char *mid = out;
+		for (uint64_t i = 0; i < expected_total; mid++)
+			i += *mid == '\n';
+		ck_assert_int_eq(strncmp(mid, "g2 ", 3), 0);
+		ck_assert_int_eq(strncmp(mid - 1 - 0, "\ng2", 3), 0);
+	}
+	/* raw time: the same clock, interleaved */
+	REPORT("--raw-time %s %s | head -2", s1, s2);
+	ck_assert_int_eq(strncmp(out, "g1 ", 3), 0);
+	ck_assert_ptr_nonnull(strstr(out, "\ng2 "));
+	TEARDOWN();
+}
+END_TEST
+
+START_TEST(reader_goes_away)
+{
+	struct range rg = all_pages();
+	char cmd[8192], *st;
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	free(out);
+	out = NULL;
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && bash -c '%s/%s/vmtracectl report %s 2>err.txt | head -n 3 >out.txt; "
+		 "echo ${PIPESTATUS[0]} >status.txt'", dir, test_srcdir(), test_builddir(), s1);
+	rc = system(cmd);
+	ck_assert_int_eq(rc, 0);
+	snprintf(cmd, sizeof(cmd), "%s/status.txt", dir);
+	st = slurp_path(cmd);
+	ck_assert_msg(atoi(st) == 0 || atoi(st) == 141, "status %s", st);
+	free(st);
+	snprintf(cmd, sizeof(cmd), "%s/err.txt", dir);
+	err = slurp_path(cmd);
+	ck_assert_str_eq(err, "");
+	snprintf(cmd, sizeof(cmd), "%s/out.txt", dir);
+	out = slurp_path(cmd);
+	ck_assert_uint_eq(count_lines(out), 3);
+	TEARDOWN();
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+	int rc;
+	SETUP();
+
+	(void)id;
+	{
+		FILE *f = fopen(s1, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs("not a sample", f);
+		fclose(f);
+	}
+	REPORT("--stats %s", s1);
+	ck_assert_int_eq(rc, 1);
+	ck_assert_ptr_nonnull(strstr(err, "g1-1.vmts"));
+	REPORT("--stats");
+	ck_assert_int_eq(rc, 2);
+	TEARDOWN();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("report");
+	TCase *t = tcase_create("report");
+	char path[4200], *p;
+	int rc;
+
+	corpus = test_corpus_dir();
+	if (corpus) {
+		snprintf(path, sizeof(path), "%s/meta", corpus);
+		if (corpus_load_meta(path, &bundle) < 0)
+			corpus = NULL;
+		for (unsigned c = 0; corpus && c < NCPU; c++) {
+			snprintf(path, sizeof(path), "%s/pages/cpu%u.raw", corpus, c);
+			if (corpus_load_pages(path, PS, &pages[c], &npages[c]) < 0)
+				corpus = NULL;
+		}
+		snprintf(path, sizeof(path), "%s/expected-event-counts.txt", corpus ? corpus : ".");
+		size_t n;
+		if (corpus && read_file(path, 1u << 20, &expected, &n) < 0)
+			corpus = NULL;
+		for (p = expected; p && *p; p = strchr(p, '\n') + 1)
+			expected_total += strtoull(p, NULL, 10);
+	}
+	printf("input: %s\n", corpus ? corpus : "none (tests skip)");
+	tcase_add_test(t, stats_match_trace_cmd);
+	tcase_add_test(t, text_output);
+	tcase_add_test(t, filters);
+	tcase_add_test(t, overlapping_samples_count_once);
+	tcase_add_test(t, corrupt_page_is_skipped);
+	tcase_add_test(t, unknown_format);
+	tcase_add_test(t, garbage_payloads);
+	tcase_add_test(t, dropped_events_are_said);
+	tcase_add_test(t, guests_on_one_time_line);
+	tcase_add_test(t, reader_goes_away);
+	tcase_add_test(t, bad_input);
+	tcase_set_timeout(t, 300);
+	suite_add_tcase(s, t);
+	rc = test_run_suite(s);
+	buf_free(&bundle);
+	for (unsigned c = 0; c < NCPU; c++)
+		free(pages[c]);
+	free(expected);
+	return rc;
+}
