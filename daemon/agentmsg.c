@@ -87,7 +87,8 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 	buf_free(&g->meta);
 	guest_set_state(g, GUEST_STARTING);
 	guest_send_start(g);
-	guest_arm(g, STARTING_TIMEOUT_USEC);
+	if (g->state == GUEST_STARTING)	/* else START failed: the reconnect stays armed */
+		guest_arm(g, STARTING_TIMEOUT_USEC);
 }
 
 static void guest_on_started(struct vmt_guest *g, const struct vmt_msg *msg)
@@ -340,11 +341,12 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	guest_drain_data(g);
 	guest_set_state(g, GUEST_STREAMING);
 	guest_send(g, VMT_MSG_STREAM, NULL, 0);
+	if (g->state != GUEST_STREAMING)
+		return;	/* STREAM could not be sent: the reconnect is armed */
 	if (g->timer)
 		sd_event_source_set_enabled(g->timer, SD_EVENT_OFF);
 	log_guest(VMT_LOG_INFO, 0, g->conf.name, "streaming");
-	if (g->state == GUEST_STREAMING)
-		sync_session_start(g);
+	sync_session_start(g);
 }
 
 /* Are the bytes the agent sent before its FLUSHED all here? */

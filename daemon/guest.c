@@ -200,6 +200,7 @@ void guest_disconnect(struct vmt_guest *g, const char *why)
 	if (g->state != GUEST_OFFLINE)
 		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "disconnected: %s", why);
 	guest_close_channels(g);
+	proto_rx_reset(g->rx);	/* a message cut short must not swallow the next connection's */
 	g->meta_open = false;
 	buf_free(&g->meta);
 	guest_set_state(g, GUEST_OFFLINE);

@@ -347,3 +347,16 @@ int proto_rx_next(struct vmt_proto_rx *rx, struct vmt_msg *m)
 	}
 	return 0;
 }
+
+void proto_rx_reset(struct vmt_proto_rx *rx)
+{
+	size_t partial = rx->len - rx->pending;
+
+	if (partial) {
+		rx->rejected_bytes += partial;
+		rx->rejected_msgs++;
+		rx->last_error = -ECONNRESET;
+	}
+	rx->len = 0;
+	rx->pending = 0;
+}

@@ -174,5 +174,9 @@ uint8_t *proto_rx_space(struct vmt_proto_rx *rx, size_t *room);
 void proto_rx_wrote(struct vmt_proto_rx *rx, size_t n);
 /* 1 and *m filled when a message is ready, 0 when more bytes are needed. */
 int proto_rx_next(struct vmt_proto_rx *rx, struct vmt_msg *m);
+/* The stream ended (its connection closed): a message it left unfinished
+ * is dropped and counted as rejected, so that it cannot swallow the bytes
+ * of the next stream. The counters stay. */
+void proto_rx_reset(struct vmt_proto_rx *rx);
 
 #endif

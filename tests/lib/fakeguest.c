@@ -172,11 +172,19 @@ static void *cpu_main(void *arg)
 		}
 		gen = g->start_gen;
 		pthread_mutex_unlock(&g->lock);
+		if (c->cut_after && gen > 1)
+			endpoint_accept(&g->data[cpu]);	/* the host came back after the cut */
 
 		for (size_t i = 0; i < c->npages[cpu]; i++) {
 			const uint8_t *p = c->pages[cpu] + i * c->page_size;
 			struct vmt_page_info info;
 
+			if (c->cut_after && cpu == 0 && gen == 1 && i == c->cut_after) {
+				/* a guest gone in the middle of a page */
+				write_full(g->data[cpu].wfd, p, c->page_size / 2);
+				shutdown(g->data[cpu].wfd, SHUT_WR);
+				break;
+			}
 			if (c->chunk) {
 				/* pieces of odd sizes: the host must keep page boundaries */
 				for (uint32_t off = 0; off < c->page_size; off += c->chunk)

@@ -29,6 +29,8 @@ struct fakeguest_conf {
 	int lie_in_flush;	/* claim more bytes sent than were */
 	unsigned triggers;	/* TRIGGER messages sent once all pages are out */
 	unsigned trigger_gap_ms;	/* between them */
+	size_t cut_after;	/* sockets: this many pages into its first stream cpu0 sends half a
+				 * page and closes its data channel; the host's reconnect is served */
 };
 
 struct fakeguest {
