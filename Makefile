@@ -119,7 +119,15 @@ $(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@echo "  TOOL    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
-tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS)
+# The fault-injection shim test_faults preloads into vmtraced: a plain
+# shared object, never sanitized (it comes ahead of the ASan runtime).
+SHIM        := $(O)/tests/tools/faultshim.so
+$(SHIM): tests/tools/faultshim.c
+	@mkdir -p $(dir $@)
+	@echo "  SHIM    $@"
+	$(Q)$(CC) -O2 -g -Wall -Wextra -D_GNU_SOURCE -fPIC -shared -o $@ $< -ldl -lpthread
+
+tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM)
 
 # `make check`: packages, then a sanitizer build of everything in build/san,
 # then every suite, then a short pass of every fuzz target (about 30 s).

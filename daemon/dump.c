@@ -674,9 +674,15 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 	snprintf(field, sizeof(field), "SAMPLE=%s", path);
 	if (job->error < 0) {
 		m->dump_errors++;
+		char aux[64] = "";
+
+		if (job->aux_missing)
+			aux_file_name(aux, sizeof(aux), job->sample.aux_version);
 		log_full(VMT_LOG_ERR, job->error, fields,
-			 "cannot write sample %s%s: %m; the rings are untouched, the next dump tries again",
-			 path, job->retried ? " (again after the retention rules made room)" : "");
+			 "cannot write sample %s%s%s%s: %m; the rings are untouched, the next dump tries again",
+			 path, job->aux_missing ? ": its aux file " : "", aux,
+			 job->aux_missing ? " could not be written" :
+			 job->retried ? " (again after the retention rules made room)" : "");
 	} else {
 		uint64_t pages = 0;
 		struct vmt_guest *g = manager_find_guest(m, job->sample.guest);

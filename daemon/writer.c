@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aux.h"
 #include "log.h"
 #include "util.h"
 #include "writer.h"
@@ -97,8 +98,31 @@ static void job_retention(struct vmt_job *job)
 					 now_realtime_ns() / 1000000000, &job->ret);
 }
 
+/*
+ * A sample is only worth keeping with the aux file that decodes it. The
+ * aux job is queued ahead of the sample that needs it, so by now the file
+ * is there, or writing it failed: then the sample fails too, with that
+ * error, and the rings keep the window for the next dump.
+ */
+static int sample_aux_check(const struct vmt_job *job, const struct vmt_job *failed_aux)
+{
+	char name[64], path[PATH_MAX + 400];
+
+	if (aux_file_name(name, sizeof(name), job->sample.aux_version) < 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", job->dir, name);
+	if (access(path, F_OK) == 0 || errno != ENOENT)
+		return 0;
+	if (failed_aux && !strcmp(failed_aux->dir, job->dir) && !strcmp(failed_aux->name, name))
+		return failed_aux->error;
+	return -ENOENT;
+}
+
 static void *writer_main(void *arg)
 {
+	/* the last aux file that could not be written, for the samples after it */
+	struct vmt_job failed_aux = { .error = 0 };
+
 	struct vmt_writer *w = arg;
 
 	/* ingestion first: compression (and the zstd workers this thread
@@ -122,13 +146,26 @@ static void *writer_main(void *arg)
 		pthread_mutex_unlock(&w->lock);
 
 		t0 = now_monotonic_ns();
-		if (job->kind != VMT_JOB_RETENTION)
+		if (job->kind == VMT_JOB_SAMPLE) {
+			job->error = sample_aux_check(job, failed_aux.error ? &failed_aux : NULL);
+			job->aux_missing = job->error < 0;
+		}
+		if (job->kind != VMT_JOB_RETENTION && !job->error)
 			job->error = job_run(job);
 		if (job->error == -ENOSPC || job->error == -EDQUOT) {
 			/* make room by the retention rules, then try once more */
 			job_retention(job);
 			job->retried = 1;
-			job->error = job_run(job);
+			job->error = job->aux_missing ? sample_aux_check(job, NULL) : job_run(job);
+			if (job->aux_missing && job->error == -ENOENT)
+				job->error = -ENOSPC;
+		}
+		if (job->kind == VMT_JOB_AUX) {
+			failed_aux.error = job->error;
+			if (job->error < 0) {
+				snprintf(failed_aux.dir, sizeof(failed_aux.dir), "%s", job->dir);
+				snprintf(failed_aux.name, sizeof(failed_aux.name), "%s", job->name);
+			}
 		}
 		if (job->kind != VMT_JOB_AUX)
 			job_retention(job);

@@ -41,6 +41,7 @@ struct vmt_job {
 	struct vmt_retention_result ret;
 	int ret_error;
 	int retried;		/* the write failed, retention ran, it was tried again */
+	int aux_missing;	/* a sample not written: its aux file is not there */
 	int error;		/* result, -errno */
 	uint64_t bytes;		/* file size written */
 	uint64_t duration_ns;
