@@ -39,6 +39,7 @@
 #define CTL_PORT "agent-ctl-path"
 /* Re-probe a control port whose host end is closed this often */
 #define HUP_RETRY_MS 250
+#define PARTIAL_TIMEOUT_MS 5000	/* a host message unfinished this long never will be */
 #define MAX_QUEUED_FLUSHES 64
 
 enum agent_state {
@@ -56,6 +57,7 @@ struct agent {
 	struct vmt_buf out;	/* to the host, out_off of it written */
 	size_t out_off;
 	bool ctl_hup;		/* host end closed: retry later, do not spin */
+	uint64_t partial_since;	/* CLOCK_MONOTONIC since which a message is unfinished */
 
 	enum agent_state state;
 	struct vmt_pumps *pumps;
@@ -460,11 +462,39 @@ static void agent_read(struct agent *a)
 		return;
 	}
 	proto_rx_wrote(a->rx, (size_t)n);
-	while (proto_rx_next(a->rx, &m) > 0)
+	while (proto_rx_next(a->rx, &m) > 0) {
+		a->partial_since = 0;
 		agent_handle(a, &m);
+	}
 	if (a->rx->rejected_msgs != rejected)
 		log_warning("control port: %llu bad bytes skipped so far (%s)",
 			    (unsigned long long)a->rx->rejected_bytes, strerror(-a->rx->last_error));
+	if (!proto_rx_partial(a->rx))
+		a->partial_since = 0;
+	else if (!a->partial_since)
+		a->partial_since = now_monotonic_ns();
+}
+
+/*
+ * A host message begun and unfinished for PARTIAL_TIMEOUT_MS: on a FIFO,
+ * the daemon died in the middle of it and a new one writes on. Give it up
+ * and look for a header in what came after it.
+ */
+static void agent_check_partial(struct agent *a)
+{
+	uint64_t now = now_monotonic_ns();
+	struct vmt_msg m;
+
+	if (!a->partial_since || now - a->partial_since < PARTIAL_TIMEOUT_MS * 1000000ull)
+		return;
+	log_warning("control port: a message unfinished for %.1f s given up (%zu bytes held)",
+		    (double)(now - a->partial_since) / 1e9, proto_rx_partial(a->rx));
+	proto_rx_abandon(a->rx);
+	a->partial_since = 0;
+	while (proto_rx_next(a->rx, &m) > 0)
+		agent_handle(a, &m);
+	if (proto_rx_partial(a->rx))
+		a->partial_since = now;
 }
 
 static int agent_loop(struct agent *a)
@@ -481,7 +511,7 @@ static int agent_loop(struct agent *a)
 
 		if (a->out_off < a->out.len)
 			p[0].events |= POLLOUT;
-		n = poll(p, 5, a->ctl_hup ? HUP_RETRY_MS : -1);
+		n = poll(p, 5, a->ctl_hup ? HUP_RETRY_MS : a->partial_since ? 1000 : -1);
 		if (n < 0 && errno != EINTR)
 			return log_error_errno(-errno, "poll: %m");
 		a->ctl_hup = false;
@@ -500,6 +530,7 @@ static int agent_loop(struct agent *a)
 			a->ctl_hup = true;
 		if (p[0].revents & POLLOUT)
 			ctl_flush(a);
+		agent_check_partial(a);
 		if (p[3].revents & POLLIN)
 			trigger_on_request(&a->trig);
 		if (p[4].revents & (POLLIN | POLLERR))

@@ -166,6 +166,9 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	tlv_put_u64(b, VMT_CTAG_SESSIONS, g->c.sessions);
 	tlv_put_u64(b, VMT_CTAG_META_REJECTED, g->c.meta_rejected);
 	tlv_put_u64(b, VMT_CTAG_TRIGGERS_SUPPRESSED, g->c.triggers_suppressed);
+	tlv_put_u64(b, VMT_CTAG_MSGS_UNEXPECTED, g->c.msgs_unexpected);
+	tlv_put_u64(b, VMT_CTAG_FLUSH_BAD, g->c.flush_bad);
+	tlv_put_u64(b, VMT_CTAG_AGENT_ERRORS, g->c.errors_from_agent);
 	tlv_put_u32(b, VMT_CTAG_FLAGS, g->discovered ? 1 : 0);
 }
 

@@ -11,6 +11,9 @@
 #define RETRY_USEC (2 * 1000000ull)	/* channels absent, or HELLO not answered */
 #define FAILED_RETRY_USEC (30 * 1000000ull)
 #define STARTING_TIMEOUT_USEC (60 * 1000000ull)
+/* A control message begun and not finished for this long never will be:
+ * an honest agent writes a message (64 KiB at most) at once. */
+#define CTL_PARTIAL_TIMEOUT_NS (5 * 1000000000ull)
 
 /* Complaints about guest input are rate-limited. */
 void guest_complain(struct vmt_guest *g, int err, const char *fmt, ...)

@@ -201,6 +201,7 @@ void guest_disconnect(struct vmt_guest *g, const char *why)
 		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "disconnected: %s", why);
 	guest_close_channels(g);
 	proto_rx_reset(g->rx);	/* a message cut short must not swallow the next connection's */
+	g->ctl_partial_since = 0;
 	g->meta_open = false;
 	buf_free(&g->meta);
 	guest_set_state(g, GUEST_OFFLINE);
@@ -448,7 +449,7 @@ int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
 static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct vmt_guest *g = userdata;
-	uint64_t rejected = g->rx->rejected_bytes;
+	uint64_t rejected = g->rx->rejected_bytes, messages = g->rx->messages;
 
 	for (int rounds = 0; rounds < 16 && channel_is_open(&g->ctl); rounds++) {
 		struct vmt_msg msg;
@@ -475,7 +476,34 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 	if (g->rx->rejected_bytes != rejected)
 		guest_complain(g, g->rx->last_error, "control channel: %llu bytes of garbage skipped",
 			       (unsigned long long)(g->rx->rejected_bytes - rejected));
+	/* the clock of an unfinished message starts when the last whole one ended */
+	if (!proto_rx_partial(g->rx) || g->rx->messages != messages)
+		g->ctl_partial_since = 0;
+	if (proto_rx_partial(g->rx) && !g->ctl_partial_since)
+		g->ctl_partial_since = now_monotonic_ns();
 	return 0;
+}
+
+void guest_check_partial(struct vmt_guest *g)
+{
+	uint64_t now = now_monotonic_ns(), rejected = g->rx->rejected_bytes;
+	size_t held = proto_rx_partial(g->rx);
+	struct vmt_msg msg;
+
+	if (!g->ctl_partial_since || !channel_is_open(&g->ctl) ||
+	    now - g->ctl_partial_since < CTL_PARTIAL_TIMEOUT_NS)
+		return;
+	proto_rx_abandon(g->rx);
+	guest_complain(g, -ETIMEDOUT,
+		       "control channel: a message unfinished for %.1f s (%zu bytes held) given up, "
+		       "%llu bytes skipped; the agent may have restarted in the middle of it",
+		       (double)(now - g->ctl_partial_since) / 1e9, held,
+		       (unsigned long long)(g->rx->rejected_bytes - rejected));
+	g->ctl_partial_since = 0;
+	while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
+		guest_dispatch(g, &msg);
+	if (proto_rx_partial(g->rx))
+		g->ctl_partial_since = now;
 }
 
 static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)

@@ -106,6 +106,7 @@ struct vmt_guest {
 	uint64_t last_freeze_ns;	/* CLOCK_MONOTONIC of its last dump, for the cooldown */
 	struct vmt_guest_counters c;
 	uint64_t ctl_rejected_bytes_base;
+	uint64_t ctl_partial_since;	/* CLOCK_MONOTONIC since which a message is unfinished */
 	uint64_t log_budget_ns;	/* rate limit for complaints */
 	unsigned log_burst;
 	char last_dump[PATH_MAX + 400];
@@ -119,6 +120,8 @@ void guest_connect(struct vmt_guest *g);
 bool guest_flush(struct vmt_guest *g, uint64_t id);
 /* Reconnect if its FIFOs were made anew (QEMU restarted). */
 void guest_check_channels(struct vmt_guest *g);
+/* A control message left unfinished for CTL_PARTIAL_TIMEOUT_NS is given up. */
+void guest_check_partial(struct vmt_guest *g);
 /* Its folder is gone: close the channels, keep the rings. */
 void guest_vanished(struct vmt_guest *g);
 /* Free the rings of a guest offline since forget_after; true if it did. */

@@ -54,6 +54,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 		struct vmt_guest *g = m->guests[i];
 
 		guest_check_channels(g);
+		guest_check_partial(g);
 		if (guest_forget(g, after) && g->discovered && !g->present) {
 			log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "forgotten");
 			guest_free(g);

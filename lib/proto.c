@@ -348,6 +348,21 @@ int proto_rx_next(struct vmt_proto_rx *rx, struct vmt_msg *m)
 	return 0;
 }
 
+size_t proto_rx_partial(const struct vmt_proto_rx *rx)
+{
+	return rx->len - rx->pending;
+}
+
+void proto_rx_abandon(struct vmt_proto_rx *rx)
+{
+	if (rx->pending) {
+		rx_drop(rx, rx->pending);
+		rx->pending = 0;
+	}
+	if (rx->len)
+		rx_resync(rx, -ETIMEDOUT);
+}
+
 void proto_rx_reset(struct vmt_proto_rx *rx)
 {
 	size_t partial = rx->len - rx->pending;

@@ -178,5 +178,15 @@ int proto_rx_next(struct vmt_proto_rx *rx, struct vmt_msg *m);
  * is dropped and counted as rejected, so that it cannot swallow the bytes
  * of the next stream. The counters stay. */
 void proto_rx_reset(struct vmt_proto_rx *rx);
+/* Bytes held that do not make a whole message yet. */
+size_t proto_rx_partial(const struct vmt_proto_rx *rx);
+/*
+ * The message begun in rx will never be finished: on a FIFO the agent (or
+ * host) died half-way through it and its next incarnation writes on. Count
+ * its first bytes as rejected and look for a header in what came after
+ * them, so that the new writer's first message is not swallowed as the
+ * rest of the old one. proto_rx_next() then carries on.
+ */
+void proto_rx_abandon(struct vmt_proto_rx *rx);
 
 #endif

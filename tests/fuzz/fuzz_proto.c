@@ -155,6 +155,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		proto_rx_wrote(&rx, want);
 		pos += want;
 		drain();
+		/* a chunk size with its top bit set: the writer "went away" here */
+		if (chunks[(k - 1) % CHUNK_HDR] & 0x80) {
+			size_t held = proto_rx_partial(&rx);
+			uint64_t rej = rx.rejected_bytes;
+
+			proto_rx_abandon(&rx);
+			FUZZ_CHECK(held ? rx.rejected_bytes > rej : rx.rejected_bytes == rej);
+			FUZZ_CHECK(proto_rx_partial(&rx) < held || !held);
+			drain();
+		}
 	}
 	drain();
 	FUZZ_CHECK(rx.rejected_bytes <= size);

@@ -614,6 +614,23 @@ START_TEST(garbage_pages)
 	ck_assert_uint_eq(ijson_u64(g3, "bytes_rejected"), PS / 2);	/* the torn half page */
 	ck_assert_uint_eq(ijson_u64(g3, "ts_backwards"), exc.backwards);	/* the replay */
 	ck_assert_uint_eq(ijson_u64(g3, "sessions"), 2);
+	{
+		/* the text status says it under g1's line, and nothing under g2's */
+		char out[8192], want[256], *l1, *l2;
+
+		ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "status"), 0);
+		snprintf(want, sizeof(want), "  ! %llu pages rejected, ",
+			 (unsigned long long)(ex[0].rejected + ex[1].rejected));
+		l1 = strstr(out, "\ng1 ");
+		l2 = strstr(out, "\ng2 ");
+		ck_assert_msg(l1 && l2, "status: %s", out);
+		l1 = strchr(l1 + 1, '\n');
+		ck_assert_msg(l1 && !strncmp(l1 + 1, want, strlen(want)) &&
+				      strstr(l1, "pages back in time") && strstr(l1, "stale data"),
+			      "no '%s...' under g1: %s", want, out);
+		l2 = strchr(l2 + 1, '\n');
+		ck_assert_msg(l2 && strncmp(l2 + 1, "  !", 3), "a problem line under g2: %s", out);
+	}
 	say("garbage pages: g1 sent %zu pages with %llu of random bytes or a commit past the page: "
 	    "%llu pages rejected (%llu bytes), %llu accepted; %llu pages going back in time: "
 	    "ts_backwards %llu; %u junk bytes before the session: stale_bytes %llu, bytes_rejected %llu",
@@ -873,13 +890,22 @@ START_TEST(control_channel)
 		      (unsigned long long)itest_num(&r.d, "noise", "ctl_rejected"),
 		      (unsigned long long)nj.sent);
 
+	/* the slow HELLO is held until nothing whole has come for 5 s, then
+	 * given up (the housekeeping looks every 5 s) */
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, "slow", "ctl_rejected") ==
+					 VMT_PROTO_HDR_SIZE + SLOW_PAYLOAD,
+				 15000),
+		      "slow: ctl_rejected %llu, not the %d bytes of its unfinished HELLO (log: %s)",
+		      (unsigned long long)itest_num(&r.d, "slow", "ctl_rejected"),
+		      VMT_PROTO_HDR_SIZE + SLOW_PAYLOAD, r.d.log);
+	ck_assert_int_ge(testd_log_count(&r.d, "guest slow: control channel: a message unfinished"), 1);
 	ck_assert_int_eq(itest_status(&r.d, &root), 0);
 	g = itest_guest(&root, "slow");
 	ck_assert_str_eq(ijson_str(g, "state"), "connecting");
-	ck_assert_uint_eq(ijson_u64(g, "ctl_rejected"), 0);
 	ck_assert_uint_eq(ijson_u64(g, "sessions"), 0);
 	say("control channel: 'slow' sent a HELLO header one byte per 100 ms and %d bytes of its "
-	    "payload, never the rest: state %s, sessions %llu, ctl_rejected %llu",
+	    "payload, never the rest: held, then given up 5-10 s after its last byte: state %s, "
+	    "sessions %llu, ctl_rejected %llu",
 	    SLOW_PAYLOAD, ijson_str(g, "state"), (unsigned long long)ijson_u64(g, "sessions"),
 	    (unsigned long long)ijson_u64(g, "ctl_rejected"));
 	g = itest_guest(&root, "noise");
@@ -914,6 +940,81 @@ START_TEST(control_channel)
 	itest_run_end(&r);
 	rawfifo_close(&slow);
 	rawfifo_close(&noise);
+}
+END_TEST
+
+/*
+ * On FIFOs the host never sees the agent go: QEMU keeps the port open. An
+ * agent killed in the middle of a message leaves its first bytes in the
+ * FIFO, and the next agent's HELLO would be read as the rest of it and
+ * never answered. The daemon gives up a message unfinished for 5 s and
+ * finds the HELLO in what came after.
+ */
+START_TEST(fifo_agent_dies_mid_message)
+{
+	struct itest_run r;
+	struct memwatch w;
+	uint8_t hdr[VMT_PROTO_HDR_SIZE + 10] = { 0 };
+	char path[400], honest[512], mem[512];
+	uint64_t before, fed, t_torn, t_back;
+	struct ijson root;
+	const struct ijson *g;
+	int fd;
+
+	NEED_INPUT();
+	run_init(&r, "hostile-torn");
+	honest_conf(&r);
+	fed = fed_pages(&r.fc[0]);
+	itest_run_guest(&r, 0);
+	itest_run_guest(&r, HONEST);
+	daemon_start(&r, NULL, 1u << 0 | 1u << HONEST, NULL);
+	memwatch_start(&w, r.d.pid);
+	before = honest_before(&r);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+	itest_expect_pages_in(&r.d, "g1", fed);
+
+	/* g1's agent dies 10 bytes into a 64 KiB META_DATA; a new one starts */
+	itest_run_guest_stop(&r, 0);
+	snprintf(path, sizeof(path), "%s/agent-ctl-path.out", r.chan[0]);
+	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	put_le32(hdr, VMT_PROTO_MAGIC);
+	put_le16(hdr + 4, VMT_PROTO_VERSION);
+	put_le16(hdr + 6, VMT_MSG_META_DATA);
+	put_le32(hdr + 8, VMT_PROTO_MAX_PAYLOAD);
+	ck_assert_int_eq(write_full(fd, hdr, sizeof(hdr)), 0);
+	close(fd);
+	t_torn = itest_now_ms();
+	itest_run_guest(&r, 0);
+
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, "g1", "sessions") == 2, 15000),
+		      "g1's new agent not answered: sessions %llu (log: %s)",
+		      (unsigned long long)itest_num(&r.d, "g1", "sessions"), r.d.log);
+	t_back = itest_now_ms();
+	itest_expect_streaming(&r.d, "g1", 5000);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, "g1", "pages_in") == 2 * fed, 10000),
+		      "g1: %llu pages in, %llu sent by its two agents",
+		      (unsigned long long)itest_num(&r.d, "g1", "pages_in"),
+		      (unsigned long long)(2 * fed));
+	ck_assert_int_eq(itest_status(&r.d, &root), 0);
+	g = itest_guest(&root, "g1");
+	ck_assert_uint_eq(ijson_u64(g, "ctl_rejected"), sizeof(hdr));
+	ck_assert_uint_eq(ijson_u64(g, "pages_rejected"), 0);
+	ck_assert_int_eq(testd_log_count(&r.d, "guest g1: control channel: a message unfinished"), 1);
+	say("FIFO agent dies mid-message: %zu bytes of a 64 KiB META_DATA left in the FIFO, a new agent's "
+	    "HELLO behind them: given up and answered %.1f s later (limit 5 s + the 5 s housekeeping "
+	    "tick), sessions %llu, ctl_rejected %llu, pages_in %llu (both agents' %llu)",
+	    sizeof(hdr), (double)(t_back - t_torn) / 1000, (unsigned long long)ijson_u64(g, "sessions"),
+	    (unsigned long long)ijson_u64(g, "ctl_rejected"), (unsigned long long)ijson_u64(g, "pages_in"),
+	    (unsigned long long)(2 * fed));
+	ijson_free(&root);
+	honest_after(&r, before);
+	memwatch_check(&w, &r.d, 0, mem, sizeof(mem));
+	honest_check(&r, honest, sizeof(honest));
+	say("FIFO agent dies mid-message: %s; %s", honest, mem);
+	itest_run_end(&r);
 }
 END_TEST
 
@@ -1257,6 +1358,7 @@ int main(void)
 	ADD(t, garbage_pages);
 	ADD(t, metadata_over_bound);
 	ADD(t, control_channel);
+	ADD(t, fifo_agent_dies_mid_message);
 	ADD(t, reconnect_storm);
 	ADD(t, trigger_flood);
 	tcase_set_timeout(t, 60);

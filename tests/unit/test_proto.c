@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* proto: encoders, decoders and the framer against malformed input. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +167,52 @@ START_TEST(framer_resyncs_on_garbage)
 }
 END_TEST
 
+/* A writer that died 10 bytes into a 64 KiB message, then a new one's HELLO:
+ * the framer waits for the rest until told to give the message up, then
+ * finds the HELLO inside what it held. */
+START_TEST(framer_abandons_an_unfinished_message)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_hello h = hello(), got;
+	struct vmt_msg m;
+	uint8_t hdr[VMT_PROTO_HDR_SIZE + 10] = { 0 };
+
+	put_le32(hdr, VMT_PROTO_MAGIC);
+	put_le16(hdr + 4, VMT_PROTO_VERSION);
+	put_le16(hdr + 6, VMT_MSG_META_DATA);
+	put_le32(hdr + 8, VMT_PROTO_MAX_PAYLOAD);
+	buf_append(&b, hdr, sizeof(hdr));
+	h.echo = 0;
+	proto_put_hello(&b, &h);
+	feed(b.data, b.len);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 0);
+	ck_assert_uint_eq(proto_rx_partial(rx), b.len);
+	ck_assert_uint_eq(rx->rejected_bytes, 0);
+
+	proto_rx_abandon(rx);
+	ck_assert_uint_eq(rx->rejected_bytes, sizeof(hdr));
+	ck_assert_uint_eq(rx->rejected_msgs, 1);
+	ck_assert_int_eq(rx->last_error, -ETIMEDOUT);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 1);
+	ck_assert_uint_eq(m.type, VMT_MSG_HELLO);
+	ck_assert_int_eq(proto_get_hello(m.payload, m.len, &got), 0);
+	ck_assert_str_eq(got.release, h.release);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 0);
+	ck_assert_uint_eq(proto_rx_partial(rx), 0);
+
+	/* nothing held: nothing to give up */
+	proto_rx_abandon(rx);
+	ck_assert_uint_eq(rx->rejected_bytes, sizeof(hdr));
+	/* a half message with no header after it goes whole */
+	feed(hdr, sizeof(hdr));
+	ck_assert_int_eq(proto_rx_next(rx, &m), 0);
+	proto_rx_abandon(rx);
+	ck_assert_uint_eq(rx->rejected_bytes, 2 * sizeof(hdr));
+	ck_assert_uint_eq(proto_rx_partial(rx), 0);
+	buf_free(&b);
+}
+END_TEST
+
 START_TEST(framer_rejects_bad_headers)
 {
 	uint8_t h[VMT_PROTO_HDR_SIZE];
@@ -299,6 +346,7 @@ int main(void)
 
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_add_test(t, hello_round_trip);
+	tcase_add_test(t, framer_abandons_an_unfinished_message);
 	tcase_add_test(t, hello_rejects_bad_fields);
 	tcase_add_test(t, start_round_trip);
 	tcase_add_test(t, flushed_round_trip);
