@@ -143,6 +143,50 @@ static void guests_header(void)
 	       "LAST DUMP");
 }
 
+/*
+ * Under a guest's row, what it sent that was refused or went wrong, the
+ * non-zero counters only: "  ! 32 pages rejected, 9.8 KiB stale data, ...".
+ */
+static void guest_problems(const struct rec *v)
+{
+	static const struct {
+		unsigned tag;
+		const char *what;
+		bool bytes;
+	} c[] = {
+		{ VMT_CTAG_PAGES_REJECTED, "pages rejected", false },
+		{ VMT_CTAG_STALE_BYTES, "stale data", true },
+		{ VMT_CTAG_TS_BACKWARDS, "pages back in time", false },
+		{ VMT_CTAG_CTL_REJECTED, "control bytes rejected", true },
+		{ VMT_CTAG_MSGS_UNEXPECTED, "messages out of place", false },
+		{ VMT_CTAG_META_REJECTED, "metadata refused", false },
+		{ VMT_CTAG_FLUSH_TIMEOUTS, "flush timeouts", false },
+		{ VMT_CTAG_FLUSH_BAD, "flush answers refused", false },
+		{ VMT_CTAG_AGENT_ERRORS, "agent errors", false },
+		{ VMT_CTAG_EVENTS_GUEST_LOST, "events lost in the guest", false },
+		{ VMT_CTAG_TRIGGERS_SUPPRESSED, "triggers held back", false },
+	};
+	bool any = false;
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		uint64_t n = v->num[c[i].tag];
+		char b[32];
+
+		if (!v->have[c[i].tag] || !n)
+			continue;
+		printf("%s", any ? ", " : "  ! ");
+		if (c[i].bytes) {
+			human_bytes(b, sizeof(b), n);
+			printf("%s %s", b, c[i].what);
+		} else {
+			printf("%" PRIu64 " %s", n, c[i].what);
+		}
+		any = true;
+	}
+	if (any)
+		putchar('\n');
+}
+
 /* status: the daemon, then its guests; guests: the guests only. */
 static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, const char *name)
 {
@@ -232,6 +276,7 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 			       fill, win, v->num[VMT_CTAG_PAGES_IN], v->num[VMT_CTAG_PAGES_OVERWRITTEN],
 			       v->num[VMT_CTAG_PAGES_GUEST_LOST], rej,
 			       v->have[VMT_CTAG_LAST_DUMP] ? v->str[VMT_CTAG_LAST_DUMP] : "-");
+			guest_problems(v);
 		}
 	}
 	if (r == 0 && !started)

@@ -92,7 +92,10 @@ const char *ctl_msg_name(unsigned type);
 	X(SEEN,            48, u64)           \
 	X(FIRED,           49, u64)           \
 	X(DROPPED,         50, u64)           \
-	X(ENABLED,         51, u32)
+	X(ENABLED,         51, u32)           \
+	X(MSGS_UNEXPECTED, 52, u64)           \
+	X(FLUSH_BAD,       53, u64)           \
+	X(AGENT_ERRORS,    54, u64)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,
