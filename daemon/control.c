@@ -181,7 +181,7 @@ static void handle_status(struct vmt_client *cl, uint32_t id, bool with_daemon)
 		ctl_msg_begin(&b, VMT_CTL_DAEMON, id);
 		tlv_put_str(&b, VMT_CTAG_VERSION, VMT_VERSION);
 		tlv_put_u64(&b, VMT_CTAG_UPTIME_NS, now_monotonic_ns() - m->start_ns);
-		tlv_put_u64(&b, VMT_CTAG_MEM_USED, m->mem_used);
+		tlv_put_u64(&b, VMT_CTAG_MEM_USED, m->mem_used + manager_meta_held(m));
 		tlv_put_u64(&b, VMT_CTAG_DUMPS, m->dumps);
 		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dump_errors);
 		tlv_put_str(&b, VMT_CTAG_PATH, m->conf.state_dir);

@@ -40,6 +40,21 @@ int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, st
 	return 0;
 }
 
+uint64_t manager_meta_held(const struct vmt_manager *m)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < m->nguests; i++) {
+		const struct vmt_guest *g = m->guests[i];
+
+		if (g->meta_open)
+			n += g->meta_total;
+		if (g->aux.meta)
+			n += g->aux.meta_len * (g->aux_pending ? 2 : 1);
+	}
+	return n;
+}
+
 /* Every 5 s: forget guests offline too long; drop discovered ones gone;
  * reconnect to FIFOs made anew. */
 static void manager_housekeeping(struct vmt_manager *m)

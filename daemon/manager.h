@@ -95,7 +95,7 @@ struct vmt_manager {
 	uint64_t dumps;
 	uint64_t dump_errors;
 	uint64_t samples_written;
-	uint64_t mem_used;
+	uint64_t mem_used;	/* rings; metadata held: manager_meta_held() */
 	char hostname[65];
 };
 
@@ -130,5 +130,9 @@ void manager_submit_retention(struct vmt_manager *m);
 void manager_free_dumps(struct vmt_manager *m);
 /* Re-read the configuration file; err says why it was refused. */
 int manager_reload(struct vmt_manager *m, char *err, size_t err_len);
+
+/* Bytes of guest metadata in memory: bundles being received, and those
+ * whose aux file is not written yet (twice while a writer job holds a copy). */
+uint64_t manager_meta_held(const struct vmt_manager *m);
 
 #endif

@@ -476,28 +476,43 @@ END_TEST
 
 /* ---- 3. memory_max ------------------------------------------------------------------ */
 
+/*
+ * A cap in MiB that holds a guest's metadata 4 times over (at least 1 MiB),
+ * and as many ring pages per CPU as fit beside the metadata, rounded to KiB.
+ */
+static void memcap_sizes(uint64_t *cap, uint64_t *pages, uint64_t *need)
+{
+	uint64_t meta = in.bundle.len;
+
+	*cap = VMT_MAX(1ull << 20, (4 * meta + (1 << 20) - 1) & ~((1ull << 20) - 1));
+	*pages = (*cap - meta) / PS / (in.ncpus ? in.ncpus : 1) + 1;
+	do
+		*need = ring_mem_size((uint32_t)--*pages, PS) * in.ncpus;
+	while (*need + meta > *cap);
+}
+
 START_TEST(memory_cap_refuses_second_guest)
 {
 	struct itest_run r;
-	const uint64_t cap = 1 << 20;
-	/* per CPU as many pages as let one guest's rings fit under the cap */
-	uint64_t pages = cap / ring_mem_size(0, PS) / (in.ncpus ? in.ncpus : 1) - 1;
-	uint64_t need = ring_mem_size((uint32_t)pages, PS) * in.ncpus, mem;
+	uint64_t cap, pages, need, mem;
 	struct ijson root;
 	const struct ijson *g1, *g2, *dm;
 	char top[256], st[64], out[4096];
 
 	NEED_INPUT();
+	/* g1's rings and metadata fit; g2's rings do not */
+	memcap_sizes(&cap, &pages, &need);
 	ck_assert_msg(need <= cap && 2 * need > cap, "rings of %llu bytes: pick another size",
 		      (unsigned long long)need);
 	itest_run_init(&r, &in, "memcap");
 	snprintf(top, sizeof(top),
-		 "memory_max: 1MiB\nrecord:\n  ring_size: %lluKiB\n  flush_timeout: 5000ms\n",
-		 (unsigned long long)(pages * PS >> 10));
+		 "memory_max: %lluMiB\nrecord:\n  ring_size: %lluKiB\n  flush_timeout: 5000ms\n",
+		 (unsigned long long)(cap >> 20), (unsigned long long)(pages * PS >> 10));
 	itest_run_guest(&r, 0);
 	itest_run_daemon(&r, top, 2);
 	itest_expect_streaming(&r.d, "g1", 5000);
-	ck_assert_uint_eq(itest_num(&r.d, NULL, "mem_used"), need);
+	/* the metadata counts until its aux file is written */
+	ck_assert(ITEST_WAIT(itest_num(&r.d, NULL, "mem_used") == need, 5000));
 
 	itest_run_guest(&r, 1);
 	ck_assert_msg(itest_wait_state(&r.d, "g2", "failed", 6000, st, sizeof(st)),
@@ -532,6 +547,48 @@ START_TEST(memory_cap_refuses_second_guest)
 	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "dump"), 0);
 	ck_assert_ptr_nonnull(strstr(out, "/g1/g1-"));
 	ck_assert_ptr_null(strstr(out, "/g2/"));
+	itest_run_end(&r);
+}
+END_TEST
+
+/* Rings that fit, with metadata that does not fit beside them: refused at
+ * META_BEGIN, before a byte of it is held. */
+START_TEST(memory_cap_counts_metadata)
+{
+	struct itest_run r;
+	uint64_t cap, pages, need, meta = in.bundle.len;
+	char top[256], st[64];
+	struct ijson root;
+	const struct ijson *g1, *dm;
+
+	NEED_INPUT();
+	memcap_sizes(&cap, &pages, &need);
+	/* rings of (cap - meta/2): they fit, the metadata does not */
+	pages = (cap - meta / 2) / PS / (in.ncpus ? in.ncpus : 1) + 1;
+	do
+		need = ring_mem_size((uint32_t)--pages, PS) * in.ncpus;
+	while (need + meta / 2 > cap);
+	ck_assert(need <= cap && need + meta > cap);
+	itest_run_init(&r, &in, "memcap-meta");
+	snprintf(top, sizeof(top),
+		 "memory_max: %lluMiB\nrecord:\n  ring_size: %lluKiB\n  flush_timeout: 5000ms\n",
+		 (unsigned long long)(cap >> 20), (unsigned long long)(pages * PS >> 10));
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, top, 1);
+	ck_assert_msg(itest_wait_state(&r.d, "g1", "failed", 6000, st, sizeof(st)),
+		      "g1 is '%s', not failed (log: %s)", st, r.d.log);
+	ck_assert_int_eq(testd_log_count(&r.d, "does not fit under memory_max now"), 1);
+	ck_assert_int_eq(itest_status(&r.d, &root), 0);
+	dm = ijson_get(&root, "daemon");
+	g1 = itest_guest(&root, "g1");
+	ck_assert_uint_eq(ijson_u64(g1, "meta_rejected"), 1);
+	ck_assert_uint_eq(ijson_u64(dm, "mem_used"), need);
+	ck_assert_uint_le(ijson_u64(dm, "mem_used"), cap);
+	ijson_free(&root);
+	printf("memory_cap_counts_metadata: rings %llu KiB + metadata %llu KiB > memory_max %llu KiB: "
+	       "refused at META_BEGIN, mem_used %llu KiB\n",
+	       (unsigned long long)(need >> 10), (unsigned long long)(meta >> 10),
+	       (unsigned long long)(cap >> 10), (unsigned long long)(need >> 10));
 	itest_run_end(&r);
 }
 END_TEST
@@ -1765,6 +1822,7 @@ int main(void)
 	ADD(t, no_sync_is_said);
 	ADD(t, control_thousand_clients);
 	ADD(t, memory_cap_refuses_second_guest);
+	ADD(t, memory_cap_counts_metadata);
 	ADD(t, control_status_guests_reload);
 	ADD(t, control_unauthorised_peer);
 	ADD(t, control_malformed_packets);
