@@ -1791,14 +1791,6 @@ START_TEST(socket_activation)
 }
 END_TEST
 
-/* VMT_TEST=name runs only the tests whose name holds it. */
-#define ADD(tc, fn)                                                                    \
-	do {                                                                           \
-		const char *_only = getenv("VMT_TEST");                                \
-		if (!_only || strstr(#fn, _only))                                      \
-			tcase_add_test(tc, fn);                                        \
-	} while (0)
-
 int main(void)
 {
 	Suite *s = suite_create("daemon");
@@ -1815,43 +1807,43 @@ int main(void)
 	printf("\n");
 	fflush(stdout);
 
-	ADD(t, reboot_new_aux_version);
-	ADD(t, agent_restart_keeps_window);
-	ADD(t, guest_process_death_dumps);
-	ADD(t, kvm_tsc_offsets_become_clock_points);
-	ADD(t, no_sync_is_said);
-	ADD(t, control_thousand_clients);
-	ADD(t, memory_cap_refuses_second_guest);
-	ADD(t, memory_cap_counts_metadata);
-	ADD(t, control_status_guests_reload);
-	ADD(t, control_unauthorised_peer);
-	ADD(t, control_malformed_packets);
-	ADD(t, ctl_without_daemon);
-	ADD(t, dump_window_by_time);
-	ADD(t, dump_post_trigger);
-	ADD(t, triggers_coalesce);
-	ADD(t, guest_triggers_cooldown);
-	ADD(t, trigger_storm_is_bounded);
-	ADD(t, guest_triggers_rate_limit);
-	ADD(t, sigkill_during_dump);
-	ADD(t, sighup_bad_config_kept);
-	ADD(t, sd_notify_and_watchdog);
-	ADD(t, socket_activation);
+	TEST_ADD(t, reboot_new_aux_version);
+	TEST_ADD(t, agent_restart_keeps_window);
+	TEST_ADD(t, guest_process_death_dumps);
+	TEST_ADD(t, kvm_tsc_offsets_become_clock_points);
+	TEST_ADD(t, no_sync_is_said);
+	TEST_ADD(t, control_thousand_clients);
+	TEST_ADD(t, memory_cap_refuses_second_guest);
+	TEST_ADD(t, memory_cap_counts_metadata);
+	TEST_ADD(t, control_status_guests_reload);
+	TEST_ADD(t, control_unauthorised_peer);
+	TEST_ADD(t, control_malformed_packets);
+	TEST_ADD(t, ctl_without_daemon);
+	TEST_ADD(t, dump_window_by_time);
+	TEST_ADD(t, dump_post_trigger);
+	TEST_ADD(t, triggers_coalesce);
+	TEST_ADD(t, guest_triggers_cooldown);
+	TEST_ADD(t, trigger_storm_is_bounded);
+	TEST_ADD(t, guest_triggers_rate_limit);
+	TEST_ADD(t, sigkill_during_dump);
+	TEST_ADD(t, sighup_bad_config_kept);
+	TEST_ADD(t, sd_notify_and_watchdog);
+	TEST_ADD(t, socket_activation);
 	tcase_set_timeout(t, 120);
 	suite_add_tcase(s, t);
 
 	tcase_add_unchecked_fixture(ro, ro_group_setup, ro_group_teardown);
-	ADD(ro, control_read_only_group);
+	TEST_ADD(ro, control_read_only_group);
 	tcase_set_timeout(ro, 60);
 	suite_add_tcase(s, ro);
 
 	tcase_add_unchecked_fixture(full, full_setup, full_teardown);
-	ADD(full, dump_on_full_disk);
+	TEST_ADD(full, dump_on_full_disk);
 	tcase_set_timeout(full, 60);
 	suite_add_tcase(s, full);
 
 	tcase_add_unchecked_fixture(full_aux, full_setup, full_teardown);
-	ADD(full_aux, aux_on_full_disk);
+	TEST_ADD(full_aux, aux_on_full_disk);
 	tcase_set_timeout(full_aux, 60);
 	suite_add_tcase(s, full_aux);
 

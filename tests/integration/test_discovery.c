@@ -273,14 +273,6 @@ START_TEST(root_created_later)
 }
 END_TEST
 
-/* VMT_TEST=name runs only the tests whose name holds it. */
-#define ADD(tc, fn)                                                                    \
-	do {                                                                           \
-		const char *_only = getenv("VMT_TEST");                                \
-		if (!_only || strstr(#fn, _only))                                      \
-			tcase_add_test(tc, fn);                                        \
-	} while (0)
-
 int main(void)
 {
 	Suite *s = suite_create("discovery");
@@ -290,11 +282,11 @@ int main(void)
 	itest_input_prepare(&in);
 	printf("input: %s, %u CPUs\n", in.source, in.ncpus);
 	fflush(stdout);
-	ADD(t, vmtraced_layout_fifo);
-	ADD(t, libvirt_layout_forget_and_return);
-	ADD(t, libvirt_new_id_same_guest);
-	ADD(t, root_created_later);
-	ADD(t, channels_appear_one_by_one);
+	TEST_ADD(t, vmtraced_layout_fifo);
+	TEST_ADD(t, libvirt_layout_forget_and_return);
+	TEST_ADD(t, libvirt_new_id_same_guest);
+	TEST_ADD(t, root_created_later);
+	TEST_ADD(t, channels_appear_one_by_one);
 	tcase_set_timeout(t, 90);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

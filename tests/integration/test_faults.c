@@ -614,14 +614,6 @@ START_TEST(sigkill_during_dumps)
 }
 END_TEST
 
-/* VMT_TEST=name runs only the tests whose name holds it. */
-#define ADD(tc, fn)                                                       \
-	do {                                                              \
-		const char *_only = getenv("VMT_TEST");                   \
-		if (!_only || strstr(#fn, _only))                         \
-			tcase_add_test(tc, fn);                           \
-	} while (0)
-
 int main(void)
 {
 	Suite *s = suite_create("faults");
@@ -633,16 +625,16 @@ int main(void)
 	printf("input: %s, %u CPUs; shim: %s\n", in.source, in.ncpus, shim_path());
 	fflush(stdout);
 
-	ADD(t, eio_sample_write);
-	ADD(t, eio_sample_fsync);
-	ADD(t, eio_sample_rename);
-	ADD(t, enospc_sample_fsync);
-	ADD(t, eio_aux_write);
-	ADD(t, eio_dir_fsync);
+	TEST_ADD(t, eio_sample_write);
+	TEST_ADD(t, eio_sample_fsync);
+	TEST_ADD(t, eio_sample_rename);
+	TEST_ADD(t, enospc_sample_fsync);
+	TEST_ADD(t, eio_aux_write);
+	TEST_ADD(t, eio_dir_fsync);
 	tcase_set_timeout(t, 60);
 	suite_add_tcase(s, t);
 
-	ADD(k, sigkill_during_dumps);
+	TEST_ADD(k, sigkill_during_dumps);
 	tcase_set_timeout(k, 150);
 	suite_add_tcase(s, k);
 

@@ -1320,14 +1320,6 @@ static void measure_idle_rss(void)
 	free(dir);
 }
 
-/* VMT_TEST=name runs only the tests whose name holds it. */
-#define ADD(tc, fn)                                                                    \
-	do {                                                                           \
-		const char *_only = getenv("VMT_TEST");                                \
-		if (!_only || strstr(#fn, _only))                                      \
-			tcase_add_test(tc, fn);                                        \
-	} while (0)
-
 int main(void)
 {
 	Suite *s = suite_create("hostile");
@@ -1355,12 +1347,12 @@ int main(void)
 	       bundle.len >> 10, (unsigned long long)idle_rss_kib,
 	       san_kib ? " (AddressSanitizer: 16 MiB more margin)" : "");
 	fflush(stdout);
-	ADD(t, garbage_pages);
-	ADD(t, metadata_over_bound);
-	ADD(t, control_channel);
-	ADD(t, fifo_agent_dies_mid_message);
-	ADD(t, reconnect_storm);
-	ADD(t, trigger_flood);
+	TEST_ADD(t, garbage_pages);
+	TEST_ADD(t, metadata_over_bound);
+	TEST_ADD(t, control_channel);
+	TEST_ADD(t, fifo_agent_dies_mid_message);
+	TEST_ADD(t, reconnect_storm);
+	TEST_ADD(t, trigger_flood);
 	tcase_set_timeout(t, 60);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

@@ -11,6 +11,17 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Add fn to tc, unless VMT_TEST is set and fn's name does not hold it
+ * (VMT_TEST=name runs only the tests whose name holds it). */
+#define TEST_ADD(tc, fn)                                          \
+	do {                                                      \
+		const char *_only = getenv("VMT_TEST");           \
+		if (!_only || strstr(#fn, _only))                 \
+			tcase_add_test(tc, fn);                   \
+	} while (0)
 
 #define VMT_SKIP(...)                                                  \
 	do {                                                           \
