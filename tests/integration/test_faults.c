@@ -363,92 +363,35 @@ static void run_fault_case(const struct fault_case *fc)
 	itest_run_end(&r);
 }
 
-/* the sample's 4th write: header, section header, INFO went through */
-START_TEST(eio_sample_write)
-{
-	static const struct fault_case c = {
-		"EIO on a sample's write (4th pwrite/pwritev of the temporary, once)",
-		"anywrite:EIO:after=3:count=1:name=.vmts.tmp-", false, 0, "cannot write sample",
-	};
+/* One failure each; rules are limited to the state folder. */
+static const struct fault_case fault_cases[] = {
+	/* the sample's 4th write: header, section header, INFO went through */
+	{ "EIO on a sample's write (4th pwrite/pwritev of the temporary, once)",
+	  "anywrite:EIO:after=3:count=1:name=.vmts.tmp-", false, 0, "cannot write sample" },
+	{ "EIO on a sample's fsync (once)", "fsync:EIO:count=1:file:name=.vmts.tmp-", false, 0,
+	  "cannot write sample" },
+	{ "EIO on a sample's rename (once)", "rename:EIO:count=1:name=.vmts", false, 0,
+	  "cannot write sample" },
+	/* ENOSPC where a small tmpfs cannot put it: the fsync. The daemon makes
+	 * room by the retention rules and tries once more; that fails too. */
+	{ "ENOSPC on a sample's fsync (twice: the write and its retry after retention)",
+	  "fsync:ENOSPC:count=2:file:name=.vmts.tmp-", false, 0,
+	  "(again after the retention rules made room)" },
+	/* the aux file fails when the metadata comes and again when the dump
+	 * tries it once more: a sample naming it must not be kept without it */
+	{ "EIO on the aux file's write (2nd write, at connect and again at the dump)",
+	  "anywrite:EIO:after=1:count=2:name=.vmtaux.tmp-", true, 0, "cannot write aux file" },
+	/* the folder's fsync after the rename: the sample is whole under its
+	 * name, but may not survive a crash: the dump says it failed */
+	{ "EIO on the folder's fsync after a sample's rename (once)", "fsync:EIO:after=1:count=1:dir",
+	  false, 1, "cannot write sample" },
+};
 
+START_TEST(injected)
+{
 	NEED_INPUT();
 	NEED_SHIM();
-	run_fault_case(&c);
-}
-END_TEST
-
-START_TEST(eio_sample_fsync)
-{
-	static const struct fault_case c = {
-		"EIO on a sample's fsync (once)",
-		"fsync:EIO:count=1:file:name=.vmts.tmp-", false, 0, "cannot write sample",
-	};
-
-	NEED_INPUT();
-	NEED_SHIM();
-	run_fault_case(&c);
-}
-END_TEST
-
-START_TEST(eio_sample_rename)
-{
-	static const struct fault_case c = {
-		"EIO on a sample's rename (once)",
-		"rename:EIO:count=1:name=.vmts", false, 0, "cannot write sample",
-	};
-
-	NEED_INPUT();
-	NEED_SHIM();
-	run_fault_case(&c);
-}
-END_TEST
-
-/* ENOSPC where a small tmpfs cannot put it: the fsync. The daemon makes room
- * by the retention rules and tries once more; that fails too. */
-START_TEST(enospc_sample_fsync)
-{
-	static const struct fault_case c = {
-		"ENOSPC on a sample's fsync (twice: the write and its retry after retention)",
-		"fsync:ENOSPC:count=2:file:name=.vmts.tmp-", false, 0,
-		"(again after the retention rules made room)",
-	};
-
-	NEED_INPUT();
-	NEED_SHIM();
-	run_fault_case(&c);
-}
-END_TEST
-
-/*
- * The aux file fails when the metadata comes and again when the dump tries
- * it once more: a sample naming it must not be kept without it.
- */
-START_TEST(eio_aux_write)
-{
-	static const struct fault_case c = {
-		"EIO on the aux file's write (2nd write, at connect and again at the dump)",
-		"anywrite:EIO:after=1:count=2:name=.vmtaux.tmp-", true, 0,
-		"cannot write aux file",
-	};
-
-	NEED_INPUT();
-	NEED_SHIM();
-	run_fault_case(&c);
-}
-END_TEST
-
-/* The folder's fsync after the rename: the sample is whole under its name,
- * but may not survive a crash: the dump says it failed. */
-START_TEST(eio_dir_fsync)
-{
-	static const struct fault_case c = {
-		"EIO on the folder's fsync after a sample's rename (once)",
-		"fsync:EIO:after=1:count=1:dir", false, 1, "cannot write sample",
-	};
-
-	NEED_INPUT();
-	NEED_SHIM();
-	run_fault_case(&c);
+	run_fault_case(&fault_cases[_i]);
 }
 END_TEST
 
@@ -625,12 +568,8 @@ int main(void)
 	printf("input: %s, %u CPUs; shim: %s\n", in.source, in.ncpus, shim_path());
 	fflush(stdout);
 
-	TEST_ADD(t, eio_sample_write);
-	TEST_ADD(t, eio_sample_fsync);
-	TEST_ADD(t, eio_sample_rename);
-	TEST_ADD(t, enospc_sample_fsync);
-	TEST_ADD(t, eio_aux_write);
-	TEST_ADD(t, eio_dir_fsync);
+	if (!getenv("VMT_TEST") || strstr("injected", getenv("VMT_TEST")))
+		tcase_add_loop_test(t, injected, 0, sizeof(fault_cases) / sizeof(fault_cases[0]));
 	tcase_set_timeout(t, 60);
 	suite_add_tcase(s, t);
 
