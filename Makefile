@@ -58,7 +58,7 @@ INTEG_BINS  := $(INTEG_SRCS:tests/integration/%.c=$(O)/tests/%)
 LIBVMT      := $(O)/libvmt.a
 PROGS       := $(O)/vmtraced $(O)/vmtracectl $(O)/vmtrace-agent
 
-.PHONY: all tests check check-unit check-integration check-e2e demo deps install clean help bench soak
+.PHONY: all tests check check-unit check-integration check-e2e demo deps install clean help bench soak corpus
 all: $(PROGS)
 
 help:
@@ -119,6 +119,17 @@ $(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@echo "  TOOL    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
+# The fixed corpus (real guest pages and the metadata that decodes them,
+# tests/corpus/README.md), unpacked into the build folder for the tests and
+# benchmarks that want a deterministic input.
+CORPUS_TAR  := tests/corpus/guest-6.1.tar.zst
+CORPUS      := $(O)/corpus/guest-6.1/.unpacked
+$(CORPUS): $(CORPUS_TAR)
+	@mkdir -p $(O)/corpus
+	@echo "  UNTAR   $<"
+	$(Q)rm -rf $(O)/corpus/guest-6.1 && tar --zstd -xf $< -C $(O)/corpus && touch $@
+corpus: $(CORPUS)
+
 # The fault-injection shim test_faults preloads into vmtraced: a plain
 # shared object, never sanitized (it comes ahead of the ASan runtime).
 SHIM        := $(O)/tests/tools/faultshim.so
@@ -127,7 +138,7 @@ $(SHIM): tests/tools/faultshim.c
 	@echo "  SHIM    $@"
 	$(Q)$(CC) -O2 -g -Wall -Wextra -D_GNU_SOURCE -fPIC -shared -o $@ $< -ldl -lpthread
 
-tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM)
+tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM) $(CORPUS)
 
 # `make check`: packages, then a sanitizer build of everything in build/san,
 # then every suite, then a short pass of every fuzz target (about 30 s).
@@ -148,12 +159,12 @@ demo: deps
 	$(Q)VMT_BUILD=$(O)/plain tests/guest/demo.sh
 
 bench: deps
-	$(Q)$(MAKE) --no-print-directory O=$(O)/plain all
+	$(Q)$(MAKE) --no-print-directory O=$(O)/plain all corpus
 	$(Q)VMT_BUILD=$(O)/plain bench/run.sh
 
 # 64 guests flooding for SOAK_SECONDS (600): RSS and fds flat, no dump lost
 soak: deps
-	$(Q)$(MAKE) --no-print-directory O=$(O)/plain all
+	$(Q)$(MAKE) --no-print-directory O=$(O)/plain all corpus
 	$(Q)VMT_BUILD=$(O)/plain bench/run.sh soak
 
 deps:

@@ -115,11 +115,19 @@ int corpus_open(struct bench_corpus *c)
 	int r;
 
 	memset(c, 0, sizeof(*c));
-	if (e)
+	if (e) {
 		snprintf(c->dir, sizeof(c->dir), "%s", e);
-	else
-		snprintf(c->dir, sizeof(c->dir), "%s/../shared/corpus/guest-6.1",
-			 getenv("VMT_SRCDIR") ? getenv("VMT_SRCDIR") : ".");
+	} else {
+		/* unpacked by make from tests/corpus/, else the shared one */
+		const char *src = getenv("VMT_SRCDIR") ? getenv("VMT_SRCDIR") : ".";
+		const char *b = getenv("VMT_BUILD") ? getenv("VMT_BUILD") : "build";
+		struct stat st;
+
+		snprintf(c->dir, sizeof(c->dir), "%s%s%s/corpus/guest-6.1", b[0] == '/' ? "" : src,
+			 b[0] == '/' ? "" : "/", b);
+		if (stat(c->dir, &st) < 0)
+			snprintf(c->dir, sizeof(c->dir), "%s/../shared/corpus/guest-6.1", src);
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(top); i++) {
 		r = add_file(c, top[i]);
 		if (r < 0 && i == 0)

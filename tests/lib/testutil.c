@@ -56,6 +56,12 @@ const char *test_corpus_dir(void)
 
 	if (e)
 		return stat(e, &st) ? NULL : e;
+	/* unpacked by make from tests/corpus/ */
+	e = test_builddir();
+	snprintf(dir, sizeof(dir), "%s%s%s/corpus/guest-6.1", e[0] == '/' ? "" : test_srcdir(),
+		 e[0] == '/' ? "" : "/", e);
+	if (stat(dir, &st) == 0)
+		return dir;
 	snprintf(dir, sizeof(dir), "%s/../shared/corpus/guest-6.1", test_srcdir());
 	return stat(dir, &st) ? NULL : dir;
 }

@@ -36,7 +36,8 @@
 const char *test_srcdir(void);
 /* Build directory holding the programs (VMT_BUILD, else "build"). */
 const char *test_builddir(void);
-/* ../shared/corpus/guest-6.1 beside the source tree, or VMT_CORPUS; NULL if absent. */
+/* VMT_CORPUS, or BUILD/corpus/guest-6.1 (make unpacks tests/corpus/ there), or
+ * ../shared/corpus/guest-6.1 beside the source tree; NULL if none is there. */
 const char *test_corpus_dir(void);
 /* A fresh directory under $TMPDIR, removed by test_rmtree(). */
 char *test_mkdtemp(const char *tag);
