@@ -309,6 +309,23 @@ static int setup_clock(const char *clock, char *err, size_t errlen)
 	return r;
 }
 
+#define CMDLINES_SIZE 4096	/* task names kept by the kernel, at least */
+
+static int setup_cmdlines_size(void)
+{
+	_cleanup_free_ char *cur = NULL;
+	char v[16];
+	size_t len;
+	int r = tfs_read("saved_cmdlines_size", &cur, &len);
+
+	if (r < 0)
+		return r;
+	if (strtoul(cur, NULL, 10) >= CMDLINES_SIZE)
+		return 0;
+	snprintf(v, sizeof(v), "%d", CMDLINES_SIZE);
+	return tracefs_instance_file_write(NULL, "saved_cmdlines_size", v) < 0 ? -EIO : 0;
+}
+
 int ftrace_setup(const struct vmt_start *s, unsigned *changed, char *err, size_t errlen)
 {
 	int r;
@@ -326,6 +343,10 @@ int ftrace_setup(const struct vmt_start *s, unsigned *changed, char *err, size_t
 	if (s->events_len && !(s->flags & VMT_START_KEEP_EVENTS) &&
 	    (r = setup_events(s->events, s->events_len, changed, err, errlen)) < 0)
 		return r;
+	/* the kernel remembers the names of 128 tasks by default: a window of
+	 * minutes sees more; the names go out with every dump (ftrace_tasks) */
+	if (setup_cmdlines_size() < 0)
+		log_debug("saved_cmdlines_size stays as it was");
 	/* opening `trace` with O_TRUNC empties every CPU buffer and zeroes the
 	 * per-CPU counters, so "read events" counts this session only */
 	errno = 0;
@@ -444,6 +465,27 @@ int ftrace_meta(struct vmt_buf *b, uint32_t *files)
 		close(fd);
 	}
 	return meta_add_path(b, files, "kallsyms", "/proc/kallsyms", 0);
+}
+
+int ftrace_tasks(struct vmt_buf *b)
+{
+	uint32_t files = 0;
+	size_t cmdlines;
+	int r;
+
+	b->len = 0;
+	r = meta_add_tfs(b, &files, "saved_cmdlines", 1);
+	if (r < 0)
+		return r;
+	if (b->len > VMT_TASKS_MAX) {
+		b->len = 0;
+		return -EFBIG;
+	}
+	cmdlines = b->len;
+	r = meta_add_tfs(b, &files, "saved_tgids", 0);
+	if (r < 0 || b->len > VMT_TASKS_MAX)
+		b->len = cmdlines;
+	return 0;
 }
 
 /* "123.456789" (in-ns clocks print µs) or "123456" (counter clocks) */

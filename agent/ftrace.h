@@ -43,6 +43,14 @@ int ftrace_setup(const struct vmt_start *s, unsigned *changed, char *err, size_t
 /* Builds the metadata bundle (lib/meta.h) into b; *files counts entries. */
 int ftrace_meta(struct vmt_buf *b, uint32_t *files);
 
+/*
+ * The task tables as they are now (saved_cmdlines, saved_tgids: a bundle
+ * meta_tasks_validate() accepts) into b, emptied first. saved_tgids is left
+ * out if both do not fit in VMT_TASKS_MAX; -EFBIG if saved_cmdlines alone
+ * does not.
+ */
+int ftrace_tasks(struct vmt_buf *b);
+
 /* Reads per_cpu/cpuN/stats into st (bytes_sent untouched). */
 int ftrace_cpu_stats(unsigned cpu, struct vmt_cpu_stats *st);
 

@@ -26,6 +26,7 @@
 
 #include "ftrace.h"
 #include "log.h"
+#include "meta.h"
 #include "proto.h"
 #include "pump.h"
 #include "trigger.h"
@@ -151,9 +152,50 @@ static void agent_hello(struct agent *a, uint32_t echo)
 	ctl_flush(a);
 }
 
+/*
+ * The task tables as they are now, in pieces, ahead of each FLUSHED: the
+ * names of the tasks that ran since START are in the dump's sample. Not
+ * sent if they cannot be read (the aux file's, from START, stay in use).
+ */
+static void agent_send_tasks(struct agent *a)
+{
+	struct vmt_buf t = { 0 };
+	uint8_t p[VMT_PROTO_MAX_PAYLOAD];
+	const uint32_t piece = VMT_PROTO_MAX_PAYLOAD - 8;
+	int r;
+
+	if (a->out.len - a->out_off > 2 * VMT_TASKS_MAX) {
+		log_warning("task names not sent with this flush: the host is not reading");
+		return;
+	}
+	r = ftrace_tasks(&t);
+
+	if (r < 0 || !t.len) {
+		if (r < 0)
+			log_warning("task names not sent with this flush: %s", strerror(-r));
+		buf_free(&t);
+		return;
+	}
+	for (uint32_t off = 0; off < t.len; off += piece) {
+		uint32_t n = (uint32_t)VMT_MIN((size_t)piece, t.len - off);
+
+		put_le32(p, off);
+		put_le32(p + 4, (uint32_t)t.len);
+		memcpy(p + 8, t.data + off, n);
+		if (proto_put(&a->out, VMT_MSG_TASKS, p, 8 + n) < 0) {
+			log_error("cannot queue TASKS");
+			break;
+		}
+	}
+	buf_free(&t);
+}
+
 static void agent_send_flushed(struct agent *a, uint64_t id)
 {
-	int r = proto_put_flushed(&a->out, id, a->ncpus, a->last);
+	int r;
+
+	agent_send_tasks(a);
+	r = proto_put_flushed(&a->out, id, a->ncpus, a->last);
 
 	if (r < 0)
 		log_error_errno(r, "cannot queue FLUSHED: %m");

@@ -14,6 +14,7 @@
 
 #include "aux.h"
 #include "commands.h"
+#include "meta.h"
 #include "sample.h"
 #include "util.h"
 
@@ -50,6 +51,35 @@ static void show_aux(const char *path, const struct vmt_sample *s)
 		printf("aux:      %s: kernel %s, %u CPUs, clock %s, %s, %zu bytes of metadata\n", apath,
 		       a.release, a.ncpus, a.clock, a.agent, a.meta_len);
 	aux_free(&a);
+}
+
+/* Lines of a task table, or -1 if the sample has none. */
+static long table_lines(const struct vmt_sample *s, const char *name)
+{
+	struct vmt_meta_entry e;
+	long n = 0;
+
+	if (meta_find(s->tasks, s->tasks_len, name, &e) < 0)
+		return -1;
+	for (uint32_t i = 0; i < e.data_len; i++)
+		n += e.data[i] == '\n';
+	return n;
+}
+
+/* The task tables taken at the dump, which name the tasks that ran since START. */
+static void show_tasks(const struct vmt_sample *s)
+{
+	long names = table_lines(s, "saved_cmdlines"), tgids = table_lines(s, "saved_tgids");
+
+	if (!s->tasks_len) {
+		printf("tasks:    none taken at the dump (the aux file's, from the session's start, name "
+		       "the tasks)\n");
+		return;
+	}
+	printf("tasks:    %ld task names", names < 0 ? 0 : names);
+	if (tgids >= 0)
+		printf(", %ld thread groups", tgids);
+	printf(" taken at the dump (%u bytes)\n", s->tasks_len);
 }
 
 /* The clock data: method, clocks, vCPU threads and the quality of the points. */
@@ -96,6 +126,7 @@ static void show(const char *path, const struct vmt_sample *s)
 	printf("needs:    aux version %u (id %016" PRIx64 ")\n", s->aux_version, s->aux_id);
 	show_aux(path, s);
 	show_clock(s);
+	show_tasks(s);
 	for (uint32_t i = 0; i < s->ntriggers; i++) {
 		const struct vmt_trigger *tr = &s->triggers[i];
 

@@ -170,8 +170,8 @@ static int write_group(const char *path, const struct vmt_sset_group *g, const s
 	}
 	snprintf(uname, sizeof(uname), "Linux %s %s", g->guest, g->aux.release);
 	struct vmt_tracedat_input in = {
-		.meta = g->aux.meta,
-		.meta_len = g->aux.meta_len,
+		.meta = g->meta,
+		.meta_len = g->meta_len,
 		.page_size = g->page_size,
 		.ncpus = g->ncpus,
 		.clock = g->aux.clock,

@@ -243,7 +243,7 @@ static int report_groups(struct report *r, const struct vmt_sset *set)
 			snprintf(rg->label, sizeof(rg->label), "%s#aux%u", g->guest, g->aux_version);
 		else
 			snprintf(rg->label, sizeof(rg->label), "%s", g->guest);
-		ret = decode_open(&rg->dec, g->aux.meta, g->aux.meta_len, &g->layout, &info, &why);
+		ret = decode_open(&rg->dec, g->meta, g->meta_len, &g->layout, &info, &why);
 		if (ret == -ENOMEM)
 			return ret;
 		if (ret < 0) {

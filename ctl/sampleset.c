@@ -289,6 +289,82 @@ static void group_free(struct vmt_sset_group *g)
 	free(g->cpus);
 	aux_free(&g->aux);
 	clock_info_free(&g->clock);
+	free(g->own_meta);
+}
+
+/*
+ * The aux bundle with saved_cmdlines and saved_tgids replaced by the union
+ * of its own and every sample's task tables, in time order.
+ */
+static int group_meta(struct vmt_sset_group *g)
+{
+	static const char *const tables[] = { "saved_cmdlines", "saved_tgids" };
+	struct vmt_buf out = { 0 }, merged = { 0 };
+	struct vmt_meta_entry e;
+	const char **texts = NULL;
+	size_t *lens = NULL, pos = 0;
+	int r = 0;
+
+	g->meta = g->aux.meta;
+	g->meta_len = g->aux.meta_len;
+	for (uint32_t i = 0; i < g->nsamples; i++)
+		g->tasks_samples += g->samples[i]->tasks_len > 0;
+	if (!g->tasks_samples)
+		return 0;
+	texts = calloc(g->nsamples + 1, sizeof(*texts));
+	lens = calloc(g->nsamples + 1, sizeof(*lens));
+	if (!texts || !lens) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* every file of the aux but the tables, then the tables merged */
+	while ((r = meta_next(g->aux.meta, g->aux.meta_len, &pos, &e)) > 0) {
+		bool table = false;
+
+		for (size_t t = 0; t < ARRAY_SIZE(tables); t++)
+			table |= e.name_len == strlen(tables[t]) && !memcmp(e.name, tables[t], e.name_len);
+		if (table)
+			continue;
+		r = buf_reserve(&out, 8 + e.name_len + e.data_len);
+		if (r < 0)
+			goto out;
+		buf_put_le32(&out, e.name_len);
+		buf_put_le32(&out, e.data_len);
+		buf_append(&out, e.name, e.name_len);
+		buf_append(&out, e.data, e.data_len);
+	}
+	if (r < 0)
+		goto out;
+	for (size_t t = 0; t < ARRAY_SIZE(tables); t++) {
+		size_t n = 0;
+
+		if (meta_find(g->aux.meta, g->aux.meta_len, tables[t], &e) == 0) {
+			texts[n] = (const char *)e.data;
+			lens[n++] = e.data_len;
+		}
+		for (uint32_t i = 0; i < g->nsamples; i++)
+			if (meta_find(g->samples[i]->tasks, g->samples[i]->tasks_len, tables[t], &e) == 0) {
+				texts[n] = (const char *)e.data;
+				lens[n++] = e.data_len;
+			}
+		if (!n)
+			continue;
+		r = meta_cmdlines_merge(&merged, texts, lens, n);
+		if (r == 0)
+			r = meta_add(&out, tables[t], merged.data, (uint32_t)merged.len);
+		if (r < 0)
+			goto out;
+	}
+	g->own_meta = out.data;
+	g->meta = out.data;
+	g->meta_len = out.len;
+	out = (struct vmt_buf){ 0 };
+out:
+	buf_free(&out);
+	buf_free(&merged);
+	free(texts);
+	free(lens);
+	return r;
 }
 
 int sset_load(struct vmt_sset *set, const char *const *paths, uint32_t npaths, const char *aux_path)
@@ -347,6 +423,8 @@ int sset_load(struct vmt_sset *set, const char *const *paths, uint32_t npaths, c
 		r = group_pages(set, g);
 		if (r == 0)
 			r = group_clock(g);
+		if (r == 0)
+			r = group_meta(g);
 		if (r < 0)
 			return r;
 		for (const char *p = g->guest; *p; p++)

@@ -42,6 +42,13 @@ struct vmt_sset_group {
 	struct vmt_page_layout layout;	/* from the aux's events/header_page */
 	struct vmt_sset_cpu *cpus;	/* ncpus */
 	struct vmt_clock_info clock;	/* the samples' clock data put together */
+	/* the bundle to decode with: the aux's, its task tables merged with the
+	 * samples' (a later sample's name for a pid wins); aux.meta if no sample
+	 * carries task tables */
+	const uint8_t *meta;
+	size_t meta_len;
+	uint8_t *own_meta;	/* meta when it is not aux.meta */
+	uint32_t tasks_samples;	/* samples that carried task tables */
 	uint64_t trace_id;	/* stable id for trace.dat TRACEID/GUEST/TIME_SHIFT */
 	bool boot_split;	/* another group has the same guest (it rebooted) */
 };

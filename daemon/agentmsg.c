@@ -326,6 +326,7 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 			for (uint32_t i = 0; i < g->nrings; i++)
 				ring_clear(&g->rings[i]);
 			sync_forget(g);	/* a new boot: its clock started over */
+			buf_free(&g->tasks);	/* and its pids name other tasks */
 		}
 		a.version = guest_aux_version(g, a.id, &exists);
 		aux_free(&g->aux);
@@ -460,6 +461,50 @@ static void guest_on_trigger(struct vmt_guest *g, const struct vmt_msg *msg)
 		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "asked for a dump: %s", text);
 }
 
+/*
+ * TASKS: the agent's task tables, in pieces ahead of a FLUSHED, so that the
+ * dump's sample names the tasks that ran since START. Pieces come in order;
+ * anything else drops what was gathered (the last whole tables stay).
+ */
+static void guest_on_tasks(struct vmt_guest *g, const struct vmt_msg *msg)
+{
+	uint32_t off = get_le32(msg->payload), total = get_le32(msg->payload + 4);
+	uint32_t n = msg->len - 8;
+	const char *why = NULL;
+
+	if (g->state != GUEST_STREAMING) {
+		g->c.msgs_unexpected++;
+		return;
+	}
+	if (off == 0)
+		g->tasks_rx.len = 0;	/* a new set: one cut short is forgotten */
+	if (!total || total > VMT_TASKS_MAX || off != g->tasks_rx.len || n > total - off ||
+	    (off && total != g->tasks_total)) {
+		g->c.msgs_unexpected++;
+		guest_complain(g, 0, "task tables: a piece at %u of %u out of place (%zu bytes held); "
+				     "dropped", off, total, g->tasks_rx.len);
+		buf_free(&g->tasks_rx);
+		return;
+	}
+	g->tasks_total = total;
+	if (buf_append(&g->tasks_rx, msg->payload + 8, n) < 0) {
+		log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "task tables dropped: %m");
+		buf_free(&g->tasks_rx);
+		return;
+	}
+	if (g->tasks_rx.len < total)
+		return;
+	if (meta_tasks_validate(g->tasks_rx.data, g->tasks_rx.len, &why) < 0) {
+		g->c.msgs_unexpected++;
+		guest_complain(g, 0, "%s; dropped", why);
+		buf_free(&g->tasks_rx);
+		return;
+	}
+	buf_free(&g->tasks);
+	g->tasks = g->tasks_rx;
+	g->tasks_rx = (struct vmt_buf){ 0 };
+}
+
 void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 {
 	switch (msg->type) {
@@ -492,6 +537,9 @@ void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 		break;
 	case VMT_MSG_SYNCED:
 		sync_on_synced(g, msg);
+		break;
+	case VMT_MSG_TASKS:
+		guest_on_tasks(g, msg);
 		break;
 	default:
 		/* host->guest types coming from the guest */

@@ -158,6 +158,13 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	snprintf(s->guest, sizeof(s->guest), "%s", g->conf.name);
 	snprintf(s->host, sizeof(s->host), "%s", m->hostname);
 	s->aux_version = g->aux.version;
+	if (g->tasks.len) {
+		s->tasks = malloc(g->tasks.len);
+		if (!s->tasks)
+			goto oom;
+		memcpy(s->tasks, g->tasks.data, g->tasks.len);
+		s->tasks_len = (uint32_t)g->tasks.len;
+	}
 	s->aux_id = g->aux.id;
 	s->created_ns = manager_sample_time(m);
 	s->dump_id = dump_id;

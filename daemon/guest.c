@@ -202,6 +202,7 @@ void guest_disconnect(struct vmt_guest *g, const char *why)
 	guest_close_channels(g);
 	proto_rx_reset(g->rx);	/* a message cut short must not swallow the next connection's */
 	g->ctl_partial_since = 0;
+	buf_free(&g->tasks_rx);	/* pieces of task tables cut short */
 	g->meta_open = false;
 	buf_free(&g->meta);
 	guest_set_state(g, GUEST_OFFLINE);
@@ -646,6 +647,8 @@ void guest_free(struct vmt_guest *g)
 	free(g->data_src);
 	buf_free(&g->out);
 	buf_free(&g->meta);
+	buf_free(&g->tasks);
+	buf_free(&g->tasks_rx);
 	aux_free(&g->aux);
 	free(g->rx);
 	free(g);

@@ -85,6 +85,10 @@ struct vmt_guest {
 	struct vmt_buf meta;
 	uint64_t meta_total;
 	bool meta_open;
+	/* task tables: the last whole ones the agent sent (this boot's), and
+	 * the pieces of the next */
+	struct vmt_buf tasks, tasks_rx;
+	uint32_t tasks_total;
 
 	/* aux in force: the pages in the rings decode with it */
 	struct vmt_aux aux;	/* aux.meta: kept until the aux file is written */

@@ -51,6 +51,7 @@ uint64_t manager_meta_held(const struct vmt_manager *m)
 			n += g->meta_total;
 		if (g->aux.meta)
 			n += g->aux.meta_len * (g->aux_pending ? 2 : 1);
+		n += g->tasks.len + g->tasks_rx.len;
 	}
 	return n;
 }

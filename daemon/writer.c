@@ -40,6 +40,7 @@ void job_free(struct vmt_job *job)
 	job_free_frozen(job);
 	free(job->iovs);
 	free(job->sample.cpus);
+	free(job->sample.tasks);
 	clock_info_free(&job->sample.clock);
 	free(job->pins);
 	aux_free(&job->aux);

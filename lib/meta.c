@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,4 +141,115 @@ int meta_find(const uint8_t *bundle, size_t len, const char *name, struct vmt_me
 		if (e->name_len == nl && !memcmp(e->name, name, nl))
 			return 0;
 	return r < 0 ? r : -ENOENT;
+}
+
+int meta_tasks_validate(const uint8_t *tasks, size_t len, const char **why)
+{
+	struct vmt_meta_entry e;
+	size_t pos = 0;
+	bool cmdlines = false, tgids = false;
+	int r;
+
+	if (len > VMT_TASKS_MAX) {
+		*why = "task tables over 1 MiB";
+		return -EBADMSG;
+	}
+	while ((r = meta_next(tasks, len, &pos, &e)) > 0) {
+		bool *seen;
+
+		if (e.name_len == 14 && !memcmp(e.name, "saved_cmdlines", 14))
+			seen = &cmdlines;
+		else if (e.name_len == 11 && !memcmp(e.name, "saved_tgids", 11))
+			seen = &tgids;
+		else {
+			*why = "task tables hold a file other than saved_cmdlines and saved_tgids";
+			return -EBADMSG;
+		}
+		if (*seen) {
+			*why = "task tables name a file twice";
+			return -EBADMSG;
+		}
+		*seen = true;
+	}
+	if (r < 0)
+		*why = "task tables: an entry runs past the end";
+	return r < 0 ? -EBADMSG : 0;
+}
+
+struct cmdline {
+	uint32_t pid;
+	uint32_t order;		/* position over all texts: the later wins */
+	const char *comm;
+	uint32_t comm_len;
+};
+
+static int cmdline_cmp(const void *a, const void *b)
+{
+	const struct cmdline *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+int meta_cmdlines_merge(struct vmt_buf *out, const char *const *texts, const size_t *lens,
+			size_t n)
+{
+	struct cmdline *v = NULL;
+	size_t nv = 0, cap = 0;
+	int r = 0;
+
+	out->len = 0;
+	for (size_t t = 0; t < n; t++) {
+		const char *p = texts[t], *end = texts[t] + lens[t];
+
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
+			const char *q = p, *comm;
+			uint64_t pid = 0;
+			bool digits = false;
+
+			while (q < le && *q >= '0' && *q <= '9' && pid <= UINT32_MAX) {
+				pid = pid * 10 + (uint64_t)(*q++ - '0');
+				digits = true;
+			}
+			comm = q + 1;
+			if (digits && pid <= UINT32_MAX && q < le && *q == ' ' && comm < le &&
+			    le - comm <= 64) {
+				if (nv == cap) {
+					struct cmdline *nvp;
+
+					cap = cap ? 2 * cap : 256;
+					nvp = realloc(v, cap * sizeof(*v));
+					if (!nvp) {
+						r = -ENOMEM;
+						goto out;
+					}
+					v = nvp;
+				}
+				v[nv] = (struct cmdline){ (uint32_t)pid, (uint32_t)nv, comm,
+							  (uint32_t)(le - comm) };
+				nv++;
+			}
+			p = nl ? nl + 1 : end;
+		}
+	}
+	if (nv)
+		qsort(v, nv, sizeof(*v), cmdline_cmp);
+	for (size_t i = 0; i < nv; i++) {
+		char num[16];
+		int l;
+
+		if (i + 1 < nv && v[i + 1].pid == v[i].pid)
+			continue;	/* a later name for this pid follows */
+		l = snprintf(num, sizeof(num), "%u ", v[i].pid);
+		if (buf_append(out, num, (size_t)l) < 0 || buf_append(out, v[i].comm, v[i].comm_len) < 0 ||
+		    buf_append(out, "\n", 1) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+out:
+	free(v);
+	return r;
 }

@@ -46,4 +46,21 @@ int meta_next(const uint8_t *bundle, size_t len, size_t *pos, struct vmt_meta_en
 /* Look one file up by name; 0 and e filled, or -ENOENT. */
 int meta_find(const uint8_t *bundle, size_t len, const char *name, struct vmt_meta_entry *e);
 
+/*
+ * Task tables: a bundle of only saved_cmdlines and saved_tgids (each at
+ * most once), the names of the tasks a guest ran, refreshed at each dump
+ * (the aux file has them as they were at the session's start).
+ */
+#define VMT_TASKS_MAX (1u << 20)
+/* 0 if tasks is such a bundle of at most VMT_TASKS_MAX bytes; -EBADMSG and why. */
+int meta_tasks_validate(const uint8_t *tasks, size_t len, const char **why);
+
+/*
+ * saved_cmdlines texts ("PID COMM" per line) merged into one, for the
+ * pids of all of them; a later text's name wins. Lines that do not read
+ * as "PID COMM" are dropped. out is cleared first; sorted by pid.
+ */
+int meta_cmdlines_merge(struct vmt_buf *out, const char *const *texts, const size_t *lens,
+			size_t n);
+
 #endif

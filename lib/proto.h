@@ -47,7 +47,9 @@
 	X(TRIGGER,     13, 0,   256)   /* guest->host: reason text                  */ \
 	X(STREAM,      14, 0,   0)     /* host->guest: metadata taken, start pages  */ \
 	X(SYNC,        15, 16,  16)    /* host->guest: struct vmt_sync             */ \
-	X(SYNCED,      16, 32,  32)    /* guest->host: struct vmt_synced           */
+	X(SYNCED,      16, 32,  32)    /* guest->host: struct vmt_synced           */ \
+	X(TASKS,       17, 9,   VMT_PROTO_MAX_PAYLOAD) /* guest->host: u32 offset, \
+					 u32 total, then bytes of the task tables */
 
 enum vmt_msg_type {
 #define X(name, value, min, max) VMT_MSG_##name = value,

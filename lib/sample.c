@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "meta.h"
 #include "sample.h"
 #include "util.h"
 #include "vfile.h"
@@ -130,7 +131,10 @@ static int build_info(struct vmt_buf *b, const struct vmt_sample *s)
 static int check_for_write(const struct vmt_sample *s)
 {
 	uint64_t total = 0;
+	const char *why;
 
+	if (s && s->tasks_len && (!s->tasks || meta_tasks_validate(s->tasks, s->tasks_len, &why) < 0))
+		return -EINVAL;
 	if (!s || strnlen(s->guest, sizeof(s->guest)) == sizeof(s->guest) ||
 	    !name_is_valid(s->guest) || !s->ncpus || s->ncpus > VMT_MAX_CPUS || !s->cpus ||
 	    !page_size_ok(s->page_size) || s->ntriggers > VMT_SAMPLE_MAX_TRIGGERS)
@@ -194,6 +198,8 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
 		if (r == 0)
 			r = vfile_write_section(&w, VMT_SAMPLE_SECT_CLOCK, 0, 0, b.data, b.len);
 	}
+	if (r == 0 && s->tasks_len)
+		r = vfile_write_section(&w, VMT_SAMPLE_SECT_TASKS, 0, 0, s->tasks, s->tasks_len);
 	for (uint32_t i = 0; r == 0 && i < s->ncpus; i++) {
 		const struct vmt_sample_cpu *cpu = &s->cpus[i];
 
@@ -379,6 +385,31 @@ static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char
 			}
 			s->have_clock = true;
 			continue;
+		} else if (x->type == VMT_SAMPLE_SECT_TASKS) {
+			const char *bad = NULL;
+
+			if (s->tasks || x->id) {
+				r = vfile_bad(why, n, f, x, "a second TASKS section, or id not 0");
+				goto fail;
+			}
+			r = section_get(f, x, VMT_TASKS_MAX, &p, &owned, why, n);
+			if (r < 0)
+				goto fail;
+			if (meta_tasks_validate(p, (size_t)x->raw_size, &bad) < 0 || !x->raw_size) {
+				free(owned);
+				r = vfile_bad(why, n, f, x, "%s", bad ? bad : "empty task tables");
+				goto fail;
+			}
+			s->tasks = malloc((size_t)x->raw_size);
+			if (!s->tasks) {
+				free(owned);
+				r = -ENOMEM;
+				goto fail;
+			}
+			memcpy(s->tasks, p, (size_t)x->raw_size);
+			s->tasks_len = (uint32_t)x->raw_size;
+			free(owned);
+			continue;
 		} else {
 			continue;	/* a later version's section */
 		}
@@ -544,6 +575,7 @@ void sample_free(struct vmt_sample *s)
 			free(s->cpus[i].pages);
 	free(s->cpus);
 	clock_info_free(&s->clock);
+	free(s->tasks);
 	free(s);
 }
 

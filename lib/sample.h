@@ -27,6 +27,7 @@
 #define VMT_SAMPLE_SECT_CPU 0x10
 #define VMT_SAMPLE_SECT_PAGES 0x20
 #define VMT_SAMPLE_SECT_CLOCK 0x30	/* optional: clocksync.h */
+#define VMT_SAMPLE_SECT_TASKS 0x31	/* optional: task tables at the dump (meta.h) */
 /* Readers refuse a sample declaring more page bytes than this, in all. */
 #define VMT_SAMPLE_MAX_PAGE_BYTES (64ull << 30)
 
@@ -91,6 +92,10 @@ struct vmt_sample {
 	struct vmt_sample_cpu *cpus;	/* ncpus entries */
 	bool have_clock;	/* a CLOCK section (not read by sample_read_info) */
 	struct vmt_clock_info clock;	/* freed by sample_free() */
+	/* the guest's task tables at the dump (meta_tasks_validate()), 0 bytes if
+	 * none; not read by sample_read_info; freed by sample_free() */
+	uint8_t *tasks;
+	uint32_t tasks_len;
 };
 
 struct vmt_iovec;

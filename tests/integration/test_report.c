@@ -77,6 +77,9 @@ struct range {
 	size_t from[NCPU], count[NCPU];
 };
 
+/* Task tables the next write_sample() puts in its sample (then forgotten). */
+static struct vmt_buf next_tasks;
+
 /* A sample of the corpus pages in rg (page copies, so a test may spoil them). */
 static void write_sample(const char *path, const char *guest, uint32_t auxv, uint64_t aux_id,
 			 uint64_t created, const struct range *rg, const struct vmt_clock_info *clock,
@@ -108,12 +111,15 @@ static void write_sample(const char *path, const char *guest, uint32_t auxv, uin
 		s.have_clock = true;
 		s.clock = *clock;
 	}
+	s.tasks = next_tasks.data;
+	s.tasks_len = (uint32_t)next_tasks.len;
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(sample_write(fd, &s, 3, 0), 0);
 	close(fd);
 	for (uint32_t c = 0; c < NCPU; c++)
 		free(cpus[c].pages);
+	buf_free(&next_tasks);
 }
 
 static struct range all_pages(void)
@@ -307,6 +313,116 @@ START_TEST(text_output)
 				p++;
 		}
 	}
+	TEARDOWN();
+}
+END_TEST
+
+/* Lines whose task column is "<...>"; lines whose task name starts with prefix. */
+static void count_names(const char *out, const char *prefix, size_t *unknown, size_t *prefixed)
+{
+	size_t pl = strlen(prefix);
+
+	*unknown = *prefixed = 0;
+	for (const char *p = out; *p;) {
+		while (*p == ' ')
+			p++;
+		*unknown += !strncmp(p, "<...>-", 6);
+		*prefixed += !strncmp(p, prefix, pl);
+		p = strchr(p, '\n');
+		p = p ? p + 1 : "";
+	}
+}
+
+/*
+ * Task names taken at the dump: with an aux file that has none, report
+ * shows "<...>" for every task; a later sample of the same pages whose task
+ * tables name them (all renamed "t-NAME" here) gives the names back, in
+ * report and in the merged trace.dat, and as many lines stay unnamed as with
+ * the names in the aux file.
+ */
+START_TEST(task_names_from_the_dump)
+{
+	struct range rg = all_pages();
+	struct vmt_meta_entry e;
+	struct vmt_buf renamed = { 0 };
+	char *dir2, a1[4200], a2[4200], dat[4300], cmd[20000];
+	size_t unknown_aux, unknown_none, unknown_dump, named, named_dat, unknown_dat, dummy;
+	FILE *f;
+	int rc;
+	SETUP();
+
+	/* with the names in the aux file */
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	REPORT("%s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	count_names(out, "t-", &unknown_aux, &dummy);
+
+	/* an aux file without them, a sample without tables, one with */
+	dir2 = test_mkdtemp("report-tasks");
+	id = write_aux(dir2, "g1", 1, "saved_cmdlines");
+	snprintf(a1, sizeof(a1), "%s/g1-1.vmts", dir2);
+	snprintf(a2, sizeof(a2), "%s/g1-2.vmts", dir2);
+	write_sample(a1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	ck_assert_int_eq(meta_find(bundle.data, bundle.len, "saved_cmdlines", &e), 0);
+	for (const char *p = (const char *)e.data, *end = p + e.data_len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *sp = memchr(p, ' ', (size_t)(end - p));
+
+		nl = nl ? nl : end;
+		if (sp && sp < nl) {
+			buf_append(&renamed, p, (size_t)(sp - p) + 1);
+			buf_append(&renamed, "t-", 2);
+			buf_append(&renamed, sp + 1, (size_t)(nl - sp - 1));
+			buf_append(&renamed, "\n", 1);
+		}
+		p = nl + 1;
+	}
+	ck_assert_int_eq(meta_add(&next_tasks, "saved_cmdlines", renamed.data, (uint32_t)renamed.len), 0);
+	write_sample(a2, "g1", 1, id, 2000, &rg, NULL, NULL);
+	free(out);
+	free(err);
+	rc = report(dir2, &out, &err, "%s", a1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	count_names(out, "t-", &unknown_none, &dummy);
+	free(out);
+	free(err);
+	rc = report(dir2, &out, &err, "%s %s", a1, a2);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(count_lines(out), expected_total);	/* the pages once */
+	count_names(out, "t-", &unknown_dump, &named);
+	ck_assert_msg(unknown_none > unknown_aux + 1000, "%zu unnamed lines without tables, %zu with the aux's",
+		      unknown_none, unknown_aux);
+	ck_assert_uint_eq(unknown_dump, unknown_aux);
+	ck_assert_uint_gt(named, 1000);
+
+	/* the merged file for trace-cmd */
+	snprintf(dat, sizeof(dat), "%s/g1.dat", dir2);
+	snprintf(cmd, sizeof(cmd), "%s/%s/vmtracectl merge -o %s %s %s >/dev/null 2>&1", test_srcdir(),
+		 test_builddir(), dat, a1, a2);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "trace-cmd report -i %s 2>/dev/null", dat);
+	f = popen(cmd, "r");
+	if (f) {
+		struct vmt_buf text = { 0 };
+		char buf[65536];
+		size_t n;
+
+		while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+			buf_append(&text, buf, n);
+		buf_append(&text, "", 1);
+		if (pclose(f) == 0 && text.len > 1) {
+			count_names((const char *)text.data, "t-", &unknown_dat, &named_dat);
+			ck_assert_msg(named_dat > 1000, "trace-cmd report: %zu lines named t-*", named_dat);
+			printf("task_names_from_the_dump: trace-cmd report of the merge: %zu lines named from "
+			       "the sample's tables, %zu <...>\n", named_dat, unknown_dat);
+		}
+		buf_free(&text);
+	}
+	printf("task_names_from_the_dump: %zu events; <...> lines: %zu with the aux's names, %zu with "
+	       "none, %zu with the dump's tables (%zu lines named from them)\n",
+	       (size_t)expected_total, unknown_aux, unknown_none, unknown_dump, named);
+	buf_free(&renamed);
+	test_rmtree(dir2);
+	free(dir2);
 	TEARDOWN();
 }
 END_TEST
@@ -670,6 +786,7 @@ int main(void)
 	printf("input: %s\n", corpus ? corpus : "none (tests skip)");
 	tcase_add_test(t, stats_match_trace_cmd);
 	tcase_add_test(t, text_output);
+	tcase_add_test(t, task_names_from_the_dump);
 	tcase_add_test(t, filters);
 	tcase_add_test(t, overlapping_samples_count_once);
 	tcase_add_test(t, corrupt_page_is_skipped);

@@ -252,6 +252,23 @@ static void do_flush(struct fg *g, uint64_t id)
 		st[c].entries = 0;
 	}
 	pthread_mutex_unlock(&g->lock);
+	if (g->c->tasks_len) {
+		uint32_t piece = g->c->tasks_piece ? g->c->tasks_piece : VMT_PROTO_MAX_PAYLOAD - 8;
+		uint8_t *p = malloc(8 + piece);
+
+		size_t count = (g->c->tasks_len + piece - 1) / piece;
+
+		for (size_t k = 0; p && k < count; k++) {
+			size_t off = (g->c->tasks_backwards ? count - 1 - k : k) * piece;
+			uint32_t n = (uint32_t)VMT_MIN((size_t)piece, g->c->tasks_len - off);
+
+			put_le32(p, (uint32_t)off);
+			put_le32(p + 4, (uint32_t)g->c->tasks_len);
+			memcpy(p + 8, g->c->tasks + off, n);
+			proto_put(&b, VMT_MSG_TASKS, p, 8 + n);
+		}
+		free(p);
+	}
 	proto_put_flushed(&b, id, g->c->ncpus, st);
 	ctl_write(g, &b);
 	buf_free(&b);

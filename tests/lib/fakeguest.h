@@ -16,6 +16,10 @@ struct fakeguest_conf {
 	uint32_t page_size;
 	const uint8_t *bundle;	/* metadata bundle sent after START */
 	size_t bundle_len;
+	const uint8_t *tasks;	/* task tables sent ahead of each FLUSHED, in pieces */
+	size_t tasks_len;
+	uint32_t tasks_piece;	/* their size, 0: as large as a message takes */
+	int tasks_backwards;	/* send the pieces last first */
 	const uint8_t *pages[FAKEGUEST_MAX_CPUS];	/* per CPU, back to back */
 	size_t npages[FAKEGUEST_MAX_CPUS];
 	unsigned pages_per_sec;	/* 0: as fast as the host reads */

@@ -339,6 +339,39 @@ START_TEST(meta_bundle_checks)
 }
 END_TEST
 
+START_TEST(task_tables)
+{
+	static const char *const texts[] = { "1 init\n42 bash\n7 kworker/0:1\n", "junk\n42 vim\n\n99 x",
+					     "18446744073709551616 big\n5 \n" };
+	size_t lens[3];
+	struct vmt_buf b = { 0 }, out = { 0 };
+	const char *why;
+
+	meta_add(&b, "saved_cmdlines", "1 init\n", 7);
+	meta_add(&b, "saved_tgids", "1 1\n", 4);
+	ck_assert_int_eq(meta_tasks_validate(b.data, b.len, &why), 0);
+	ck_assert_int_eq(meta_tasks_validate(b.data, 0, &why), 0);
+	ck_assert_int_eq(meta_tasks_validate(b.data, b.len - 1, &why), -EBADMSG);
+	meta_add(&b, "saved_tgids", "", 0);
+	ck_assert_int_eq(meta_tasks_validate(b.data, b.len, &why), -EBADMSG);
+	ck_assert_str_eq(why, "task tables name a file twice");
+	b.len = 0;
+	meta_add(&b, "events/header_page", "x", 1);
+	ck_assert_int_eq(meta_tasks_validate(b.data, b.len, &why), -EBADMSG);
+
+	/* the later text's name wins; lines that are not "PID NAME" go */
+	for (int i = 0; i < 3; i++)
+		lens[i] = strlen(texts[i]);
+	ck_assert_int_eq(meta_cmdlines_merge(&out, texts, lens, 3), 0);
+	ck_assert_int_eq((int)out.len, (int)strlen("1 init\n7 kworker/0:1\n42 vim\n99 x\n"));
+	ck_assert_mem_eq(out.data, "1 init\n7 kworker/0:1\n42 vim\n99 x\n", out.len);
+	ck_assert_int_eq(meta_cmdlines_merge(&out, texts, lens, 0), 0);
+	ck_assert_uint_eq(out.len, 0);
+	buf_free(&b);
+	buf_free(&out);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proto");
@@ -347,6 +380,7 @@ int main(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_add_test(t, hello_round_trip);
 	tcase_add_test(t, framer_abandons_an_unfinished_message);
+	tcase_add_test(t, task_tables);
 	tcase_add_test(t, hello_rejects_bad_fields);
 	tcase_add_test(t, start_round_trip);
 	tcase_add_test(t, flushed_round_trip);

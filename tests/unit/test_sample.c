@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "meta.h"
 #include "sample.h"
 #include "testutil.h"
 #include "util.h"
@@ -298,6 +299,76 @@ START_TEST(test_round_trip)
 		free(b);
 		free_made(s);
 	}
+}
+END_TEST
+
+/* Task tables taken at the dump: kept byte for byte; anything but
+ * saved_cmdlines and saved_tgids in them is refused on both sides. */
+START_TEST(test_task_tables)
+{
+	static const uint32_t npages[] = { 1, 2 };
+	struct vmt_sample *s = make_sample(2, 4096, npages, 1, 1), *r = NULL;
+	struct vmt_buf t = { 0 }, bad = { 0 };
+	struct good g;
+	char why[256] = "";
+	size_t len;
+	uint8_t *b;
+	int fd;
+
+	meta_add(&t, "saved_cmdlines", "1 systemd\n4242 forkloop\n", 25);
+	meta_add(&t, "saved_tgids", "4242 4242\n", 10);
+	s->tasks = t.data;
+	s->tasks_len = (uint32_t)t.len;
+	b = write_mem(s, 3, 0, &len);
+	ck_assert_msg(sample_read_mem(b, len, &r, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_eq(r->tasks_len, t.len);
+	ck_assert_mem_eq(r->tasks, t.data, t.len);
+	assert_same(s, r);
+	/* sample_read_info does not carry them */
+	sample_free(r);
+	free(b);
+
+	/* the writer refuses what the reader would */
+	meta_add(&bad, "kallsyms", "0 T x\n", 6);
+	s->tasks = bad.data;
+	s->tasks_len = (uint32_t)bad.len;
+	fd = test_memfd("tasks");
+	ck_assert_int_eq(sample_write(fd, s, 0, 0), -EINVAL);
+	close(fd);
+	s->tasks = NULL;
+	s->tasks_len = 0;
+	free_made(s);
+
+	/* and the reader, a TASKS section with another file, twice, or empty */
+	good_init(&g);
+	{
+		struct sect ss[] = {
+			{ 0x01, 0, 0, g.info.data, g.info.len },
+			{ 0x10, 0, 0, g.cpu.data, g.cpu.len },
+			{ 0x20, 0, 0, g.pages, 512 },
+			{ VMT_SAMPLE_SECT_TASKS, 0, 0, bad.data, bad.len },
+			{ VMT_SAMPLE_SECT_TASKS, 0, 0, t.data, t.len },
+		};
+		b = craft(ss, 4, 1, &len);
+		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), -EBADMSG);
+		ck_assert_msg(strstr(why, "other than saved_cmdlines") != NULL, "%s", why);
+		free(b);
+		ss[3] = ss[4];
+		b = craft(ss, 5, 1, &len);
+		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), -EBADMSG);
+		ck_assert_msg(strstr(why, "a second TASKS section") != NULL, "%s", why);
+		free(b);
+		ss[3].len = 0;
+		b = craft(ss, 4, 1, &len);
+		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), -EBADMSG);
+		free(b);
+		b = craft(ss, 3, 1, &len);
+		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), 0);
+		free(b);
+	}
+	good_free(&g);
+	buf_free(&t);
+	buf_free(&bad);
 }
 END_TEST
 
@@ -939,6 +1010,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_task_tables);
 	tcase_add_test(tc, test_big_with_workers);
 	tcase_add_test(tc, test_edge_shapes);
 	tcase_add_test(tc, test_max_triggers);
