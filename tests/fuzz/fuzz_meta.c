@@ -6,6 +6,7 @@
  * bundle, in a buffer of exactly its size.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "fuzz.h"
@@ -57,6 +58,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (valid == 0)
 		FUZZ_CHECK(meta_find(b, size, "events/header_page", &f) == 0);
+
+	/* as task tables (TASKS from an agent, a sample's section) */
+	why = NULL;
+	r = meta_tasks_validate(b, size, &why);
+	FUZZ_CHECK(r == 0 || (r == -EBADMSG && why));
+	if (r == 0)
+		FUZZ_CHECK(size <= VMT_TASKS_MAX);
+	/* as saved_cmdlines text, cut in two: every line out is "PID NAME\n",
+	 * pids ascending and each once */
+	{
+		const char *texts[2] = { (const char *)b, (const char *)b + size / 2 };
+		size_t lens[2] = { size / 2, size - size / 2 };
+		struct vmt_buf out = { 0 };
+		uint64_t last = 0;
+		bool first = true;
+
+		FUZZ_CHECK(meta_cmdlines_merge(&out, texts, lens, 2) == 0);
+		for (size_t p = 0; p < out.len;) {
+			const uint8_t *nl = memchr(out.data + p, '\n', out.len - p);
+			uint64_t pid = 0;
+			size_t q = p;
+
+			FUZZ_CHECK(nl != NULL);
+			while (out.data[q] >= '0' && out.data[q] <= '9')
+				pid = pid * 10 + (uint64_t)(out.data[q++] - '0');
+			FUZZ_CHECK(q > p && out.data[q] == ' ' && (const uint8_t *)nl > out.data + q + 1);
+			FUZZ_CHECK(pid <= UINT32_MAX && (first || pid > last));
+			last = pid;
+			first = false;
+			p = (size_t)(nl - out.data) + 1;
+		}
+		buf_free(&out);
+	}
 	free(b);
 	return 0;
 }
