@@ -415,6 +415,7 @@ static void sample_seed(const char *name, uint32_t per_cpu, int zstd, bool clock
 	};
 	struct vmt_sample *s = calloc(1, sizeof(*s));
 	struct vmt_sample_cpu cpus[2] = { 0 };
+	struct vmt_buf tasks = { 0 };
 	struct vmt_page_layout l;
 	int fd = fresh_memfd(), r;
 
@@ -469,9 +470,17 @@ static void sample_seed(const char *name, uint32_t per_cpu, int zstd, bool clock
 		s->clock.npoints = 2;
 		s->clock.points = pts;
 	}
+	if (clock) {
+		/* and the task tables of the dump */
+		meta_add(&tasks, "saved_cmdlines", "1 init\n431 forkloop\n4242 true\n", 30);
+		meta_add(&tasks, "saved_tgids", "4242 4242\n", 10);
+		s->tasks = tasks.data;
+		s->tasks_len = (uint32_t)tasks.len;
+	}
 	r = sample_write(fd, s, zstd, 0);
 	if (r < 0)
 		die("sample_write", r);
+	buf_free(&tasks);
 	put_fd("sample", name, fd);
 	close(fd);
 	free(s);
