@@ -87,6 +87,25 @@ void guest_arm(struct vmt_guest *g, uint64_t usec)
 		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot arm timer: %m");
 }
 
+static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* Check for an unfinished control message when it has had its time. */
+static void guest_arm_partial(struct vmt_guest *g)
+{
+	uint64_t usec = CTL_PARTIAL_TIMEOUT_NS / 1000 + 10000;
+	int r;
+
+	if (g->partial_timer) {
+		sd_event_source_set_time_relative(g->partial_timer, usec);
+		sd_event_source_set_enabled(g->partial_timer, SD_EVENT_ONESHOT);
+		return;
+	}
+	r = sd_event_add_time_relative(g->m->event, &g->partial_timer, CLOCK_MONOTONIC, usec, 100000,
+				       guest_partial_cb, g);
+	if (r < 0)
+		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot arm timer: %m");
+}
+
 uint64_t guest_mem(const struct vmt_guest *g)
 {
 	uint64_t t = 0;
@@ -480,8 +499,16 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 	/* the clock of an unfinished message starts when the last whole one ended */
 	if (!proto_rx_partial(g->rx) || g->rx->messages != messages)
 		g->ctl_partial_since = 0;
-	if (proto_rx_partial(g->rx) && !g->ctl_partial_since)
+	if (proto_rx_partial(g->rx) && !g->ctl_partial_since) {
 		g->ctl_partial_since = now_monotonic_ns();
+		guest_arm_partial(g);
+	}
+	return 0;
+}
+
+static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	guest_check_partial(userdata);
 	return 0;
 }
 
@@ -503,8 +530,10 @@ void guest_check_partial(struct vmt_guest *g)
 	g->ctl_partial_since = 0;
 	while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
 		guest_dispatch(g, &msg);
-	if (proto_rx_partial(g->rx))
+	if (channel_is_open(&g->ctl) && proto_rx_partial(g->rx)) {
 		g->ctl_partial_since = now;
+		guest_arm_partial(g);
+	}
 }
 
 static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -640,6 +669,7 @@ void guest_free(struct vmt_guest *g)
 	hostsrc_free(g->host);
 	guest_close_channels(g);
 	g->timer = sd_event_source_disable_unref(g->timer);
+	g->partial_timer = sd_event_source_disable_unref(g->partial_timer);
 	sync_free(g);
 	g->m->mem_used -= guest_mem(g);
 	guest_free_rings(g);

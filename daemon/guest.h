@@ -111,6 +111,7 @@ struct vmt_guest {
 	struct vmt_guest_counters c;
 	uint64_t ctl_rejected_bytes_base;
 	uint64_t ctl_partial_since;	/* CLOCK_MONOTONIC since which a message is unfinished */
+	sd_event_source *partial_timer;	/* fires CTL_PARTIAL_TIMEOUT_NS after that */
 	uint64_t log_budget_ns;	/* rate limit for complaints */
 	unsigned log_burst;
 	char last_dump[PATH_MAX + 400];
@@ -124,7 +125,8 @@ void guest_connect(struct vmt_guest *g);
 bool guest_flush(struct vmt_guest *g, uint64_t id);
 /* Reconnect if its FIFOs were made anew (QEMU restarted). */
 void guest_check_channels(struct vmt_guest *g);
-/* A control message left unfinished for CTL_PARTIAL_TIMEOUT_NS is given up. */
+/* A control message left unfinished for CTL_PARTIAL_TIMEOUT_NS is given up
+ * (a timer armed when it began does it; the housekeeping checks as well). */
 void guest_check_partial(struct vmt_guest *g);
 /* Its folder is gone: close the channels, keep the rings. */
 void guest_vanished(struct vmt_guest *g);
