@@ -806,10 +806,35 @@ void hostsrc_mark(struct vmt_manager *m, const char *text)
 		log_debug("host trace_marker: %m");
 }
 
+/* The host's task tables now, for the dump's sample, as an agent sends them. */
+static void hostsrc_tasks(struct vmt_hostsrc *h)
+{
+	struct vmt_buf t = { 0 };
+	char path[PATH_MAX];
+	size_t cmdlines;
+	const char *why;
+
+	snprintf(path, sizeof(path), "%s/saved_cmdlines", h->top);
+	if (meta_add_path(&t, "saved_cmdlines", path, true) < 0 || t.len > VMT_TASKS_MAX)
+		goto out;
+	cmdlines = t.len;
+	snprintf(path, sizeof(path), "%s/saved_tgids", h->top);
+	if (meta_add_path(&t, "saved_tgids", path, false) < 0 || t.len > VMT_TASKS_MAX)
+		t.len = cmdlines;
+	if (meta_tasks_validate(t.data, t.len, &why) < 0)
+		goto out;
+	buf_free(&h->g->tasks);
+	h->g->tasks = t;
+	return;
+out:
+	buf_free(&t);
+}
+
 void hostsrc_flush(struct vmt_hostsrc *h)
 {
 	if (!h)
 		return;
+	hostsrc_tasks(h);
 	for (uint32_t i = 0; i < h->ncpus; i++) {
 		struct vmt_hostsrc_cpu *c = &h->cpus[i];
 

@@ -20,6 +20,7 @@
 #include <trace-cmd.h>
 #include <unistd.h>
 
+#include "meta.h"
 #include "sample.h"
 #include "testd.h"
 #include "testutil.h"
@@ -243,6 +244,17 @@ START_TEST(records_host_events)
 		ck_assert_uint_eq(s->cpus[c].counters.bytes_rejected, 0);
 	snprintf(aux, sizeof(aux), "%s/host/aux-%06u.vmtaux", r.d.state, s->aux_version);
 	ck_assert_msg(access(aux, R_OK) == 0, "%s missing", aux);
+	/* the host's task tables at the dump: the tasks spawned after the start */
+	{
+		struct vmt_meta_entry e;
+		const char *why2;
+
+		ck_assert_uint_gt(s->tasks_len, 0);
+		ck_assert_int_eq(meta_tasks_validate(s->tasks, s->tasks_len, &why2), 0);
+		ck_assert_int_eq(meta_find(s->tasks, s->tasks_len, "saved_cmdlines", &e), 0);
+		ck_assert_msg(memmem(e.data, e.data_len, " true\n", 6) != NULL,
+			      "no 'true' among the host's %u bytes of task names", e.data_len);
+	}
 	sample_free(s);
 
 	/* recording goes on after a flush read the partial pages */
