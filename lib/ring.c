@@ -9,39 +9,72 @@
 
 uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size)
 {
-	return ((uint64_t)nr_pages + 1) * (page_size + sizeof(struct vmt_ring_slot));
+	return ((uint64_t)nr_pages + 1) *
+	       (page_size + sizeof(struct vmt_ring_slot) + sizeof(((struct vmt_ringmem *)0)->holds[0]));
+}
+
+static void ringmem_unref(struct vmt_ringmem *rm)
+{
+	if (!rm || --rm->refs)
+		return;
+	munmap(rm->mem, rm->bytes);
+	free(rm);
 }
 
 int ring_init(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l)
 {
-	size_t bytes;
+	size_t nslots = (size_t)nr_pages + 1, bytes;
+	struct vmt_ringmem *rm;
 	void *m;
 
 	memset(r, 0, sizeof(*r));
 	if (!nr_pages || !l->page_size)
 		return -EINVAL;
-	bytes = ((size_t)nr_pages + 1) * l->page_size;
+	bytes = nslots * l->page_size;
 	/* pre-faulted: the ring's memory is spent now, not when a guest gets busy */
 	m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (m == MAP_FAILED)
 		return -ENOMEM;
-	r->slots = calloc((size_t)nr_pages + 1, sizeof(*r->slots));
-	if (!r->slots) {
+	rm = calloc(1, sizeof(*rm) + nslots * sizeof(rm->holds[0]));
+	r->slots = calloc(nslots, sizeof(*r->slots));
+	if (!rm || !r->slots) {
 		munmap(m, bytes);
+		free(rm);
+		free(r->slots);
+		r->slots = NULL;
 		return -ENOMEM;
 	}
-	r->mem = m;
+	*rm = (struct vmt_ringmem){ .mem = m, .bytes = bytes, .page_size = l->page_size, .refs = 1 };
+	for (size_t i = 0; i < nslots; i++)
+		r->slots[i].page = rm->mem + i * l->page_size;
+	r->rm = rm;
 	r->layout = *l;
 	r->nr_pages = nr_pages;
 	return 0;
 }
 
+static uint8_t *home_page(const struct vmt_ring *r, uint32_t s)
+{
+	return r->rm->mem + (size_t)s * r->layout.page_size;
+}
+
 void ring_free(struct vmt_ring *r)
 {
-	if (r->mem)
-		munmap(r->mem, ((size_t)r->nr_pages + 1) * r->layout.page_size);
+	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++)
+		if (r->slots[s].page != home_page(r, s)) {
+			pagepool_unslot(r->pool, r->slots[s].page, r->layout.page_size);
+			r->displaced--;
+		}
+	ringmem_unref(r->rm);
 	free(r->slots);
 	memset(r, 0, sizeof(*r));
+}
+
+static bool slot_held(const struct vmt_ring *r, uint32_t s)
+{
+	const uint8_t *p = r->slots[s].page;
+
+	return p == home_page(r, s) ? r->rm->holds[s] > 0 : pagepool_holds(r->pool, p) > 0;
 }
 
 static uint32_t slot_index(const struct vmt_ring *r, uint32_t i)
@@ -52,15 +85,52 @@ static uint32_t slot_index(const struct vmt_ring *r, uint32_t i)
 	return (r->head + n - r->count + i) % n;
 }
 
+uint32_t ring_room(const struct vmt_ring *r, uint32_t want)
+{
+	uint32_t n = r->nr_pages + 1, ps = r->layout.page_size, s = r->head, off = r->fill;
+	uint32_t spare = pagepool_available(r->pool, ps), room = 0;
+
+	/* the fill moves on slot by slot; each held page needs a reserve page
+	 * by the time the fill reaches it */
+	do {
+		if (!off && slot_held(r, s)) {
+			if (!spare)
+				break;
+			spare--;
+		}
+		room += ps - off;
+		off = 0;
+		s = (s + 1) % n;
+	} while (room < want && s != r->head);
+	return VMT_MIN(room, want);
+}
+
 uint8_t *ring_fill_space(struct vmt_ring *r, uint32_t *room)
 {
+	struct vmt_ring_slot *s = &r->slots[r->head];
+
+	if (!r->fill && slot_held(r, r->head)) {
+		uint8_t *p = pagepool_get(r->pool, r->layout.page_size);
+
+		if (!p) {
+			*room = 0;
+			return NULL;
+		}
+		/* the held page stays the dump's; a reserve page held by a
+		 * later dump is freed when that dump is written */
+		if (s->page == home_page(r, r->head))
+			r->displaced++;
+		else
+			pagepool_unslot(r->pool, s->page, r->layout.page_size);
+		s->page = p;
+	}
 	*room = r->layout.page_size - r->fill;
-	return r->mem + (size_t)r->head * r->layout.page_size + r->fill;
+	return s->page + r->fill;
 }
 
 static int ring_complete(struct vmt_ring *r)
 {
-	const uint8_t *page = r->mem + (size_t)r->head * r->layout.page_size;
+	const uint8_t *page = r->slots[r->head].page;
 	struct vmt_page_info info;
 	struct vmt_ring_slot *s;
 	int err;
@@ -114,6 +184,8 @@ int ring_push(struct vmt_ring *r, const uint8_t *page)
 	if (r->fill)
 		ring_reset_stream(r, 0);
 	dst = ring_fill_space(r, &room);
+	if (!dst)
+		return -ENOBUFS;
 	memcpy(dst, page, room);
 	return ring_fill_commit(r, room);
 }
@@ -142,10 +214,82 @@ uint64_t ring_stream_bytes(const struct vmt_ring *r)
 
 const uint8_t *ring_page(const struct vmt_ring *r, uint32_t i)
 {
-	return r->mem + (size_t)slot_index(r, i) * r->layout.page_size;
+	return r->slots[slot_index(r, i)].page;
 }
 
 const struct vmt_ring_slot *ring_slot(const struct vmt_ring *r, uint32_t i)
 {
 	return &r->slots[slot_index(r, i)];
+}
+
+int ring_hold(struct vmt_ring *r, uint32_t first, uint32_t end, struct vmt_ring_hold *h)
+{
+	uint32_t ps = r->layout.page_size, nruns = 0;
+	const uint8_t *prev = NULL;
+
+	memset(h, 0, sizeof(*h));
+	if (first > end || end > r->count)
+		return -EINVAL;
+	for (uint32_t i = first; i < end; i++) {
+		const uint8_t *p = ring_page(r, i);
+		nruns += !prev || p != prev + ps;
+		prev = p;
+	}
+	h->runs = calloc(nruns ? nruns : 1, sizeof(*h->runs));
+	if (!h->runs)
+		return -ENOMEM;
+	for (uint32_t i = first; i < end; i++) {
+		uint32_t s = slot_index(r, i);
+		const uint8_t *p = r->slots[s].page;
+		struct vmt_iovec *run = &h->runs[h->nruns ? h->nruns - 1 : 0];
+
+		if (p == home_page(r, s))
+			r->rm->holds[s]++;
+		else
+			pagepool_hold(r->pool, p);
+		if (h->nruns && (const uint8_t *)run->base + run->len == p)
+			run->len += ps;
+		else
+			h->runs[h->nruns++] = (struct vmt_iovec){ p, ps };
+	}
+	h->rm = r->rm;
+	h->rm->refs++;
+	h->pool = r->pool;
+	h->page_size = ps;
+	return 0;
+}
+
+void ring_release(struct vmt_ring_hold *h)
+{
+	struct vmt_ringmem *rm = h->rm;
+
+	for (uint32_t k = 0; rm && k < h->nruns; k++)
+		for (size_t off = 0; off < h->runs[k].len; off += h->page_size) {
+			uint8_t *p = (uint8_t *)h->runs[k].base + off;
+
+			if (p >= rm->mem && p < rm->mem + rm->bytes)
+				rm->holds[(size_t)(p - rm->mem) / h->page_size]--;
+			else
+				pagepool_release(h->pool, p, h->page_size);
+		}
+	ringmem_unref(rm);
+	free(h->runs);
+	memset(h, 0, sizeof(*h));
+}
+
+void ring_settle(struct vmt_ring *r)
+{
+	uint32_t ps = r->layout.page_size;
+
+	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++) {
+		struct vmt_ring_slot *sl = &r->slots[s];
+		uint8_t *home = home_page(r, s);
+
+		if (sl->page == home || r->rm->holds[s])
+			continue;
+		memcpy(home, sl->page, ps);
+		pagepool_unslot(r->pool, sl->page, ps);
+		sl->page = home;
+		r->displaced--;
+	}
 }

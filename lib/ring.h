@@ -9,6 +9,14 @@
  * with page_scan(); a bad page is dropped and its bytes counted as rejected.
  * When the ring is full the oldest page is overwritten and counted.
  *
+ * A dump holds the window's pages where they are (ring_hold) while its
+ * writer reads them. A held page is not written: when the fill reaches
+ * it, the slot fills a page from the dump reserve (pagepool.h) instead,
+ * or, with the reserve used up, ring_room() says there is no room and
+ * the caller stops reading until the dump is written. ring_settle() puts
+ * the ring's own pages back once no dump holds them. The memory a held
+ * page is in outlives the ring (ring_free while a dump is written).
+ *
  * Pages are numbered by seq, the count of page-sized units received on the
  * channel (good or rejected) since ring_reset_stream(); seq * page_size is
  * the channel's byte offset, which is what the agent's FLUSHED reports.
@@ -19,6 +27,8 @@
 #include <stdint.h>
 
 #include "page.h"
+#include "pagepool.h"
+#include "vfile.h"	/* struct vmt_iovec */
 
 struct vmt_ring_counters {
 	uint64_t bytes_in;	/* bytes read from the channel */
@@ -37,8 +47,18 @@ struct vmt_ring_slot {
 	uint64_t first_ts, last_ts;
 	uint32_t events;
 	uint32_t flags;		/* VMT_SLOT_* */
+	uint8_t *page;		/* its own memory, or a reserve page while a dump holds that */
 };
 #define VMT_SLOT_MISSED 0x1
+
+/* A ring's own page memory, freed when neither the ring nor a dump needs it. */
+struct vmt_ringmem {
+	uint8_t *mem;
+	size_t bytes;
+	uint32_t page_size;
+	uint32_t refs;
+	uint32_t holds[];	/* per slot: dumps holding its own page */
+};
 
 struct vmt_ring {
 	struct vmt_page_layout layout;
@@ -48,7 +68,9 @@ struct vmt_ring {
 	uint32_t fill;		/* bytes in the fill slot */
 	uint64_t next_seq;	/* seq the fill slot will get */
 	uint64_t last_ts;	/* newest accepted page's last event */
-	uint8_t *mem;		/* (nr_pages + 1) * page_size */
+	struct vmt_ringmem *rm;	/* (nr_pages + 1) * page_size */
+	struct vmt_pagepool *pool;	/* the dump reserve, or NULL */
+	uint32_t displaced;	/* slots filling a reserve page */
 	struct vmt_ring_slot *slots;
 	struct vmt_ring_counters c;
 	int last_error;		/* -errno of the last rejected page */
@@ -60,7 +82,14 @@ void ring_free(struct vmt_ring *r);
 /* Bytes a ring of nr_pages pages of page_size takes. */
 uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size);
 
-/* Where the next bytes go and how many fit before the page is whole. */
+/*
+ * Bytes (at most want) that can be taken now without writing a page a
+ * dump holds; 0 when the fill slot's page is held and the reserve has no
+ * page for it. Read no more than this.
+ */
+uint32_t ring_room(const struct vmt_ring *r, uint32_t want);
+/* Where the next bytes go and how many fit before the page is whole; NULL
+ * (room 0) when ring_room() is 0. */
 uint8_t *ring_fill_space(struct vmt_ring *r, uint32_t *room);
 /*
  * n bytes were written at ring_fill_space(). Returns 1 when this completed
@@ -68,8 +97,26 @@ uint8_t *ring_fill_space(struct vmt_ring *r, uint32_t *room);
  * the completed page was rejected (counted; the ring is unchanged).
  */
 int ring_fill_commit(struct vmt_ring *r, uint32_t n);
-/* Push one whole page (tests, and sources that have pages in hand). */
+/* Push one whole page (tests, and sources that have pages in hand);
+ * -ENOBUFS when there is no room (see ring_room). */
 int ring_push(struct vmt_ring *r, const uint8_t *page);
+
+/* Pages held by a dump: runs of contiguous memory, oldest page first. */
+struct vmt_ring_hold {
+	struct vmt_ringmem *rm;
+	struct vmt_pagepool *pool;
+	uint32_t page_size;
+	uint32_t nruns;
+	struct vmt_iovec *runs;
+};
+/* Hold valid pages [first, end): they stay as they are until ring_release. */
+int ring_hold(struct vmt_ring *r, uint32_t first, uint32_t end, struct vmt_ring_hold *h);
+/* The dump is written; the ring may be gone by now. Call ring_settle on
+ * the rings that are left. */
+void ring_release(struct vmt_ring_hold *h);
+/* Slots filling reserve pages go back to their own memory where no dump
+ * holds it any more. */
+void ring_settle(struct vmt_ring *r);
 
 /*
  * A new stream starts (the channel reconnected, or the agent restarted):

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* ring: overwrite order, page boundaries, counters. */
+/* ring: overwrite order, page boundaries, counters; pages held by dumps
+ * and the reserve that fills in for them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,8 +163,223 @@ START_TEST(memory_is_fixed)
 {
 	struct vmt_ring r2;
 
-	ck_assert_uint_eq(ring_mem_size(8, PS), 9 * (PS + sizeof(struct vmt_ring_slot)));
+	ck_assert_uint_eq(ring_mem_size(8, PS), 9 * (PS + sizeof(struct vmt_ring_slot) + sizeof(uint32_t)));
 	ck_assert_int_eq(ring_init(&r2, 0, &L), -EINVAL);
+}
+END_TEST
+
+/* ---- holds and the reserve ------------------------------------------------ */
+
+/* Bytes of the held runs, in order, into out. */
+static size_t hold_bytes(const struct vmt_ring_hold *h, uint8_t *out)
+{
+	size_t n = 0;
+
+	for (uint32_t k = 0; k < h->nruns; k++) {
+		memcpy(out + n, h->runs[k].base, h->runs[k].len);
+		n += h->runs[k].len;
+	}
+	return n;
+}
+
+/* A window of 8 held; 4 more pages come with a reserve of 4: the held
+ * pages stay as they were, the fifth finds no room; released, the ring
+ * takes its pages back and holds the newest 8 in order. */
+START_TEST(held_pages_stay_while_the_ring_moves_on)
+{
+	static uint8_t want[8 * PS], got[8 * PS];
+	struct vmt_pagepool pool;
+	struct vmt_ring_hold h;
+	uint8_t p[PS];
+
+	ck_assert_int_eq(pagepool_init(&pool, 4 * PS), 0);
+	R.pool = &pool;
+	for (unsigned k = 0; k < 8; k++) {
+		make(p, k);
+		ck_assert_int_eq(ring_push(&R, p), 1);
+		memcpy(want + k * PS, p, PS);
+	}
+	ck_assert_int_eq(ring_hold(&R, 0, 8, &h), 0);
+	/* the ring's own memory, oldest first: at most two runs */
+	ck_assert_uint_le(h.nruns, 2);
+	ck_assert_uint_eq(ring_room(&R, 64 * PS), 5 * PS);	/* the free fill slot, then 4 reserve pages */
+	for (unsigned k = 8; k < 13; k++) {
+		make(p, k);
+		ck_assert_int_eq(ring_push(&R, p), 1);
+	}
+	ck_assert_uint_eq(pool.in_use, 4 * PS);
+	ck_assert_uint_eq(ring_room(&R, PS), 0);
+	make(p, 13);
+	ck_assert_int_eq(ring_push(&R, p), -ENOBUFS);
+	ck_assert_uint_eq(hold_bytes(&h, got), sizeof(got));
+	ck_assert_mem_eq(got, want, sizeof(got));
+	/* the ring itself sees pages 5..12 */
+	for (uint32_t i = 0; i < R.count; i++)
+		ck_assert_uint_eq(get_le64(ring_page(&R, i)), (5 + i) * 1000000ull);
+
+	ring_release(&h);
+	ring_settle(&R);
+	ck_assert_uint_eq(R.displaced, 0);
+	ck_assert_uint_eq(pool.in_use, 0);
+	ck_assert_uint_eq(pool.top, 0);	/* given back to the kernel */
+	for (uint32_t i = 0; i < R.count; i++)
+		ck_assert_uint_eq(get_le64(ring_page(&R, i)), (5 + i) * 1000000ull);
+	ck_assert_uint_eq(ring_room(&R, 64 * PS), 9 * PS);
+	ck_assert_int_eq(ring_push(&R, p), 1);
+	ck_assert_uint_eq(get_le64(ring_page(&R, 7)), 13 * 1000000ull);
+	ring_free(&R);
+	pagepool_free(&pool);
+}
+END_TEST
+
+/* Without a reserve a ring that is not full still takes pages into free
+ * slots; it stops at the first held one. A partial page waits. */
+START_TEST(no_reserve_stops_at_the_first_held_page)
+{
+	struct vmt_ring_hold h;
+	uint8_t p[PS];
+	uint32_t room;
+
+	for (unsigned k = 0; k < 4; k++) {
+		make(p, k);
+		ring_push(&R, p);
+	}
+	ck_assert_int_eq(ring_hold(&R, 1, 4, &h), 0);
+	ck_assert_uint_eq(h.nruns, 1);
+	ck_assert_uint_eq(h.runs[0].len, 3 * PS);
+	/* slots 4..8 are free, then slot 0 (not held), then held slot 1 */
+	ck_assert_uint_eq(ring_room(&R, 64 * PS), 6 * PS);
+	for (unsigned k = 4; k < 10; k++) {
+		make(p, k);
+		ck_assert_int_eq(ring_push(&R, p), 1);
+	}
+	ck_assert_uint_eq(ring_room(&R, PS), 0);
+	ck_assert_ptr_null(ring_fill_space(&R, &room));
+	ck_assert_uint_eq(room, 0);
+	ck_assert_int_eq(ring_push(&R, p), -ENOBUFS);
+	ck_assert_uint_eq(get_le64(h.runs[0].base), 1000000ull);
+	ring_release(&h);
+	ck_assert_uint_eq(ring_room(&R, PS), PS);
+	make(p, 10);
+	ck_assert_int_eq(ring_push(&R, p), 1);
+	ck_assert_uint_eq(get_le64(ring_page(&R, 0)), 3 * 1000000ull);
+}
+END_TEST
+
+/* Two dumps in a row: the second holds a reserve page the first made the
+ * ring fill; everything returns once both are done, in either order. */
+START_TEST(two_dumps_share_pages)
+{
+	struct vmt_pagepool pool;
+	struct vmt_ring_hold h1, h2;
+	uint8_t p[PS], a[8 * PS], b[8 * PS], c[8 * PS];
+
+	for (int order = 0; order < 2; order++) {
+		ring_free(&R);
+		ck_assert_int_eq(ring_init(&R, 8, &L), 0);
+		ck_assert_int_eq(pagepool_init(&pool, 8 * PS), 0);
+		R.pool = &pool;
+		for (unsigned k = 0; k < 10; k++) {
+			make(p, k);
+			ring_push(&R, p);
+		}
+		ck_assert_int_eq(ring_hold(&R, 0, 8, &h1), 0);
+		hold_bytes(&h1, a);
+		for (unsigned k = 10; k < 13; k++) {
+			make(p, k);
+			ck_assert_int_eq(ring_push(&R, p), 1);
+		}
+		/* the free fill slot took page 10, reserve pages 11 and 12 */
+		ck_assert_uint_eq(R.displaced, 2);
+		ck_assert_int_eq(ring_hold(&R, 0, 8, &h2), 0);
+		hold_bytes(&h2, b);
+		for (uint32_t i = 0; i < 8; i++)
+			ck_assert_uint_eq(get_le64(b + i * PS), (5 + i) * 1000000ull);
+		for (unsigned k = 13; k < 19; k++) {
+			make(p, k);
+			ck_assert_int_eq(ring_push(&R, p), 1);
+		}
+		/* the 2 reserve pages are held by the second dump now: 2 + 6 */
+		ck_assert_uint_eq(pool.in_use, 8 * PS);
+		ck_assert_int_eq(ring_push(&R, p), -ENOBUFS);
+		hold_bytes(&h1, c);
+		ck_assert_mem_eq(a, c, sizeof(a));
+		hold_bytes(&h2, c);
+		ck_assert_mem_eq(b, c, sizeof(b));
+		ring_release(order ? &h2 : &h1);
+		ring_settle(&R);
+		ring_release(order ? &h1 : &h2);
+		ring_settle(&R);
+		ck_assert_uint_eq(R.displaced, 0);
+		ck_assert_uint_eq(pool.in_use, 0);
+		for (uint32_t i = 0; i < 8; i++)
+			ck_assert_uint_eq(get_le64(ring_page(&R, i)), (11 + i) * 1000000ull);
+		ring_free(&R);
+		pagepool_free(&pool);
+		ck_assert_int_eq(ring_init(&R, 8, &L), 0);
+	}
+}
+END_TEST
+
+/* A ring freed while a dump holds its pages (a guest forgotten, a reload):
+ * the pages stay readable until the dump is done. */
+START_TEST(held_pages_outlive_the_ring)
+{
+	struct vmt_pagepool pool;
+	struct vmt_ring_hold h;
+	uint8_t p[PS];
+
+	ck_assert_int_eq(pagepool_init(&pool, 2 * PS), 0);
+	R.pool = &pool;
+	for (unsigned k = 0; k < 9; k++) {
+		make(p, k);
+		ring_push(&R, p);
+	}
+	ck_assert_int_eq(ring_hold(&R, 0, 8, &h), 0);
+	make(p, 9);
+	ring_push(&R, p);
+	ring_free(&R);
+	ck_assert_uint_eq(pool.in_use, 0);	/* the reserve page left with the slot */
+	ck_assert_uint_eq(get_le64(h.runs[0].base), 1000000ull);
+	ck_assert_uint_eq(get_le64((const uint8_t *)h.runs[h.nruns - 1].base + h.runs[h.nruns - 1].len - PS),
+			  8 * 1000000ull);
+	ring_release(&h);
+	pagepool_free(&pool);
+	ck_assert_int_eq(ring_init(&R, 8, &L), 0);
+}
+END_TEST
+
+START_TEST(pool_hands_out_what_it_has)
+{
+	struct vmt_pagepool pool;
+	uint8_t *pg[5];
+
+	ck_assert_int_eq(pagepool_init(&pool, 4 * PS + 100), 0);
+	ck_assert_uint_eq(pool.bytes, 4 * PS);
+	ck_assert_uint_eq(pagepool_available(&pool, PS), 4);
+	ck_assert_uint_eq(pagepool_available(&pool, 2 * PS), 2);
+	ck_assert_uint_eq(pagepool_available(&pool, 100), 0);	/* not a unit multiple */
+	for (int i = 0; i < 4; i++)
+		ck_assert_ptr_nonnull(pg[i] = pagepool_get(&pool, PS));
+	ck_assert_ptr_null(pagepool_get(&pool, PS));
+	ck_assert_uint_eq(pool.peak, 4 * PS);
+	pagepool_hold(&pool, pg[0]);
+	pagepool_unslot(&pool, pg[0], PS);	/* still held */
+	ck_assert_uint_eq(pagepool_available(&pool, PS), 0);
+	pagepool_release(&pool, pg[0], PS);
+	ck_assert_uint_eq(pagepool_available(&pool, PS), 1);
+	ck_assert_ptr_eq(pg[4] = pagepool_get(&pool, PS), pg[0]);
+	for (int i = 1; i < 5; i++)
+		pagepool_unslot(&pool, pg[i], PS);
+	ck_assert_uint_eq(pool.in_use, 0);
+	ck_assert_uint_eq(pool.top, 0);
+	ck_assert_uint_eq(pool.borrowed, 5);
+	pagepool_free(&pool);
+	/* no reserve at all */
+	ck_assert_int_eq(pagepool_init(&pool, 0), 0);
+	ck_assert_uint_eq(pagepool_available(&pool, PS), 0);
+	ck_assert_ptr_null(pagepool_get(&pool, PS));
+	pagepool_free(&pool);
 }
 END_TEST
 
@@ -180,6 +396,11 @@ int main(void)
 	tcase_add_test(t, time_going_back_is_counted);
 	tcase_add_test(t, reset_drops_partial_page);
 	tcase_add_test(t, memory_is_fixed);
+	tcase_add_test(t, held_pages_stay_while_the_ring_moves_on);
+	tcase_add_test(t, no_reserve_stops_at_the_first_held_page);
+	tcase_add_test(t, two_dumps_share_pages);
+	tcase_add_test(t, held_pages_outlive_the_ring);
+	tcase_add_test(t, pool_hands_out_what_it_has);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }
