@@ -90,6 +90,8 @@ struct bench_status {
 	uint64_t mem_used;
 	uint64_t pages_rejected;
 	uint64_t dumps;
+	uint64_t reserve, reserve_peak;	/* the dump reserve, and the most borrowed from it */
+	uint64_t read_pauses;	/* all guests: reading stopped for a held page */
 };
 
 /* CLOCK_MONOTONIC ns / s; sleep for s seconds. */

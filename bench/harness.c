@@ -192,6 +192,8 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 	}
 	st->dumps = json_num(out, p, "dumps");
 	st->mem_used = json_num(out, p, "mem_used");
+	st->reserve = json_num(out, p, "reserve");
+	st->reserve_peak = json_num(out, p, "reserve_peak");
 	/* each guest is one flat object */
 	while ((p = strchr(p, '{')) && p < end) {
 		char *q = strchr(p, '}');
@@ -203,6 +205,7 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 		st->pages += json_num(p, q, "pages");
 		st->capacity += json_num(p, q, "capacity");
 		st->pages_rejected += json_num(p, q, "pages_rejected");
+		st->read_pauses += json_num(p, q, "read_pauses");
 		p = q + 1;
 	}
 	free(out);

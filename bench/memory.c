@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * vmtb-memory: vmtraced's peak RSS (VmHWM) with G guests x 2 CPUs
- * streaming flat out into full rings, then while it dumps them all,
- * against the ring memory the configuration asks for (G x 2 x ring_size).
- * Target: peak <= rings + 16 MiB. A dump copies the window it freezes (by
- * design: recording goes on while the copy is compressed), so the dump
- * peak is reported on its own line and is expected to be about twice the
- * rings; and so is the RSS once the dumps are over, streaming again.
+ * streaming flat out into full rings, then while it dumps them all, and
+ * once the dumps are over, against the memory the configuration asks for:
+ * the rings (G x 2 x ring_size), and during the dumps the dump reserve as
+ * well (dump_reserve: new pages borrow it while a dump holds the window in
+ * the rings; it is touched only then). Target: peak <= that + 16 MiB, in
+ * each of the three.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +17,7 @@
 #include "bench.h"
 
 #define SLACK_MIB 16.0
+#define RESERVE_MIB 16	/* dump_reserve */
 
 static struct bench_corpus corpus;
 
@@ -81,8 +82,8 @@ int main(void)
 	if (r < 0)
 		return 1;
 	snprintf(line, sizeof(line),
-		 "log_level: notice\ncompression_level: 1\ntriggers:\n  coalesce: 0ms\n"
-		 "record:\n  ring_size: %uMiB\n  flush_timeout: 5s\nguests:\n", ring_mib);
+		 "log_level: notice\ncompression_level: 1\ndump_reserve: %uMiB\ntriggers:\n  coalesce: 0ms\n"
+		 "record:\n  ring_size: %uMiB\n  flush_timeout: 5s\nguests:\n", RESERVE_MIB, ring_mib);
 	buf_append(&body, line, strlen(line));
 	for (unsigned g = 0; g < ng; g++) {
 		snprintf(line, sizeof(line),
@@ -145,9 +146,14 @@ int main(void)
 		 hwm_stream / 1024.0, hwm_stream / 1024.0 / rings_mib, rings_mib);
 	bench_result("memory-streaming", hwm_stream / 1024.0 - rings_mib, "MiB", SLACK_MIB, false,
 		     detail);
-	snprintf(detail, sizeof(detail), "peak %.1f MiB = %.3f x rings %.0f MiB (the dump's frozen copy)",
-		 hwm_dump / 1024.0, hwm_dump / 1024.0 / rings_mib, rings_mib);
-	bench_result("memory-dumping", hwm_dump / 1024.0 - rings_mib, "MiB", SLACK_MIB, false, detail);
+	printf("   dump reserve %u MiB: at most %.1f MiB borrowed; reading paused %llu time(s)\n",
+	       RESERVE_MIB, (double)st.reserve_peak / (1 << 20), (unsigned long long)st.read_pauses);
+	snprintf(detail, sizeof(detail),
+		 "peak %.1f MiB = %.3f x rings %.0f MiB; rings + dump_reserve %u MiB = %.0f MiB",
+		 hwm_dump / 1024.0, hwm_dump / 1024.0 / rings_mib, rings_mib, RESERVE_MIB,
+		 rings_mib + RESERVE_MIB);
+	bench_result("memory-dumping", hwm_dump / 1024.0 - rings_mib - RESERVE_MIB, "MiB", SLACK_MIB, false,
+		     detail);
 	/* streaming again: what the dumps left behind */
 	snprintf(detail, sizeof(detail), "VmRSS %.1f MiB = %.3f x rings %.0f MiB after the dumps",
 		 rss_after / 1024.0, rss_after / 1024.0 / rings_mib, rings_mib);

@@ -163,6 +163,7 @@ static void guest_problems(const struct rec *v)
 		{ VMT_CTAG_FLUSH_TIMEOUTS, "flush timeouts", false },
 		{ VMT_CTAG_FLUSH_BAD, "flush answers refused", false },
 		{ VMT_CTAG_AGENT_ERRORS, "agent errors", false },
+		{ VMT_CTAG_READ_PAUSES, "reading pauses (dump_reserve used up)", false },
 		{ VMT_CTAG_EVENTS_GUEST_LOST, "events lost in the guest", false },
 		{ VMT_CTAG_TRIGGERS_SUPPRESSED, "triggers held back", false },
 	};
@@ -214,7 +215,7 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 	while (r >= 0 && (r = client_next(&c, &rec, 10000)) > 0) {
 		rec_parse(&rec, v);
 		if (rec.type == VMT_CTL_DAEMON) {
-			char mem[32];
+			char mem[32], res[32], used[32], peak[32];
 			started = true;
 			if (o->json) {
 				printf("{\"daemon\": ");
@@ -223,11 +224,15 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 				continue;
 			}
 			human_bytes(mem, sizeof(mem), v->num[VMT_CTAG_MEM_USED]);
+			human_bytes(res, sizeof(res), v->num[VMT_CTAG_RESERVE]);
+			human_bytes(used, sizeof(used), v->num[VMT_CTAG_RESERVE_USED]);
+			human_bytes(peak, sizeof(peak), v->num[VMT_CTAG_RESERVE_PEAK]);
 			printf("vmtraced %s, up %" PRIu64 " s, rings %s, dumps %" PRIu64 " (%" PRIu64
-			       " failed), samples in %s\n\n",
+			       " failed), samples in %s\n",
 			       v->str[VMT_CTAG_VERSION], v->num[VMT_CTAG_UPTIME_NS] / 1000000000,
 			       mem, v->num[VMT_CTAG_DUMPS], v->num[VMT_CTAG_DUMP_ERRORS],
 			       v->str[VMT_CTAG_PATH]);
+			printf("dump reserve %s: %s in use, at most %s so far\n\n", res, used, peak);
 			guests_header();
 		} else if (rec.type == VMT_CTL_DETECTOR) {
 			if (o->json) {

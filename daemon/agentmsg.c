@@ -133,14 +133,15 @@ static void guest_on_meta_begin(struct vmt_guest *g, const struct vmt_msg *msg)
 		/* metadata is held in memory too, until its aux file is written */
 		uint64_t cap = g->m->conf.memory_max, held = manager_meta_held(g->m);
 
-		if (cap && g->m->mem_used + held + total > cap) {
-			char why[200];
+		if (cap && g->m->mem_used + g->m->pool.bytes + held + total > cap) {
+			char why[256];
 			g->c.meta_rejected++;
 			snprintf(why, sizeof(why),
 				 "metadata of %llu KiB does not fit under memory_max now (rings %llu KiB, "
-				 "metadata held %llu KiB, memory_max %llu KiB)",
+				 "dump_reserve %llu KiB, metadata held %llu KiB, memory_max %llu KiB)",
 				 (unsigned long long)(total >> 10), (unsigned long long)(g->m->mem_used >> 10),
-				 (unsigned long long)(held >> 10), (unsigned long long)(cap >> 10));
+				 (unsigned long long)(g->m->pool.bytes >> 10), (unsigned long long)(held >> 10),
+				 (unsigned long long)(cap >> 10));
 			guest_fail(g, why);
 			return;
 		}

@@ -169,6 +169,7 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	tlv_put_u64(b, VMT_CTAG_MSGS_UNEXPECTED, g->c.msgs_unexpected);
 	tlv_put_u64(b, VMT_CTAG_FLUSH_BAD, g->c.flush_bad);
 	tlv_put_u64(b, VMT_CTAG_AGENT_ERRORS, g->c.errors_from_agent);
+	tlv_put_u64(b, VMT_CTAG_READ_PAUSES, g->c.read_pauses);
 	tlv_put_u32(b, VMT_CTAG_FLAGS, g->discovered ? 1 : 0);
 }
 
@@ -186,6 +187,9 @@ static void handle_status(struct vmt_client *cl, uint32_t id, bool with_daemon)
 		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dump_errors);
 		tlv_put_str(&b, VMT_CTAG_PATH, m->conf.state_dir);
 		tlv_put_u64(&b, VMT_CTAG_MEM_CAP, m->conf.memory_max);
+		tlv_put_u64(&b, VMT_CTAG_RESERVE, m->pool.bytes);
+		tlv_put_u64(&b, VMT_CTAG_RESERVE_USED, m->pool.in_use);
+		tlv_put_u64(&b, VMT_CTAG_RESERVE_PEAK, m->pool.peak);
 		tlv_put_u64(&b, VMT_CTAG_TRIGGERS, m->triggers_total);
 		tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, m->triggers_suppressed);
 		tlv_put_u64(&b, VMT_CTAG_REFUSED, cl->ctl->refused + cl->ctl->bad_requests);

@@ -5,8 +5,9 @@
  *
  *   DELAY  coalesce window, and --post: recording goes on
  *   FLUSH  every wanted agent flushes; bounded by flush_timeout
- *   WRITE  each guest's window is copied out of its rings and handed to
- *          the writer thread; the answer goes out when all are written
+ *   WRITE  each guest's window is held where it is in its rings
+ *          (ring_hold) and handed to the writer thread; the answer goes
+ *          out when all are written, and the holds are released
  *
  * Automatic triggers (BPF, guest) are held back by a per-guest cooldown and
  * a global rate limit and counted when suppressed; an operator's dump
@@ -116,9 +117,9 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 {
 	struct vmt_job *job;
 	uint32_t ps = g->layout.page_size;
-	uint64_t total = 0, t_end = 0, t_start = 0;
+	uint64_t t_end = 0, t_start = 0;
 	uint32_t *first, *end;
-	uint8_t *dst;
+	size_t niov = 0;
 
 	if (!g->nrings || !g->have_aux) {
 		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "nothing recorded yet: no sample written");
@@ -139,7 +140,6 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	for (uint32_t c = 0; c < g->nrings; c++) {
 		while (first[c] < end[c] && ring_slot(&g->rings[c], first[c])->last_ts < t_start)
 			first[c]++;
-		total += end[c] - first[c];
 	}
 
 	job->kind = VMT_JOB_SAMPLE;
@@ -148,11 +148,11 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	job->zstd_level = m->conf.zstd_level;
 	job->zstd_workers = 2;
 	snprintf(job->dir, sizeof(job->dir), "%s/%s", m->conf.state_dir, g->conf.name);
-	job_alloc_frozen(job, total ? total * ps : 1);
-	job->iovs = calloc(g->nrings, sizeof(*job->iovs));
+	job->holds = calloc(g->nrings, sizeof(*job->holds));
 	job->sample.cpus = calloc(g->nrings, sizeof(*job->sample.cpus));
-	if (!job->frozen || !job->iovs || !job->sample.cpus)
+	if (!job->holds || !job->sample.cpus)
 		goto oom;
+	job->sample.ncpus = g->nrings;	/* job_free releases the holds taken */
 
 	struct vmt_sample *s = &job->sample;
 	snprintf(s->guest, sizeof(s->guest), "%s", g->conf.name);
@@ -169,7 +169,6 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	s->created_ns = manager_sample_time(m);
 	s->dump_id = dump_id;
 	s->page_size = ps;
-	s->ncpus = g->nrings;
 	s->ntriggers = VMT_MIN(nt, VMT_SAMPLE_MAX_TRIGGERS);
 	s->triggers_omitted = omitted;
 	memcpy(s->triggers, t, s->ntriggers * sizeof(*t));
@@ -178,38 +177,69 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	s->flush_timeouts = g->c.flush_timeouts;
 	sample_file_name(job->name, sizeof(job->name), g->conf.name, s->created_ns);
 
-	dst = job->frozen;
+	/* no copy: the writer reads the pages where they are, held */
+	for (uint32_t c = 0; c < g->nrings; c++) {
+		if (ring_hold(&g->rings[c], first[c], end[c], &job->holds[c]) < 0)
+			goto oom;
+		niov += job->holds[c].nruns + 1;
+	}
+	job->iovs = calloc(niov, sizeof(*job->iovs));
+	job->cut = t_start ? malloc((size_t)g->nrings * ps) : NULL;
+	if (!job->iovs || (t_start && !job->cut))
+		goto oom;
+	niov = 0;
 	for (uint32_t c = 0; c < g->nrings; c++) {
 		const struct vmt_ring *r = &g->rings[c];
+		const struct vmt_ring_hold *h = &job->holds[c];
 		struct vmt_sample_cpu *sc = &s->cpus[c];
-		uint32_t n = end[c] - first[c];
+		struct vmt_iovec *iov = &job->iovs[niov];
+		struct vmt_page_info cut_info;
+		bool cut = false;
+		uint32_t k = 0;
 
 		sc->cpu = c;
-		sc->npages = n;
+		sc->npages = end[c] - first[c];
 		sc->counters = r->c;
 		sc->have_guest_stats = g->have_stats;
 		if (g->have_stats)
 			sc->guest = g->stats[c];
-		job->iovs[c] = (struct vmt_iovec){ dst, (size_t)n * ps };
-		sc->iov = &job->iovs[c];
-		sc->niov = 1;
+		if (first[c] < end[c] && t_start && ring_slot(r, first[c])->first_ts < t_start) {
+			/* the page straddling the start: a cut copy in its place */
+			uint8_t *cp = job->cut + (size_t)c * ps;
+
+			memcpy(cp, ring_page(r, first[c]), ps);
+			cut = page_cut_before(&g->layout, cp, t_start) > 0 &&
+			      page_scan(&g->layout, cp, &cut_info) >= 0;
+			if (cut)
+				iov[k++] = (struct vmt_iovec){ cp, ps };
+		}
+		for (uint32_t j = 0; j < h->nruns; j++) {
+			struct vmt_iovec run = h->runs[j];
+
+			if (cut && !j) {
+				run.base = (const uint8_t *)run.base + ps;
+				run.len -= ps;
+			}
+			if (run.len)
+				iov[k++] = run;
+		}
 		for (uint32_t i = first[c]; i < end[c]; i++) {
 			const struct vmt_ring_slot *sl = ring_slot(r, i);
 			struct vmt_page_info info = { .first_ts = sl->first_ts, .last_ts = sl->last_ts,
 						      .events = sl->events };
 
-			memcpy(dst, ring_page(r, i), ps);
-			if (i == first[c] && t_start && sl->first_ts < t_start &&
-			    page_cut_before(&g->layout, dst, t_start) > 0)
-				page_scan(&g->layout, dst, &info);
+			if (i == first[c] && cut)
+				info = cut_info;
 			if (i == first[c]) {
 				sc->first_seq = sl->seq;
 				sc->first_ts = info.first_ts;
 			}
 			sc->last_ts = info.last_ts;
 			sc->events += info.events;
-			dst += ps;
 		}
+		sc->iov = iov;
+		sc->niov = k;
+		niov += k;
 	}
 	{
 		/* the clock points around the window, over all CPUs */
@@ -720,4 +750,7 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 			dump_finish(m);
 	}
 	job_free(job);
+	/* its pages are free: rings take theirs back, paused reading goes on */
+	for (uint32_t i = 0; i < m->nguests; i++)
+		guest_resume(m->guests[i]);
 }

@@ -192,6 +192,40 @@ void guest_send_start(struct vmt_guest *g)
 /* ---- channels --------------------------------------------------------- */
 
 static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+/*
+ * The next page to fill is held by a dump being written and the dump
+ * reserve is used up: stop reading this channel until a dump is written
+ * (guest_resume). The guest's own ring buffer holds the trace meanwhile;
+ * what it has to drop, it counts, and the pages say so.
+ */
+static void guest_pause(struct vmt_guest *g, uint32_t cpu)
+{
+	if (!g->data_src[cpu] || sd_event_source_set_enabled(g->data_src[cpu], SD_EVENT_OFF) < 0)
+		return;
+	g->c.read_pauses++;
+	g->npaused++;
+	guest_complain(g, 0, "cpu%u: reading paused: its next page is held by a dump being written "
+		       "and dump_reserve is used up", cpu);
+}
+
+void guest_resume(struct vmt_guest *g)
+{
+	for (uint32_t i = 0; i < g->nrings; i++)
+		ring_settle(&g->rings[i]);
+	if (g->host)
+		hostsrc_resume(g->host);
+	for (uint32_t i = 0; g->npaused && i < g->nchan; i++) {
+		int on = SD_EVENT_ON;
+
+		if (g->data_src[i] && sd_event_source_get_enabled(g->data_src[i], &on) >= 0 &&
+		    on == SD_EVENT_OFF) {
+			sd_event_source_set_enabled(g->data_src[i], SD_EVENT_ON);
+			g->npaused--;
+		}
+	}
+	g->npaused = 0;
+}
+
 static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 
 static void guest_close_channels(struct vmt_guest *g)
@@ -432,6 +466,7 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 		r = ring_init(&g->rings[i], (uint32_t)pages, &g->layout);
 		if (r < 0)
 			break;
+		g->rings[i].pool = &g->m->pool;
 		g->nrings = i + 1;
 	}
 	if (r < 0) {
@@ -448,15 +483,16 @@ int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
 {
 	uint64_t pages = VMT_MAX(g->conf.rec.ring_size / page_size, 1);
 	uint64_t need = ring_mem_size((uint32_t)VMT_MIN(pages, UINT32_MAX), page_size) * ncpus;
-	uint64_t cap = g->m->conf.memory_max;
+	uint64_t cap = g->m->conf.memory_max, reserve = g->m->pool.bytes;
 	int r;
 
-	if (cap && g->m->mem_used + need > cap) {
+	if (cap && g->m->mem_used + reserve + need > cap) {
 		g->m->guests_refused++;
 		log_guest(VMT_LOG_ERR, 0, g->conf.name,
-			  "refused: rings of %llu KiB do not fit under memory_max (%llu of %llu KiB used)",
+			  "refused: rings of %llu KiB do not fit under memory_max (%llu KiB used by rings, "
+			  "dump_reserve %llu KiB, memory_max %llu KiB)",
 			  (unsigned long long)(need >> 10), (unsigned long long)(g->m->mem_used >> 10),
-			  (unsigned long long)(cap >> 10));
+			  (unsigned long long)(reserve >> 10), (unsigned long long)(cap >> 10));
 		return -ENOSPC;
 	}
 	r = guest_alloc_rings(g, ncpus, page_size);
@@ -553,7 +589,15 @@ static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *use
 	 * The budget keeps one busy guest from starving the others.
 	 */
 	for (uint32_t done = 0; done < READ_BUDGET_BYTES;) {
-		ssize_t n = read(fd, buf, VMT_BOUNCE_SIZE);
+		bool stream = g->state == GUEST_STREAMING && cpu < g->nrings;
+		size_t want = stream ? ring_room(&g->rings[cpu], VMT_BOUNCE_SIZE) : VMT_BOUNCE_SIZE;
+		ssize_t n;
+
+		if (!want) {
+			guest_pause(g, cpu);
+			break;
+		}
+		n = read(fd, buf, want);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -569,7 +613,7 @@ static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *use
 			break;
 		}
 		done += (uint32_t)n;
-		if (g->state != GUEST_STREAMING || cpu >= g->nrings) {
+		if (!stream) {
 			/* no session: these bytes have no place in any stream */
 			g->c.stale_bytes += (uint64_t)n;
 			continue;
@@ -586,7 +630,7 @@ static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *use
 				guest_complain(g, 0, "cpu%u: page %llu rejected (bad commit or event length)",
 					       cpu, (unsigned long long)(r->next_seq - 1));
 		}
-		if ((size_t)n < VMT_BOUNCE_SIZE)
+		if ((size_t)n < want)
 			break;	/* drained for now */
 	}
 	guest_check_flushed(g);

@@ -50,6 +50,7 @@ struct vmt_guest_counters {
 	uint64_t errors_from_agent;
 	uint64_t triggers_from_agent;
 	uint64_t triggers_suppressed;	/* automatic triggers held back by the cooldown */
+	uint64_t read_pauses;	/* a channel stopped: its next page held, the dump reserve used up */
 };
 
 struct vmt_guest {
@@ -68,6 +69,7 @@ struct vmt_guest {
 	uint32_t nchan;
 	struct vmt_channel *data;
 	sd_event_source **data_src;
+	uint32_t npaused;	/* data sources switched off by guest_pause */
 	sd_event_source *timer;	/* reconnect / resend / session timeout */
 	uint32_t nonce;		/* of our HOST_HELLOs in this connection */
 	uint64_t state_since_ns;
@@ -136,6 +138,8 @@ bool guest_forget(struct vmt_guest *g, uint64_t forget_after_ns);
 void guest_stop(struct vmt_guest *g);
 /* Allocate the rings, within memory_max (-ENOSPC, logged and counted). */
 int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size);
+/* A dump was written: rings take their own pages back, paused reading goes on. */
+void guest_resume(struct vmt_guest *g);
 /* The version an aux of this content id has on disk, or the next free one. */
 uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists);
 /* Memory the rings take. */

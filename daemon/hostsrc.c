@@ -54,6 +54,7 @@ struct vmt_hostsrc_cpu {
 	size_t in_pipe;		/* spliced bytes not yet in the ring */
 	sd_event_source *src;
 	bool broken;		/* reading failed: logged once, stopped */
+	bool paused;		/* the ring's next page is held, no reserve: hostsrc_resume */
 	unsigned rejected_logged;
 	unsigned empty_wakeups;	/* in a row */
 };
@@ -430,6 +431,34 @@ static void hostsrc_commit(struct vmt_hostsrc_cpu *c, struct vmt_ring *r, uint32
 			  (unsigned long long)(r->next_seq - 1));
 }
 
+/* The ring's next page is held by a dump and the reserve is used up: the
+ * kernel's buffer (and the pipe) hold the trace until a dump is written. */
+static void hostsrc_pause(struct vmt_hostsrc_cpu *c)
+{
+	if (c->paused)
+		return;
+	c->paused = true;
+	c->empty_wakeups = 0;
+	c->h->g->c.read_pauses++;
+	if (c->src)
+		sd_event_source_set_enabled(c->src, SD_EVENT_OFF);
+	log_guest(VMT_LOG_WARNING, 0, HOST_GUEST, "cpu%u: reading paused: its next page is held by a dump "
+		  "being written and dump_reserve is used up", c->cpu);
+}
+
+void hostsrc_resume(struct vmt_hostsrc *h)
+{
+	for (uint32_t i = 0; h && h->cpus && i < h->ncpus; i++) {
+		struct vmt_hostsrc_cpu *c = &h->cpus[i];
+
+		if (!c->paused)
+			continue;
+		c->paused = false;
+		if (c->src && !c->broken)
+			sd_event_source_set_enabled(c->src, SD_EVENT_ON);
+	}
+}
+
 /* Move up to budget whole pages of one CPU into its ring: true once the
  * kernel has no full page left (or reading stopped), false if the budget
  * ran out first. */
@@ -440,8 +469,14 @@ static bool hostsrc_pump(struct vmt_hostsrc_cpu *c, uint32_t budget)
 	uint32_t ps = h->page_size;
 
 	while (!c->broken && (budget || c->in_pipe)) {
+		uint32_t room = ring_room(r, VMT_MIN(budget ? budget : 1, h->pipe_pages) * ps);
+
+		if (room < ps) {
+			hostsrc_pause(c);
+			return true;
+		}
 		if (!c->in_pipe) {
-			size_t want = (size_t)VMT_MIN(budget, h->pipe_pages) * ps;
+			size_t want = (size_t)VMT_MIN(VMT_MIN(budget, h->pipe_pages), room / ps) * ps;
 			ssize_t n = splice(c->fd, NULL, c->pipe[1], NULL, want, SPLICE_F_NONBLOCK);
 
 			if (n < 0 && errno == EINTR)
@@ -456,9 +491,15 @@ static bool hostsrc_pump(struct vmt_hostsrc_cpu *c, uint32_t budget)
 			budget -= (uint32_t)VMT_MIN((size_t)budget, ((size_t)n + ps - 1) / ps);
 		}
 		while (c->in_pipe) {
-			uint32_t room;
-			uint8_t *p = ring_fill_space(r, &room);
-			ssize_t n = read(c->pipe[0], p, VMT_MIN((size_t)room, c->in_pipe));
+			uint8_t *p;
+			ssize_t n;
+
+			if (ring_room(r, ps) < ps) {
+				hostsrc_pause(c);
+				return true;
+			}
+			p = ring_fill_space(r, &room);
+			n = read(c->pipe[0], p, VMT_MIN((size_t)room, c->in_pipe));
 
 			if (n < 0 && errno == EINTR)
 				continue;
@@ -480,9 +521,12 @@ static void hostsrc_read_partial(struct vmt_hostsrc_cpu *c)
 
 	for (int i = 0; i < PARTIAL_READS && !c->broken; i++) {
 		uint32_t room;
-		uint8_t *p = ring_fill_space(r, &room);
+		uint8_t *p;
 		ssize_t n;
 
+		if (ring_room(r, c->h->page_size) < c->h->page_size)
+			return;	/* held: the flush gets what is in the ring */
+		p = ring_fill_space(r, &room);
 		if (room != c->h->page_size)
 			return;	/* the pipe gives whole pages: cannot happen */
 		n = read(c->fd, p, room);

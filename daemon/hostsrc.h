@@ -18,6 +18,8 @@ int hostsrc_new(struct vmt_manager *m, struct vmt_guest **out);
 void hostsrc_flush(struct vmt_hostsrc *h);
 /* Stop reading and remove the instance. NULL is fine. */
 void hostsrc_free(struct vmt_hostsrc *h);
+/* Reading stopped for a held page (see ring_room) starts again. */
+void hostsrc_resume(struct vmt_hostsrc *h);
 /* Write text into the host instance's trace_marker, if the host is traced. */
 void hostsrc_mark(struct vmt_manager *m, const char *text);
 

@@ -138,6 +138,10 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		log_warning("control_socket changed: the new path takes effect at the next start");
 		memcpy(nc.control_socket, m->conf.control_socket, sizeof(nc.control_socket));
 	}
+	if (nc.dump_reserve != m->conf.dump_reserve) {
+		log_warning("dump_reserve changed: the new size takes effect at the next start");
+		nc.dump_reserve = m->conf.dump_reserve;
+	}
 	ng = calloc(nc.nguests + m->nguests + 1, sizeof(*ng));
 	if (!ng) {
 		config_free(&nc);
@@ -309,6 +313,12 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 					       status_timer_cb, m);
 	if (r < 0)
 		goto fail;
+	r = pagepool_init(&m->pool, m->conf.dump_reserve);
+	if (r < 0) {
+		log_error_errno(r, "cannot reserve dump_reserve (%llu KiB): %m",
+				(unsigned long long)(m->conf.dump_reserve >> 10));
+		goto fail;
+	}
 	r = writer_start(&m->writer, m->event, manager_writer_done, m);
 	if (r < 0)
 		goto fail;
@@ -379,6 +389,7 @@ void manager_free(struct vmt_manager *m)
 		guest_free(m->guests[i]);
 	free(m->guests);
 	manager_free_dumps(m);
+	pagepool_free(&m->pool);
 	config_free(&m->conf);
 	sd_event_unref(m->event);
 	free(m);

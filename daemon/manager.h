@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "sample.h"
+#include "pagepool.h"
 #include "writer.h"
 
 struct vmt_guest;
@@ -25,7 +26,7 @@ struct vmt_probe;
 enum vmt_dump_phase {
 	VMT_DUMP_DELAY,		/* coalescing window and --post: recording goes on */
 	VMT_DUMP_FLUSH,		/* waiting for the agents' FLUSHED */
-	VMT_DUMP_WRITE,		/* frozen, the writer has the copies */
+	VMT_DUMP_WRITE,		/* windows held, the writer writes them */
 };
 
 /* One dump as it moves from its first trigger to its files. */
@@ -96,6 +97,7 @@ struct vmt_manager {
 	uint64_t dump_errors;
 	uint64_t samples_written;
 	uint64_t mem_used;	/* rings; metadata held: manager_meta_held() */
+	struct vmt_pagepool pool;	/* the dump reserve, conf.dump_reserve at start */
 	char hostname[65];
 };
 

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -16,28 +15,14 @@
 #include "util.h"
 #include "writer.h"
 
-void job_alloc_frozen(struct vmt_job *job, size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-		       -1, 0);
-
-	job->frozen = p == MAP_FAILED ? NULL : p;
-	job->frozen_len = p == MAP_FAILED ? 0 : len;
-}
-
-static void job_free_frozen(struct vmt_job *job)
-{
-	if (job->frozen)
-		munmap(job->frozen, job->frozen_len);
-	job->frozen = NULL;
-	job->frozen_len = 0;
-}
-
 void job_free(struct vmt_job *job)
 {
 	if (!job)
 		return;
-	job_free_frozen(job);
+	for (uint32_t c = 0; job->holds && c < job->sample.ncpus; c++)
+		ring_release(&job->holds[c]);
+	free(job->holds);
+	free(job->cut);
 	free(job->iovs);
 	free(job->sample.cpus);
 	free(job->sample.tasks);
@@ -171,8 +156,6 @@ static void *writer_main(void *arg)
 		if (job->kind != VMT_JOB_AUX)
 			job_retention(job);
 		job->duration_ns = now_monotonic_ns() - t0;
-		/* the pages are not needed any more: give the memory back now */
-		job_free_frozen(job);
 
 		pthread_mutex_lock(&w->lock);
 		job->next = NULL;

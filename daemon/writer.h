@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * writer: the one thread that writes files, so the event loop never waits
- * on compression or fsync. Jobs (a frozen sample, or an aux file) are done
+ * on compression or fsync. Jobs (a sample, or an aux file) are done
  * in submission order, so an aux file is on disk before any sample that
  * needs it. Finished jobs come back to the loop through an eventfd and the
  * done callback runs there.
@@ -16,6 +16,7 @@
 
 #include "aux.h"
 #include "retention.h"
+#include "ring.h"
 #include "sample.h"
 #include "vfile.h"
 
@@ -27,9 +28,12 @@ struct vmt_job {
 	char name[256];		/* file name in dir */
 	int zstd_level;
 	int zstd_workers;
-	struct vmt_sample sample;	/* VMT_JOB_SAMPLE: cpus[].iov point into frozen */
-	uint8_t *frozen;	/* the window's copy, job_alloc_frozen() */
-	size_t frozen_len;
+	/* VMT_JOB_SAMPLE: cpus[].iov point at the pages held in the rings
+	 * (holds, one per CPU), and at cut, a copy of each CPU's first page
+	 * when --window cut it; the holds are released in the event loop */
+	struct vmt_sample sample;
+	struct vmt_ring_hold *holds;
+	uint8_t *cut;
 	struct vmt_iovec *iovs;
 	struct vmt_aux aux;	/* VMT_JOB_AUX */
 	uint64_t dump_id;	/* which dump request it belongs to, 0 for none */
@@ -68,12 +72,7 @@ int writer_start(struct vmt_writer *w, sd_event *e,
 void writer_submit(struct vmt_writer *w, struct vmt_job *job);
 /* Finish the queued jobs, hand them back, join the thread. */
 void writer_stop(struct vmt_writer *w);
+/* In the event loop only: it releases the pages the job holds. */
 void job_free(struct vmt_job *job);
-/*
- * The window's copy: its own pre-faulted mapping, so that the copy does not
- * fault page by page inside the event loop and the memory goes back to the
- * system as soon as the sample is written. job->frozen is NULL on failure.
- */
-void job_alloc_frozen(struct vmt_job *job, size_t len);
 
 #endif

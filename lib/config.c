@@ -20,6 +20,7 @@
 /* Below 1MiB a cap on all rings, or on all samples, is a typo. */
 #define MEMORY_MIN MiB
 #define MEMORY_MAX (64 * TiB)
+#define RESERVE_MAX (64 * GiB)
 #define RETAIN_BYTES_MIN MiB
 #define RETAIN_BYTES_MAX (1024 * TiB)
 #define RETAIN_SAMPLES_MAX 1000000
@@ -38,6 +39,7 @@ struct cfg_parser {
 	struct vmt_config *c;
 	yaml_node_t *guests;	/* parsed after `record:` wherever it stands */
 	yaml_node_t *discovery;	/* parsed after the guests, whose paths it checks */
+	yaml_node_t *reserve;	/* dump_reserve, checked against memory_max */
 };
 
 static const struct {
@@ -78,6 +80,7 @@ void config_init(struct vmt_config *c)
 	c->log_level = VMT_LOG_INFO;
 	c->zstd_level = 3;
 	c->memory_max = 0;
+	c->dump_reserve = 32 * MiB;
 	c->forget_after_s = 3600;
 	record_init(&c->rec);
 	c->triggers.coalesce_ms = 500;
@@ -386,6 +389,14 @@ static int top_memory_max(struct yamlconf *y, yaml_node_t *v, const char *field,
 	return yamlconf_read_size(y, v, field, MEMORY_MIN, MEMORY_MAX, true, &p->c->memory_max);
 }
 
+static int top_dump_reserve(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct cfg_parser *p = obj;
+
+	p->reserve = v;
+	return yamlconf_read_size(y, v, field, 4096, RESERVE_MAX, true, &p->c->dump_reserve);
+}
+
 static int top_forget_after(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct cfg_parser *p = obj;
@@ -462,6 +473,7 @@ static const struct yamlconf_key top_keys[] = {
 	{ "log_level", top_log_level },
 	{ "compression_level", top_compression },
 	{ "memory_max", top_memory_max },
+	{ "dump_reserve", top_dump_reserve },
 	{ "forget_after", top_forget_after },
 	{ "control", top_control },
 	{ "triggers", top_triggers },
@@ -492,6 +504,13 @@ static int config_parse(struct cfg_parser *p)
 	r = yamlconf_walk_map(&p->y, root, "", top_keys, ARRAY_SIZE(top_keys), p, &seen);
 	if (r < 0)
 		return r;
+	if (!p->reserve && p->c->memory_max)
+		/* the default, under a small cap: an eighth of it */
+		p->c->dump_reserve = VMT_MIN(p->c->dump_reserve, p->c->memory_max / 8 / 4096 * 4096);
+	if (p->c->memory_max && p->c->dump_reserve >= p->c->memory_max)
+		return yamlconf_error(&p->y, p->reserve, "dump_reserve",
+				      "must be less than memory_max (%" PRIu64 " bytes): it counts in it",
+				      p->c->memory_max);
 	if (p->guests) {
 		r = config_guests_parse(&p->y, p->c, p->guests);
 		if (r < 0)

@@ -115,6 +115,7 @@ struct vmt_config {
 	int log_level;		/* VMT_LOG_* */
 	int zstd_level;
 	uint64_t memory_max;	/* all rings together, 0 = no cap */
+	uint64_t dump_reserve;	/* pages dumps may borrow, counted in memory_max */
 	uint64_t forget_after_s;	/* free a disconnected guest's rings after, 0 = never */
 	struct vmt_record_conf rec;	/* defaults */
 	struct vmt_trigger_conf triggers;

@@ -102,6 +102,7 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fprintf(f, "\nlog_level: %s\n", config_log_level_name(c->log_level));
 	fprintf(f, "compression_level: %d\n", c->zstd_level);
 	fprintf(f, "memory_max: %" PRIu64 "\n", c->memory_max);
+	fprintf(f, "dump_reserve: %" PRIu64 "\n", c->dump_reserve);
 	fprintf(f, "forget_after: %" PRIu64 "s\n", c->forget_after_s);
 	fputs("control:\n  group: ", f);
 	print_str(f, c->control.group);

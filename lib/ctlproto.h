@@ -95,7 +95,11 @@ const char *ctl_msg_name(unsigned type);
 	X(ENABLED,         51, u32)           \
 	X(MSGS_UNEXPECTED, 52, u64)           \
 	X(FLUSH_BAD,       53, u64)           \
-	X(AGENT_ERRORS,    54, u64)
+	X(AGENT_ERRORS,    54, u64)           \
+	X(READ_PAUSES,     55, u64)           \
+	X(RESERVE,         56, u64)           \
+	X(RESERVE_USED,    57, u64)           \
+	X(RESERVE_PEAK,    58, u64)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

@@ -476,19 +476,23 @@ END_TEST
 
 /* ---- 3. memory_max ------------------------------------------------------------------ */
 
+/* dump_reserve in the memory_max tests: it counts in the cap */
+#define MEMCAP_RESERVE (1ull << 20)
+
 /*
- * A cap in MiB that holds a guest's metadata 4 times over (at least 1 MiB),
- * and as many ring pages per CPU as fit beside the metadata, rounded to KiB.
+ * A cap in MiB that holds a guest's metadata 4 times over and the reserve
+ * (at least 2 MiB), and as many ring pages per CPU as fit beside the
+ * metadata and the reserve, rounded to KiB.
  */
 static void memcap_sizes(uint64_t *cap, uint64_t *pages, uint64_t *need)
 {
 	uint64_t meta = in.bundle.len;
 
-	*cap = VMT_MAX(1ull << 20, (4 * meta + (1 << 20) - 1) & ~((1ull << 20) - 1));
-	*pages = (*cap - meta) / PS / (in.ncpus ? in.ncpus : 1) + 1;
+	*cap = VMT_MAX(2ull << 20, (4 * meta + MEMCAP_RESERVE + (1 << 20) - 1) & ~((1ull << 20) - 1));
+	*pages = (*cap - MEMCAP_RESERVE - meta) / PS / (in.ncpus ? in.ncpus : 1) + 1;
 	do
 		*need = ring_mem_size((uint32_t)--*pages, PS) * in.ncpus;
-	while (*need + meta > *cap);
+	while (*need + MEMCAP_RESERVE + meta > *cap);
 }
 
 START_TEST(memory_cap_refuses_second_guest)
@@ -502,12 +506,14 @@ START_TEST(memory_cap_refuses_second_guest)
 	NEED_INPUT();
 	/* g1's rings and metadata fit; g2's rings do not */
 	memcap_sizes(&cap, &pages, &need);
-	ck_assert_msg(need <= cap && 2 * need > cap, "rings of %llu bytes: pick another size",
-		      (unsigned long long)need);
+	ck_assert_msg(need + MEMCAP_RESERVE <= cap && 2 * need + MEMCAP_RESERVE > cap,
+		      "rings of %llu bytes: pick another size", (unsigned long long)need);
 	itest_run_init(&r, &in, "memcap");
 	snprintf(top, sizeof(top),
-		 "memory_max: %lluMiB\nrecord:\n  ring_size: %lluKiB\n  flush_timeout: 5000ms\n",
-		 (unsigned long long)(cap >> 20), (unsigned long long)(pages * PS >> 10));
+		 "memory_max: %lluMiB\ndump_reserve: %lluKiB\nrecord:\n  ring_size: %lluKiB\n"
+		 "  flush_timeout: 5000ms\n",
+		 (unsigned long long)(cap >> 20), (unsigned long long)(MEMCAP_RESERVE >> 10),
+		 (unsigned long long)(pages * PS >> 10));
 	itest_run_guest(&r, 0);
 	itest_run_daemon(&r, top, 2);
 	itest_expect_streaming(&r.d, "g1", 5000);
@@ -563,16 +569,18 @@ START_TEST(memory_cap_counts_metadata)
 
 	NEED_INPUT();
 	memcap_sizes(&cap, &pages, &need);
-	/* rings of (cap - meta/2): they fit, the metadata does not */
-	pages = (cap - meta / 2) / PS / (in.ncpus ? in.ncpus : 1) + 1;
+	/* rings of (cap - reserve - meta/2): they fit, the metadata does not */
+	pages = (cap - MEMCAP_RESERVE - meta / 2) / PS / (in.ncpus ? in.ncpus : 1) + 1;
 	do
 		need = ring_mem_size((uint32_t)--pages, PS) * in.ncpus;
-	while (need + meta / 2 > cap);
-	ck_assert(need <= cap && need + meta > cap);
+	while (need + MEMCAP_RESERVE + meta / 2 > cap);
+	ck_assert(need + MEMCAP_RESERVE <= cap && need + MEMCAP_RESERVE + meta > cap);
 	itest_run_init(&r, &in, "memcap-meta");
 	snprintf(top, sizeof(top),
-		 "memory_max: %lluMiB\nrecord:\n  ring_size: %lluKiB\n  flush_timeout: 5000ms\n",
-		 (unsigned long long)(cap >> 20), (unsigned long long)(pages * PS >> 10));
+		 "memory_max: %lluMiB\ndump_reserve: %lluKiB\nrecord:\n  ring_size: %lluKiB\n"
+		 "  flush_timeout: 5000ms\n",
+		 (unsigned long long)(cap >> 20), (unsigned long long)(MEMCAP_RESERVE >> 10),
+		 (unsigned long long)(pages * PS >> 10));
 	itest_run_guest(&r, 0);
 	itest_run_daemon(&r, top, 1);
 	ck_assert_msg(itest_wait_state(&r.d, "g1", "failed", 6000, st, sizeof(st)),
@@ -585,10 +593,11 @@ START_TEST(memory_cap_counts_metadata)
 	ck_assert_uint_eq(ijson_u64(dm, "mem_used"), need);
 	ck_assert_uint_le(ijson_u64(dm, "mem_used"), cap);
 	ijson_free(&root);
-	printf("memory_cap_counts_metadata: rings %llu KiB + metadata %llu KiB > memory_max %llu KiB: "
-	       "refused at META_BEGIN, mem_used %llu KiB\n",
-	       (unsigned long long)(need >> 10), (unsigned long long)(meta >> 10),
-	       (unsigned long long)(cap >> 10), (unsigned long long)(need >> 10));
+	printf("memory_cap_counts_metadata: rings %llu KiB + dump_reserve %llu KiB + metadata %llu KiB > "
+	       "memory_max %llu KiB: refused at META_BEGIN, mem_used %llu KiB\n",
+	       (unsigned long long)(need >> 10), (unsigned long long)(MEMCAP_RESERVE >> 10),
+	       (unsigned long long)(meta >> 10), (unsigned long long)(cap >> 10),
+	       (unsigned long long)(need >> 10));
 	itest_run_end(&r);
 }
 END_TEST
@@ -649,7 +658,10 @@ START_TEST(control_status_guests_reload)
 			      "guests printed '%s'", gout);
 		ijson_free(&groot);
 	}
-	ck_assert_uint_eq(ijson_u64(dm, "mem_used"), ring_mem_size((uint32_t)cap_pages, PS) * in.ncpus);
+	/* the metadata counts until its aux file is written */
+	ck_assert(ITEST_WAIT(itest_num(&r.d, NULL, "mem_used") ==
+			     ring_mem_size((uint32_t)cap_pages, PS) * in.ncpus, 5000));
+	ck_assert_uint_eq(ijson_u64(dm, "reserve"), 32u << 20);
 	g1 = itest_guest(&root, "g1");
 	ck_assert_ptr_nonnull(g1);
 	ck_assert_str_eq(ijson_str(g1, "state"), "streaming");

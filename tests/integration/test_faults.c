@@ -12,6 +12,12 @@
  * names, the failed dump is said (exit code, log line, dump_errors) and
  * the rings still hold every page. Each case prints one "faults: " line.
  *
+ * A disk that stalls: the sample's first write waits 1.5 s while the guest
+ * keeps streaming into full rings. The sample holds the window as it was
+ * at the flush, byte for byte (the writer reads it where it is, in the
+ * rings); the ring fills from the dump reserve, then stops reading until
+ * the sample is written, and every page the guest sent arrives after.
+ *
  * VMT_FAULTSHIM names the shim (default BUILD/tests/tools/faultshim.so),
  * VMT_SEED the kill delays' seed, VMT_KILLS their number (100).
  */
@@ -557,6 +563,101 @@ START_TEST(sigkill_during_dumps)
 }
 END_TEST
 
+/* ---- 3. a slow disk: the window is held where it is --------------------------------- */
+
+#define SLOW_RING_PAGES 64	/* per CPU */
+#define SLOW_PAGES 600		/* per CPU, at SLOW_RATE pages/s */
+#define SLOW_RATE 200
+#define SLOW_RESERVE_PAGES 16
+#define SLOW_DELAY_MS 1500
+
+/* s holds, per CPU, SLOW_RING_PAGES pages exactly as the guest sent them
+ * from first_seq on; *first gets cpu0's first_seq */
+static void check_window(const char *path, const struct vmt_sample *s, const struct fakeguest_conf *fc,
+			 uint64_t *first)
+{
+	ck_assert_uint_eq(s->ncpus, fc->ncpus);
+	for (uint32_t c = 0; c < s->ncpus; c++) {
+		const struct vmt_sample_cpu *sc = &s->cpus[c];
+
+		ck_assert_msg(sc->npages == SLOW_RING_PAGES, "%s: cpu%u holds %u pages, not %u", path, c,
+			      sc->npages, SLOW_RING_PAGES);
+		ck_assert_msg(sc->first_seq + sc->npages <= fc->npages[c], "%s: cpu%u from page %llu", path,
+			      c, (unsigned long long)sc->first_seq);
+		ck_assert_msg(!memcmp(sc->pages, fc->pages[c] + sc->first_seq * PS, (size_t)sc->npages * PS),
+			      "%s: cpu%u's pages %llu.. differ from what the guest sent", path, c,
+			      (unsigned long long)sc->first_seq);
+	}
+	*first = s->cpus[0].first_seq;
+}
+
+START_TEST(slow_disk_holds_the_window)
+{
+	struct itest_run r;
+	char rule[1024], state[400], top[512], sample[4400];
+	uint64_t fed, t0, dump_ms, first1, first2, pauses, peak, in_at_dump;
+	struct vmt_sample *s;
+
+	NEED_INPUT();
+	NEED_SHIM();
+	itest_run_init(&r, &in, "slowdisk");
+	itest_run_pages(&r, &in, 0, SLOW_PAGES);
+	r.fc[0].pages_per_sec = SLOW_RATE;
+	fed = fed_pages(&r.fc[0]);
+	snprintf(state, sizeof(state), "%s/state", r.dir);
+	snprintf(rule, sizeof(rule), "anywrite:delay=%u:count=1:name=.vmts.tmp-:path=%s/", SLOW_DELAY_MS,
+		 state);
+	snprintf(top, sizeof(top),
+		 "dump_reserve: %uKiB\ntriggers:\n  coalesce: 0ms\n"
+		 "record:\n  ring_size: %uKiB\n  flush_timeout: 5000ms\n",
+		 SLOW_RESERVE_PAGES * PS / 1024, SLOW_RING_PAGES * PS / 1024);
+	itest_run_guest(&r, 0);
+	itest_run_daemon_opts(&r, top, 1, fault_opts(rule, 0));
+	itest_expect_streaming(&r.d, "g1", 5000);
+	/* full rings, and the guest goes on sending */
+	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", (SLOW_RING_PAGES + 20) * in.ncpus, 20000));
+
+	t0 = itest_now_ms();
+	itest_dump_one(&r.d, "", sample, sizeof(sample));
+	dump_ms = itest_now_ms() - t0;
+	in_at_dump = itest_num(&r.d, "g1", "pages_in");
+	ck_assert_msg(testd_log_count(&r.d, "faultshim: delay") == 1, "the write was not delayed (log: %s)",
+		      r.d.log);
+	ck_assert_uint_ge(dump_ms, SLOW_DELAY_MS);
+	s = itest_read_sample(sample);
+	check_window(sample, s, &r.fc[0], &first1);
+	sample_free(s);
+	pauses = itest_num(&r.d, "g1", "read_pauses");
+	peak = itest_num(&r.d, NULL, "reserve_peak");
+	ck_assert_msg(pauses >= 1, "reading never paused in %llu ms at %u pages/s (log: %s)",
+		      (unsigned long long)dump_ms, SLOW_RATE, r.d.log);
+	ck_assert_uint_eq(peak, SLOW_RESERVE_PAGES * PS);
+	ck_assert_int_ge(testd_log_count(&r.d, "reading paused"), 1);
+
+	/* reading went on: every page the guest sent arrives, the reserve is back */
+	itest_expect_pages_in(&r.d, "g1", fed);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserve_used"), 0);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "pages_rejected"), 0);
+	itest_dump_one(&r.d, "", sample, sizeof(sample));
+	s = itest_read_sample(sample);
+	check_window(sample, s, &r.fc[0], &first2);
+	ck_assert_uint_eq(first2, SLOW_PAGES - SLOW_RING_PAGES);
+	sample_free(s);
+	printf("faults: a sample's first write stalled %u ms, the guest streaming %u pages/s per CPU into "
+	       "full rings of %u pages: the sample held cpu0's pages %llu-%llu byte for byte (dump "
+	       "%llu ms); the reserve (%u pages) was used up and reading paused %llu time(s); then all "
+	       "%llu pages arrived (%llu by the end of the dump), reserve back to 0, the next dump "
+	       "exact (pages %llu-%llu)\n",
+	       SLOW_DELAY_MS, SLOW_RATE, SLOW_RING_PAGES, (unsigned long long)first1,
+	       (unsigned long long)(first1 + SLOW_RING_PAGES - 1), (unsigned long long)dump_ms,
+	       SLOW_RESERVE_PAGES, (unsigned long long)pauses, (unsigned long long)fed,
+	       (unsigned long long)in_at_dump, (unsigned long long)first2,
+	       (unsigned long long)(first2 + SLOW_RING_PAGES - 1));
+	fflush(stdout);
+	itest_run_end(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("faults");
@@ -576,6 +677,13 @@ int main(void)
 	TEST_ADD(k, sigkill_during_dumps);
 	tcase_set_timeout(k, 150);
 	suite_add_tcase(s, k);
+
+	{
+		TCase *w = tcase_create("slow");
+		TEST_ADD(w, slow_disk_holds_the_window);
+		tcase_set_timeout(w, 60);
+		suite_add_tcase(s, w);
+	}
 
 	rc = test_run_suite(s);
 	itest_input_free(&in);

@@ -14,6 +14,8 @@
  *          writes. Each name covers its *64 and __*_2 twins.
  * ERR      an errno name (EIO, ENOSPC, EMFILE, ...) or number; default EIO.
  *          "short": a write writes half (at least one byte) and says so.
+ *          "delay=MS": the call waits MS milliseconds, then goes through
+ *          (a slow disk).
  * after=N  the first N matching calls go through, then the rule fails them
  * count=N  fail N times, then let calls through again (default: forever)
  * path=P   only files under P: the path given (made absolute), or for a
@@ -45,6 +47,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 enum call {
@@ -88,6 +91,7 @@ struct rule {
 	char text[256];
 	uint32_t calls;		/* bit per enum call */
 	int err;		/* errno, or SHORT_WRITE */
+	uint64_t delay_ms;	/* instead of failing: wait, then go through */
 	uint64_t after, count;	/* count 0: forever */
 	char path[PATH_MAX];
 	char name[256];
@@ -235,6 +239,8 @@ static int parse_field(struct rule *r, char *f, bool first)
 		return parse_u64(f + 6, &r->after);
 	if (!strncmp(f, "count=", 6))
 		return parse_u64(f + 6, &r->count);
+	if (!strncmp(f, "delay=", 6))
+		return parse_u64(f + 6, &r->delay_ms);
 	if (!strncmp(f, "path=", 5))
 		return snprintf(r->path, sizeof(r->path), "%s", f + 5) >= (int)sizeof(r->path) ? -1 : 0;
 	if (!strncmp(f, "name=", 5))
@@ -442,6 +448,17 @@ static int decide(enum call c, const char *what, const char *p1, const char *p2,
 		failed = __atomic_add_fetch(&r->failed, 1, __ATOMIC_SEQ_CST);
 		if (r->count && failed > r->count)
 			continue;
+		if (r->delay_ms) {
+			struct timespec ts = { (time_t)(r->delay_ms / 1000), (long)(r->delay_ms % 1000) * 1000000 };
+
+			if (!quiet)
+				say("faultshim: delay %s(%s%s%s) by %llu ms [rule %u, time %llu]\n", what,
+				    p1 ? p1 : "?", p2 ? " -> " : "", p2 ? p2 : "",
+				    (unsigned long long)r->delay_ms, i + 1, (unsigned long long)failed);
+			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+				;
+			return 0;
+		}
 		if (!quiet)
 			say("faultshim: inject %s(%s%s%s) -> %s [rule %u, failure %llu]\n", what,
 			    p1 ? p1 : "?", p2 ? " -> " : "", p2 ? p2 : "", err_name(r->err), i + 1,
