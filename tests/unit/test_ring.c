@@ -170,6 +170,17 @@ END_TEST
 
 /* ---- holds and the reserve ------------------------------------------------ */
 
+/* Pages from..to-1 into R, each accepted. */
+static void push_range(unsigned from, unsigned to)
+{
+	uint8_t p[PS];
+
+	for (unsigned k = from; k < to; k++) {
+		make(p, k);
+		ck_assert_int_eq(ring_push(&R, p), 1);
+	}
+}
+
 /* Bytes of the held runs, in order, into out. */
 static size_t hold_bytes(const struct vmt_ring_hold *h, uint8_t *out)
 {
@@ -203,10 +214,7 @@ START_TEST(held_pages_stay_while_the_ring_moves_on)
 	/* the ring's own memory, oldest first: at most two runs */
 	ck_assert_uint_le(h.nruns, 2);
 	ck_assert_uint_eq(ring_room(&R, 64 * PS), 5 * PS);	/* the free fill slot, then 4 reserve pages */
-	for (unsigned k = 8; k < 13; k++) {
-		make(p, k);
-		ck_assert_int_eq(ring_push(&R, p), 1);
-	}
+	push_range(8, 13);
 	ck_assert_uint_eq(pool.in_use, 4 * PS);
 	ck_assert_uint_eq(ring_room(&R, PS), 0);
 	make(p, 13);
@@ -240,19 +248,13 @@ START_TEST(no_reserve_stops_at_the_first_held_page)
 	uint8_t p[PS];
 	uint32_t room;
 
-	for (unsigned k = 0; k < 4; k++) {
-		make(p, k);
-		ring_push(&R, p);
-	}
+	push_range(0, 4);
 	ck_assert_int_eq(ring_hold(&R, 1, 4, &h), 0);
 	ck_assert_uint_eq(h.nruns, 1);
 	ck_assert_uint_eq(h.runs[0].len, 3 * PS);
 	/* slots 4..8 are free, then slot 0 (not held), then held slot 1 */
 	ck_assert_uint_eq(ring_room(&R, 64 * PS), 6 * PS);
-	for (unsigned k = 4; k < 10; k++) {
-		make(p, k);
-		ck_assert_int_eq(ring_push(&R, p), 1);
-	}
+	push_range(4, 10);
 	ck_assert_uint_eq(ring_room(&R, PS), 0);
 	ck_assert_ptr_null(ring_fill_space(&R, &room));
 	ck_assert_uint_eq(room, 0);
@@ -279,26 +281,17 @@ START_TEST(two_dumps_share_pages)
 		ck_assert_int_eq(ring_init(&R, 8, &L), 0);
 		ck_assert_int_eq(pagepool_init(&pool, 8 * PS), 0);
 		R.pool = &pool;
-		for (unsigned k = 0; k < 10; k++) {
-			make(p, k);
-			ring_push(&R, p);
-		}
+		push_range(0, 10);
 		ck_assert_int_eq(ring_hold(&R, 0, 8, &h1), 0);
 		hold_bytes(&h1, a);
-		for (unsigned k = 10; k < 13; k++) {
-			make(p, k);
-			ck_assert_int_eq(ring_push(&R, p), 1);
-		}
+		push_range(10, 13);
 		/* the free fill slot took page 10, reserve pages 11 and 12 */
 		ck_assert_uint_eq(R.displaced, 2);
 		ck_assert_int_eq(ring_hold(&R, 0, 8, &h2), 0);
 		hold_bytes(&h2, b);
 		for (uint32_t i = 0; i < 8; i++)
 			ck_assert_uint_eq(get_le64(b + i * PS), (5 + i) * 1000000ull);
-		for (unsigned k = 13; k < 19; k++) {
-			make(p, k);
-			ck_assert_int_eq(ring_push(&R, p), 1);
-		}
+		push_range(13, 19);
 		/* the 2 reserve pages are held by the second dump now: 2 + 6 */
 		ck_assert_uint_eq(pool.in_use, 8 * PS);
 		ck_assert_int_eq(ring_push(&R, p), -ENOBUFS);
@@ -327,17 +320,12 @@ START_TEST(held_pages_outlive_the_ring)
 {
 	struct vmt_pagepool pool;
 	struct vmt_ring_hold h;
-	uint8_t p[PS];
 
 	ck_assert_int_eq(pagepool_init(&pool, 2 * PS), 0);
 	R.pool = &pool;
-	for (unsigned k = 0; k < 9; k++) {
-		make(p, k);
-		ring_push(&R, p);
-	}
+	push_range(0, 9);
 	ck_assert_int_eq(ring_hold(&R, 0, 8, &h), 0);
-	make(p, 9);
-	ring_push(&R, p);
+	push_range(9, 10);
 	ring_free(&R);
 	ck_assert_uint_eq(pool.in_use, 0);	/* the reserve page left with the slot */
 	ck_assert_uint_eq(get_le64(h.runs[0].base), 1000000ull);
