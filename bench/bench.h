@@ -90,7 +90,7 @@ struct bench_status {
 	uint64_t mem_used;
 	uint64_t pages_rejected;
 	uint64_t dumps;
-	uint64_t reserve, reserve_peak;	/* the dump reserve, and the most borrowed from it */
+	uint64_t reserve, reserve_used, reserve_peak;	/* the dump reserve: size, borrowed, most borrowed */
 	uint64_t read_pauses;	/* all guests: reading stopped for a held page */
 };
 

@@ -193,6 +193,7 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 	st->dumps = json_num(out, p, "dumps");
 	st->mem_used = json_num(out, p, "mem_used");
 	st->reserve = json_num(out, p, "reserve");
+	st->reserve_used = json_num(out, p, "reserve_used");
 	st->reserve_peak = json_num(out, p, "reserve_peak");
 	/* each guest is one flat object */
 	while ((p = strchr(p, '{')) && p < end) {

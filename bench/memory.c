@@ -146,8 +146,9 @@ int main(void)
 		 hwm_stream / 1024.0, hwm_stream / 1024.0 / rings_mib, rings_mib);
 	bench_result("memory-streaming", hwm_stream / 1024.0 - rings_mib, "MiB", SLACK_MIB, false,
 		     detail);
-	printf("   dump reserve %u MiB: at most %.1f MiB borrowed; reading paused %llu time(s)\n",
-	       RESERVE_MIB, (double)st.reserve_peak / (1 << 20), (unsigned long long)st.read_pauses);
+	printf("   dump reserve %u MiB: at most %.1f MiB borrowed, %.1f MiB after; reading paused %llu "
+	       "time(s)\n", RESERVE_MIB, (double)st.reserve_peak / (1 << 20),
+	       (double)st.reserve_used / (1 << 20), (unsigned long long)st.read_pauses);
 	snprintf(detail, sizeof(detail),
 		 "peak %.1f MiB = %.3f x rings %.0f MiB; rings + dump_reserve %u MiB = %.0f MiB",
 		 hwm_dump / 1024.0, hwm_dump / 1024.0 / rings_mib, rings_mib, RESERVE_MIB,
