@@ -214,15 +214,10 @@ void guest_resume(struct vmt_guest *g)
 		ring_settle(&g->rings[i]);
 	if (g->host)
 		hostsrc_resume(g->host);
-	for (uint32_t i = 0; g->npaused && i < g->nchan; i++) {
-		int on = SD_EVENT_ON;
-
-		if (g->data_src[i] && sd_event_source_get_enabled(g->data_src[i], &on) >= 0 &&
-		    on == SD_EVENT_OFF) {
+	/* only guest_pause switches a data source off */
+	for (uint32_t i = 0; g->npaused && i < g->nchan; i++)
+		if (g->data_src[i])
 			sd_event_source_set_enabled(g->data_src[i], SD_EVENT_ON);
-			g->npaused--;
-		}
-	}
 	g->npaused = 0;
 }
 
@@ -623,6 +618,13 @@ static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *use
 			uint32_t room, k;
 			uint8_t *p = ring_fill_space(r, &room);
 
+			if (!p) {
+				/* cannot happen after ring_room(); never loop on it */
+				r->c.bytes_rejected += (uint64_t)n - off;
+				guest_complain(g, 0, "cpu%u: %zu bytes without room dropped", cpu,
+					       (size_t)n - off);
+				break;
+			}
 			k = (uint32_t)VMT_MIN((size_t)room, (size_t)n - off);
 			memcpy(p, buf + off, k);
 			off += k;

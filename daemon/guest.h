@@ -69,7 +69,7 @@ struct vmt_guest {
 	uint32_t nchan;
 	struct vmt_channel *data;
 	sd_event_source **data_src;
-	uint32_t npaused;	/* data sources switched off by guest_pause */
+	uint32_t npaused;	/* data sources switched off by guest_pause since the last resume */
 	sd_event_source *timer;	/* reconnect / resend / session timeout */
 	uint32_t nonce;		/* of our HOST_HELLOs in this connection */
 	uint64_t state_since_ns;

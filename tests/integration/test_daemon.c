@@ -495,6 +495,16 @@ static void memcap_sizes(uint64_t *cap, uint64_t *pages, uint64_t *need)
 	while (*need + MEMCAP_RESERVE + meta > *cap);
 }
 
+/* The configuration's top: the cap, the reserve, pages per CPU. */
+static void memcap_config(char *top, size_t n, uint64_t cap, uint64_t pages)
+{
+	snprintf(top, n,
+		 "memory_max: %lluMiB\ndump_reserve: %lluKiB\nrecord:\n  ring_size: %lluKiB\n"
+		 "  flush_timeout: 5000ms\n",
+		 (unsigned long long)(cap >> 20), (unsigned long long)(MEMCAP_RESERVE >> 10),
+		 (unsigned long long)(pages * PS >> 10));
+}
+
 START_TEST(memory_cap_refuses_second_guest)
 {
 	struct itest_run r;
@@ -509,11 +519,7 @@ START_TEST(memory_cap_refuses_second_guest)
 	ck_assert_msg(need + MEMCAP_RESERVE <= cap && 2 * need + MEMCAP_RESERVE > cap,
 		      "rings of %llu bytes: pick another size", (unsigned long long)need);
 	itest_run_init(&r, &in, "memcap");
-	snprintf(top, sizeof(top),
-		 "memory_max: %lluMiB\ndump_reserve: %lluKiB\nrecord:\n  ring_size: %lluKiB\n"
-		 "  flush_timeout: 5000ms\n",
-		 (unsigned long long)(cap >> 20), (unsigned long long)(MEMCAP_RESERVE >> 10),
-		 (unsigned long long)(pages * PS >> 10));
+	memcap_config(top, sizeof(top), cap, pages);
 	itest_run_guest(&r, 0);
 	itest_run_daemon(&r, top, 2);
 	itest_expect_streaming(&r.d, "g1", 5000);
@@ -576,11 +582,7 @@ START_TEST(memory_cap_counts_metadata)
 	while (need + MEMCAP_RESERVE + meta / 2 > cap);
 	ck_assert(need + MEMCAP_RESERVE <= cap && need + MEMCAP_RESERVE + meta > cap);
 	itest_run_init(&r, &in, "memcap-meta");
-	snprintf(top, sizeof(top),
-		 "memory_max: %lluMiB\ndump_reserve: %lluKiB\nrecord:\n  ring_size: %lluKiB\n"
-		 "  flush_timeout: 5000ms\n",
-		 (unsigned long long)(cap >> 20), (unsigned long long)(MEMCAP_RESERVE >> 10),
-		 (unsigned long long)(pages * PS >> 10));
+	memcap_config(top, sizeof(top), cap, pages);
 	itest_run_guest(&r, 0);
 	itest_run_daemon(&r, top, 1);
 	ck_assert_msg(itest_wait_state(&r.d, "g1", "failed", 6000, st, sizeof(st)),
