@@ -79,6 +79,24 @@ static void log_retention(struct vmt_manager *m, const struct vmt_job *job)
 		log_warning("retention: limits not met: what is left is needed by live sessions");
 }
 
+/*
+ * At start, before any guest connects and anything is written: a daemon
+ * killed between a sample's rename and the retention pass after it left
+ * one sample too many, and its next dump must not add another. Run here,
+ * in the loop's thread while the writer is idle, so that no session looks
+ * up an aux file the pass is deleting.
+ */
+void manager_apply_retention_now(struct vmt_manager *m)
+{
+	struct vmt_job job = { .kind = VMT_JOB_RETENTION };
+
+	job_set_retention(m, &job);
+	job.ret_error = retention_apply(job.state_dir, &job.retention, job.pins, job.npins,
+					now_realtime_ns() / 1000000000, &job.ret);
+	log_retention(m, &job);
+	free(job.pins);
+}
+
 /* ---- freezing ----------------------------------------------------------- */
 
 /* Sample names carry microseconds and must not collide. */

@@ -319,6 +319,7 @@ static int guest_open_channels(struct vmt_guest *g)
 		r = sd_event_add_io(g->m->event, &g->ctl_src, g->ctl.rfd, EPOLLIN, guest_ctl_cb, g);
 	if (r >= 0)	/* FLUSHED must not wait behind bulk page reads */
 		r = sd_event_source_set_priority(g->ctl_src, SD_EVENT_PRIORITY_IMPORTANT);
+	g->ctl_demoted = false;
 	for (uint32_t i = 0; r >= 0 && i < n; i++) {
 		r = channel_open(&g->data[i]);
 		if (r >= 0)
@@ -501,8 +502,9 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 {
 	struct vmt_guest *g = userdata;
 	uint64_t rejected = g->rx->rejected_bytes, messages = g->rx->messages;
+	bool drained = false;
 
-	for (int rounds = 0; rounds < 16 && channel_is_open(&g->ctl); rounds++) {
+	for (size_t done = 0; done < READ_BUDGET_BYTES && channel_is_open(&g->ctl);) {
 		struct vmt_msg msg;
 		size_t room;
 		uint8_t *p = proto_rx_space(g->rx, &room);
@@ -513,16 +515,30 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 				continue;
 			if (errno != EAGAIN)
 				guest_disconnect(g, strerror(errno));
+			drained = true;
 			break;
 		}
 		if (n == 0) {
 			guest_disconnect(g, "control channel closed");
 			break;
 		}
+		done += (size_t)n;
 		sync_stamp_rx(g);
 		proto_rx_wrote(g->rx, (size_t)n);
 		while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
 			guest_dispatch(g, &msg);
+	}
+	/*
+	 * An agent's control messages are small and few: its channel goes ahead
+	 * of bulk page reads (FLUSHED should not wait behind them). One that
+	 * keeps the channel full past a callback's budget takes its turn with
+	 * everyone else's input until it has been read dry, so that it cannot
+	 * starve the other guests, their data and the control socket.
+	 */
+	if (g->ctl_src && drained == g->ctl_demoted) {
+		g->ctl_demoted = !drained;
+		sd_event_source_set_priority(g->ctl_src, drained ? SD_EVENT_PRIORITY_IMPORTANT
+								 : SD_EVENT_PRIORITY_NORMAL);
 	}
 	if (g->rx->rejected_bytes != rejected)
 		guest_complain(g, g->rx->last_error, "control channel: %llu bytes of garbage skipped",

@@ -64,6 +64,7 @@ struct vmt_guest {
 
 	struct vmt_channel ctl;
 	sd_event_source *ctl_src;
+	bool ctl_demoted;	/* its control channel waits its turn (guest_ctl_cb) */
 	struct vmt_proto_rx *rx;
 	struct vmt_buf out;	/* control bytes not yet written */
 	uint32_t nchan;

@@ -362,6 +362,7 @@ int manager_run(struct vmt_manager *m)
 {
 	int r;
 
+	manager_apply_retention_now(m);
 	for (uint32_t i = 0; i < m->nguests; i++)
 		guest_connect(m->guests[i]);
 	discovery_rescan(m->discovery);

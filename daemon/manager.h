@@ -129,6 +129,8 @@ int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, st
 void manager_writer_done(struct vmt_job *job, void *userdata);
 /* Apply the retention rules (and clear stale temporaries) in the writer. */
 void manager_submit_retention(struct vmt_manager *m);
+/* The retention rules applied now, in the caller's thread (at start). */
+void manager_apply_retention_now(struct vmt_manager *m);
 void manager_free_dumps(struct vmt_manager *m);
 /* Re-read the configuration file; err says why it was refused. */
 int manager_reload(struct vmt_manager *m, char *err, size_t err_len);
