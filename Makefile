@@ -58,12 +58,13 @@ INTEG_BINS  := $(INTEG_SRCS:tests/integration/%.c=$(O)/tests/%)
 LIBVMT      := $(O)/libvmt.a
 PROGS       := $(O)/vmtraced $(O)/vmtracectl $(O)/vmtrace-agent
 
-.PHONY: all tests check check-unit check-integration check-e2e demo deps install clean help bench soak corpus
+.PHONY: all tests check check-stress check-unit check-integration check-e2e demo deps install clean help bench soak corpus
 all: $(PROGS)
 
 help:
 	@echo "make            build vmtraced, vmtracectl, vmtrace-agent into $(O)/"
 	@echo "make check      install missing packages (as root), run every test suite"
+	@echo "make check-stress  the suites while stress-ng loads every CPU and the disk"
 	@echo "make demo       boot a small guest under QEMU, record it, dump, merge, report"
 	@echo "make install    install programs, config, units, man pages (DESTDIR, PREFIX)"
 	@echo "make bench      run the benchmarks under bench/"
@@ -148,6 +149,13 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory O=$(O)/plain tests
 	$(Q)VMT_BUILD=$(O)/san VMT_AGENT=$(O)/plain/vmtrace-agent tests/run-tests.sh
 	$(Q)$(MAKE) --no-print-directory fuzz-check
+
+# The same suites while stress-ng keeps every CPU and the disk busy: a test
+# that depends on the machine's speed fails here. Not part of `make check`.
+check-stress: deps
+	$(Q)$(MAKE) --no-print-directory O=$(O)/san SAN=1 tests
+	$(Q)$(MAKE) --no-print-directory O=$(O)/plain tests
+	$(Q)VMT_BUILD=$(O)/san VMT_AGENT=$(O)/plain/vmtrace-agent tests/with-stress.sh tests/run-tests.sh
 
 check-unit check-integration check-e2e: deps
 	$(Q)$(MAKE) --no-print-directory O=$(O)/san SAN=1 tests

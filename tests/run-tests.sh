@@ -3,6 +3,11 @@
 #   tests: N passed, N failed, N skipped
 # Usage: tests/run-tests.sh [unit|integration|e2e]...   (default: all)
 # VMT_BUILD names the (sanitizer) build holding tests/ and the programs.
+#
+# Each suite runs with a tag in its environment (VMT_SUITE_TAG) and a
+# TMPDIR of its own. After it ends, a process still carrying its tag (a
+# daemon, a QEMU, a stand-in guest it started) or a file left in its TMPDIR
+# fails that suite, and is then cleaned up so the next suite starts clean.
 set -u
 cd "$(dirname "$0")/.."
 B=${VMT_BUILD:-build}
@@ -12,15 +17,48 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 kinds=${*:-unit integration e2e}
 pass=0 fail=0 skip=0 failed_suites=""
 log=$(mktemp -d "${TMPDIR:-/tmp}/vmt-tests.XXXXXX")
+trap 'rm -rf "$log"' EXIT
+chmod 0711 "$log"	# the suites' TMPDIRs below it are reached by other users too
+
+# Pids of live processes whose environment holds VMT_SUITE_TAG=$1.
+tagged_pids() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" = $$ ] && continue
+		tr "\0" "\n" 2>/dev/null <"$p/environ" | grep -qx "VMT_SUITE_TAG=$1" && echo "${p#/proc/}"
+	done
+}
+
+# Wait a little for stragglers to finish exiting (a daemon on its SIGTERM
+# path), then name and kill what is left; prints what it found.
+stray_check() {	# tag
+	local pids="" i p
+	for i in $(seq 1 50); do
+		pids=$(tagged_pids "$1")
+		[ -z "$pids" ] && return 0
+		sleep 0.1
+	done
+	for p in $pids; do
+		echo "!! left running: pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-200)"
+	done
+	kill -9 $pids 2>/dev/null
+	return 1
+}
 
 run_suite() {	# name binary
-	local name=$1 bin=$2 out=$log/$1.log rc
+	local name=$1 bin=$2 out=$log/$1.log rc tag tmp left
+	tag="$name.$$.$RANDOM"
+	tmp=$log/tmp-$name
+	mkdir -m 1777 "$tmp"	# like /tmp: tests run some steps as nobody
 	echo "== $name"
-	"$bin" >"$out" 2>&1
+	VMT_SUITE_TAG=$tag TMPDIR=$tmp "$bin" >"$out" 2>&1
 	rc=$?
 	cat "$out"
 	# Check's summary: "NN%: Checks: C, Failures: F, Errors: E"
-	local line c f e s
+	local line c f e s stray=0
+	stray_check "$tag" || stray=1
+	left=$(find "$tmp" -mindepth 1 -maxdepth 1 2>/dev/null | head -5)
+	rm -rf "$tmp"
 	line=$(grep -E '^[0-9]+%: Checks: ' "$out" | tail -1)
 	s=$(grep -c '^SKIP: ' "$out")
 	if [ -z "$line" ]; then
@@ -35,6 +73,16 @@ run_suite() {	# name binary
 	if [ "$rc" != 0 ] || [ $((f + e)) != 0 ]; then
 		failed_suites="$failed_suites $name"
 		[ $((f + e)) = 0 ] && fail=$((fail + 1))
+		return
+	fi
+	# a suite that passed but left something behind fails
+	if [ "$stray" = 1 ]; then
+		echo "!! $name: left processes running (killed now)"
+		fail=$((fail + 1)); failed_suites="$failed_suites $name"
+	elif [ -n "$left" ]; then
+		echo "!! $name: left files in its TMPDIR (removed now):"
+		echo "$left" | sed 's/^/!!   /'
+		fail=$((fail + 1)); failed_suites="$failed_suites $name"
 	fi
 }
 
@@ -51,7 +99,6 @@ for k in $kinds; do
 	*) echo "unknown kind $k"; exit 2 ;;
 	esac
 done
-rm -rf "$log"
 [ -n "$failed_suites" ] && echo "failed suites:$failed_suites"
 echo "tests: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

@@ -291,8 +291,10 @@ START_TEST(guest_process_death_dumps)
 	}
 	itest_expect_streaming(&r.d, "g1", 5000);
 	itest_expect_pages_in(&r.d, "g1", fed_pages());
-	/* the detectors learn the pid at the next sync (at most 2 s) */
-	usleep(2500 * 1000);
+	/* the detectors learn the pid at their next sync, and say so */
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "detectors: watching 1 QEMU processes") >= 1,
+				 20000),
+		      "the detectors never watched the guest's process (log: %s)", r.d.log);
 	kill(r.fg[0].pid, SIGSEGV);
 	ck_assert_msg(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n), n >= 1),
 				 10000),
@@ -1211,43 +1213,72 @@ END_TEST
 START_TEST(dump_post_trigger)
 {
 	struct itest_run r;
-	char sample[4400];
-	struct ijson root;
-	const struct ijson *g;
-	uint64_t pages0, last0, t0, took, last = 0;
+	char sample[8192], out[8192];
+	uint64_t held = 0, last0 = 0, t0, took, arrived, last = 0;
+	const int post_ms = test_deadline_ms(3000);
 	struct vmt_sample *s;
-	const unsigned rate = 40;
+	struct ijson root;
+	const size_t hold = 100;
+	FILE *dump;
+	int rc;
 
 	NEED_INPUT();
+	/*
+	 * The guest sends 100 pages per CPU and waits; the dump is asked for
+	 * with --post; once the daemon has the request (its trigger counted),
+	 * the guest sends the rest. All of it arrives in the post window (on
+	 * an idle machine within tens of ms of a 3 s window), so the sample
+	 * holds every page, and the answer comes no sooner than --post.
+	 */
 	itest_run_init(&r, &in, "post");
-	r.fc[0].pages_per_sec = rate;
+	r.fc[0].hold_after = hold;
 	itest_run_guest(&r, 0);
 	itest_run_daemon(&r, "record:\n  ring_size: 64MiB\n  flush_timeout: 5000ms\n", 1);
 	itest_expect_streaming(&r.d, "g1", 5000);
-	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", 20, 5000));
-
+	for (unsigned c = 0; c < in.ncpus; c++)
+		held += VMT_MIN(hold, in.npages[c]);
+	itest_expect_pages_in(&r.d, "g1", held);
+	ck_assert_msg(held < fed_pages(), "the input has no pages past the gate");
 	ck_assert_int_eq(itest_status(&r.d, &root), 0);
-	g = itest_guest(&root, "g1");
-	pages0 = ijson_u64(g, "pages");
-	last0 = ijson_u64(g, "last_ts");
+	last0 = ijson_u64(itest_guest(&root, "g1"), "last_ts");
 	ijson_free(&root);
-	ck_assert_msg(pages0 + 3 * rate < fed_pages(), "the input is too short to stream for 3 s");
+
 	t0 = itest_now_ms();
-	itest_dump_one(&r.d, "--post 1.5", sample, sizeof(sample));
+	snprintf(out, sizeof(out), "dump --post %d.%03d", post_ms / 1000, post_ms % 1000);
+	dump = testd_ctl_begin(&r.d, out);
+	ck_assert_ptr_nonnull(dump);
+	ck_assert_msg(itest_wait_num_ge(&r.d, NULL, "triggers", 1, 10000),
+		      "the daemon did not take the dump request (log: %s)", r.d.log);
+	ck_assert_int_eq(fakeguest_release(&r.fg[0]), 0);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	arrived = itest_now_ms() - t0;
+	rc = testd_ctl_end(dump, out, sizeof(out));
 	took = itest_now_ms() - t0;
-	ck_assert_msg(took >= 1500, "dump --post 1.5 answered after %llu ms", (unsigned long long)took);
-	ck_assert_msg(took < 5000, "dump --post 1.5 took %llu ms", (unsigned long long)took);
+	ck_assert_msg(rc == 0 && strstr(out, ".vmts\n"), "dump --post failed (%d): %s (log: %s)", rc,
+		      out, r.d.log);
+	*strchr(out, '\n') = 0;
+	snprintf(sample, sizeof(sample), "%s", out);
+	ck_assert_msg(took >= (uint64_t)post_ms, "dump --post %d ms answered after %llu ms", post_ms,
+		      (unsigned long long)took);
+	ck_assert_msg(arrived < (uint64_t)post_ms,
+		      "the pages after the gate took %llu ms to arrive, past --post (%d ms): "
+		      "a hang, or set VMT_TEST_TIMEOUT_SCALE",
+		      (unsigned long long)arrived, post_ms);
 
 	s = itest_read_sample(sample);
-	/* about rate * ncpus * 1.5 pages came in after the request */
-	ck_assert_msg(sample_pages(s) >= pages0 + rate * in.ncpus / 2,
-		      "sample holds %llu pages, status showed %llu at the request",
-		      (unsigned long long)sample_pages(s), (unsigned long long)pages0);
+	ck_assert_msg(sample_pages(s) == fed_pages(),
+		      "sample holds %llu pages: %llu before the request, %llu sent in the post window",
+		      (unsigned long long)sample_pages(s), (unsigned long long)held,
+		      (unsigned long long)fed_pages());
 	for (uint32_t c = 0; c < s->ncpus; c++)
 		last = VMT_MAX(last, s->cpus[c].last_ts);
 	ck_assert_uint_gt(last, last0);
 	ck_assert_uint_eq(s->ntriggers, 1);
 	sample_free(s);
+	printf("dump_post_trigger: %llu pages held at the request, all %llu in the sample; the rest "
+	       "arrived %llu ms in, the answer %llu ms in (--post %d ms)\n",
+	       (unsigned long long)held, (unsigned long long)fed_pages(), (unsigned long long)arrived,
+	       (unsigned long long)took, post_ms);
 	itest_run_end(&r);
 }
 END_TEST
@@ -1260,25 +1291,36 @@ START_TEST(triggers_coalesce)
 	char sample[4400], **list;
 	struct vmt_sample *s;
 	unsigned signals = 0, control = 0;
-	uint64_t t0, took;
+	uint64_t t0, took, asked;
+	const int window_ms = test_deadline_ms(4000);
+	char top[256];
 	int n;
 
 	NEED_INPUT();
 	itest_run_init(&r, &in, "coalesce");
 	itest_run_guest(&r, 0);
-	itest_run_daemon(&r, "triggers:\n  coalesce: 2s\nrecord:\n  ring_size: 16MiB\n", 1);
+	snprintf(top, sizeof(top), "triggers:\n  coalesce: %dms\nrecord:\n  ring_size: 16MiB\n",
+		 window_ms);
+	itest_run_daemon(&r, top, 1);
 	itest_expect_streaming(&r.d, "g1", 5000);
 	itest_expect_pages_in(&r.d, "g1", fed_pages());
 
+	/* each signal counted before the next is sent: pending together they would be one */
 	t0 = itest_now_ms();
 	for (int i = 0; i < 3; i++) {
 		ck_assert_int_eq(kill(r.d.pid, SIGUSR1), 0);
-		usleep(150000);	/* signals of one kind pending together are one */
+		ck_assert(itest_wait_num_ge(&r.d, NULL, "triggers", (uint64_t)i + 1, 10000));
 	}
+	asked = itest_now_ms() - t0;
+	ck_assert_msg(asked < (uint64_t)window_ms - 500,
+		      "the three signals took %llu ms, the coalescing window is %d ms: a hang, or set "
+		      "VMT_TEST_TIMEOUT_SCALE",
+		      (unsigned long long)asked, window_ms);
 	itest_dump_one(&r.d, "--reason coalesced", sample, sizeof(sample));
 	took = itest_now_ms() - t0;
-	ck_assert_msg(took >= 1900, "the dump came %llu ms after the first trigger, coalesce is 2 s",
-		      (unsigned long long)took);
+	ck_assert_msg(took >= (uint64_t)window_ms - 100,
+		      "the dump came %llu ms after the first trigger, coalesce is %d ms",
+		      (unsigned long long)took, window_ms);
 	usleep(300000);
 	n = guest_samples(&r, "g1", &list);
 	ck_assert_int_eq(n, 1);

@@ -20,6 +20,7 @@
 #include <trace-cmd.h>
 #include <unistd.h>
 
+#include "itest.h"
 #include "meta.h"
 #include "sample.h"
 #include "testd.h"
@@ -138,8 +139,7 @@ static void run_start(struct run *r, const char *host_yaml)
 	snprintf(body, sizeof(body), "host:\n  enabled: true\n%s", host_yaml);
 	ck_assert_int_eq(testd_start(&r->d, r->dir, body), 0);
 	/* the control socket answers before the host source is set up */
-	for (int i = 0; i < 400 && !testd_log_count(&r->d, " running: "); i++)
-		usleep(25000);
+	ITEST_WAIT(testd_log_count(&r->d, " running: ") > 0, 10000);
 	ck_assert_msg(testd_log_count(&r->d, " running: ") == 1, "vmtraced not running (log: %s)",
 		      r->d.log);
 }
@@ -403,8 +403,7 @@ START_TEST(not_root_runs_without_host)
 		_exit(127);
 	}
 	close(fd);
-	for (int i = 0; i < 400 && !testd_log_count(&d, " running: "); i++)
-		usleep(25000);
+	ITEST_WAIT(testd_log_count(&d, " running: ") > 0, 10000);
 	ck_assert_msg(testd_log_count(&d, " running: ") == 1, "vmtraced not running (log: %s)", d.log);
 	ck_assert_int_eq(testd_log_count(&d, "root needed"), 1);
 	ck_assert_msg(access(instance, F_OK) != 0, "%s made without root?", instance);

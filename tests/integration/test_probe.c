@@ -109,7 +109,7 @@ static void tp_free(struct tp *t)
 /* Run the loop until a trigger whose reason has what, or ms pass. */
 static const struct vmt_trigger *wait_trigger(struct tp *t, const char *what, int ms)
 {
-	uint64_t end = now_monotonic_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t end = now_monotonic_ns() + (uint64_t)test_deadline_ms(ms) * 1000000ull;
 
 	for (;;) {
 		for (unsigned i = 0; i < nseen; i++)
@@ -341,6 +341,7 @@ START_TEST(oom_in_a_small_cgroup)
 	char path[128], want[64];
 	struct tp t;
 	pid_t pid;
+	int go[2];
 	FILE *f;
 
 	if (!can_run())
@@ -373,21 +374,28 @@ START_TEST(oom_in_a_small_cgroup)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	/* the hog itself: registered, then it eats 64M in a 32M cgroup */
+	ck_assert_int_eq(pipe(go), 0);
 	pid = fork();
 	if (!pid) {
 		FILE *cf = fopen(path, "w");
-		char *mem;
+		char *mem, ch;
 
 		fprintf(cf, "0\n");
 		fclose(cf);
-		usleep(300000);
+		close(go[1]);
+		/* until the detectors know this pid */
+		if (read(go[0], &ch, 1) != 1)
+			_exit(1);
 		mem = mmap(NULL, 64 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		for (size_t i = 0; mem != MAP_FAILED && i < (64u << 20); i += 4096)
 			mem[i] = 1;
 		_exit(0);
 	}
+	close(go[0]);
 	write_pidfile(&t, &t.guests[0], pid);
 	probe_sync_guests_now(t.p);
+	ck_assert_int_eq(write(go[1], "g", 1), 1);
+	close(go[1]);
 	waitpid(pid, NULL, 0);
 	snprintf(want, sizeof(want), "OOM killer picked pid %d", (int)pid);
 	tr = wait_trigger(&t, want, 3000);

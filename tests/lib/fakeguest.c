@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "fakeguest.h"
+#include "testutil.h"
 #include "page.h"
 #include "proto.h"
 #include "util.h"
@@ -45,6 +46,8 @@ struct fg {
 	uint64_t snap_bytes[FAKEGUEST_MAX_CPUS], snap_events[FAKEGUEST_MAX_CPUS];
 	unsigned done_cpus;
 	int done_fd;
+	int gate_fd;		/* hold_after: a byte from the test opens the gate */
+	int released;
 };
 
 static int endpoint_make(struct endpoint *e, const char *dir, const char *name, int sock)
@@ -134,6 +137,10 @@ static void send_meta(struct fg *g)
 	put_le32(p, crc32c(0, m, len) ^ (g->c->corrupt_meta_crc ? 1 : 0));
 	put_le32(p + 4, 0);
 	send_msg(g, VMT_MSG_META_END, p, 8);
+	/* every byte of it is in the channel (a FIFO's reader may not have it yet) */
+	if (g->done_fd >= 0 && write(g->done_fd, "m", 1) < 0) {
+		/* the parent is gone; nothing to tell */
+	}
 }
 
 struct cpu_arg {
@@ -179,6 +186,15 @@ static void *cpu_main(void *arg)
 			const uint8_t *p = c->pages[cpu] + i * c->page_size;
 			struct vmt_page_info info;
 
+			if (c->hold_after && gen == 1 && i == c->hold_after) {
+				/* held at the gate, answering flushes meanwhile */
+				pthread_mutex_lock(&g->lock);
+				while (!g->released) {
+					ack_flush(g, cpu, bytes, events);
+					pthread_cond_wait(&g->cond, &g->lock);
+				}
+				pthread_mutex_unlock(&g->lock);
+			}
 			if (c->cut_after && cpu == 0 && gen == 1 && i == c->cut_after) {
 				/* a guest gone in the middle of a page */
 				write_full(g->data[cpu].wfd, p, c->page_size / 2);
@@ -274,6 +290,21 @@ static void do_flush(struct fg *g, uint64_t id)
 	buf_free(&b);
 }
 
+/* Opens the gate when the test writes to it (fakeguest_release). */
+static void *gate_main(void *arg)
+{
+	struct fg *g = arg;
+	char ch;
+
+	while (read(g->gate_fd, &ch, 1) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(&g->lock);
+	g->released = 1;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
 static void fg_run(struct fg *g)
 {
 	struct vmt_proto_rx *rx = malloc(sizeof(*rx));
@@ -284,6 +315,10 @@ static void fg_run(struct fg *g)
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->ctl_lock, NULL);
 	pthread_cond_init(&g->cond, NULL);
+	if (g->c->hold_after) {
+		pthread_t gth;
+		pthread_create(&gth, NULL, gate_main, g);
+	}
 	for (unsigned c = 0; c < g->c->ncpus; c++) {
 		args[c] = (struct cpu_arg){ g, c };
 		pthread_create(&th[c], NULL, cpu_main, &args[c]);
@@ -341,12 +376,17 @@ static void fg_run(struct fg *g)
 
 int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
 {
-	int pfd[2];
+	int pfd[2], gfd[2];
 	struct fg *g;
 	pid_t pid;
 
 	if (c->ncpus > FAKEGUEST_MAX_CPUS || pipe2(pfd, O_CLOEXEC) < 0)
 		return -EINVAL;
+	if (pipe2(gfd, O_CLOEXEC) < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return -EINVAL;
+	}
 	mkdir(c->dir, 0700);
 	g = calloc(1, sizeof(*g));
 	if (!g)
@@ -368,7 +408,9 @@ int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
 		/* a guest left behind by a failed check would hold the test's files */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(pfd[0]);
+		close(gfd[1]);
 		g->done_fd = pfd[1];
+		g->gate_fd = gfd[0];
 		signal(SIGPIPE, SIG_IGN);
 		/* a stand-in QEMU dies of the signal it is sent, as QEMU would:
 		 * not through a sanitizer's handler, which turns it into SIGABRT */
@@ -378,8 +420,11 @@ int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
 		_exit(0);
 	}
 	close(pfd[1]);
+	close(gfd[0]);
 	fg->pid = pid;
+	fg->sent_pages = fg->sent_meta = fg->waited_pages = fg->waited_meta = 0;
 	fg->done_fd = pfd[0];
+	fg->gate_fd = gfd[1];
 	/* the parent's copies of the channels are not needed */
 	if (g->ctl.listen_fd >= 0)
 		close(g->ctl.listen_fd);
@@ -400,14 +445,41 @@ int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
 	return 0;
 }
 
+/* Read what the guest tells ('d' pages sent, 'm' metadata sent) until
+ * *seen is past *waited, the times it was waited for. */
+static int wait_for(struct fakeguest *fg, unsigned *seen, unsigned *waited, int timeout_ms)
+{
+	uint64_t end = test_now_ms() + (uint64_t)test_deadline_ms(timeout_ms);
+
+	while (*seen <= *waited) {
+		struct pollfd p = { .fd = fg->done_fd, .events = POLLIN };
+		uint64_t now = test_now_ms();
+		char ch;
+
+		if (now >= end || poll(&p, 1, (int)(end - now)) <= 0)
+			return -ETIMEDOUT;
+		if (read(fg->done_fd, &ch, 1) != 1)
+			return -EIO;
+		fg->sent_pages += ch == 'd';
+		fg->sent_meta += ch == 'm';
+	}
+	(*waited)++;
+	return 0;
+}
+
 int fakeguest_wait_sent(struct fakeguest *fg, int timeout_ms)
 {
-	struct pollfd p = { .fd = fg->done_fd, .events = POLLIN };
-	char ch;
+	return wait_for(fg, &fg->sent_pages, &fg->waited_pages, timeout_ms);
+}
 
-	if (poll(&p, 1, timeout_ms) <= 0)
-		return -ETIMEDOUT;
-	return read(fg->done_fd, &ch, 1) == 1 ? 0 : -EIO;
+int fakeguest_wait_meta_sent(struct fakeguest *fg, int timeout_ms)
+{
+	return wait_for(fg, &fg->sent_meta, &fg->waited_meta, timeout_ms);
+}
+
+int fakeguest_release(struct fakeguest *fg)
+{
+	return write(fg->gate_fd, "g", 1) == 1 ? 0 : -errno;
 }
 
 void fakeguest_stop(struct fakeguest *fg)
@@ -418,6 +490,9 @@ void fakeguest_stop(struct fakeguest *fg)
 	}
 	if (fg->done_fd >= 0)
 		close(fg->done_fd);
+	if (fg->gate_fd >= 0)
+		close(fg->gate_fd);
 	fg->pid = 0;
 	fg->done_fd = -1;
+	fg->gate_fd = -1;
 }

@@ -23,6 +23,8 @@ struct fakeguest_conf {
 	const uint8_t *pages[FAKEGUEST_MAX_CPUS];	/* per CPU, back to back */
 	size_t npages[FAKEGUEST_MAX_CPUS];
 	unsigned pages_per_sec;	/* 0: as fast as the host reads */
+	size_t hold_after;	/* each CPU sends this many pages of its first stream,
+				 * then waits for fakeguest_release() (0: never) */
 	uint32_t chunk;		/* write pages in pieces of this size, 0: whole */
 	const char *release, *boot_id;
 	/* misbehaviour, for the hostile cases */
@@ -40,12 +42,20 @@ struct fakeguest_conf {
 struct fakeguest {
 	pid_t pid;
 	int done_fd;
+	int gate_fd;
+	unsigned sent_pages, sent_meta;		/* what the guest told so far */
+	unsigned waited_pages, waited_meta;	/* what the test waited for */
 };
 
 /* Make the channels, then fork the guest; c must outlive the call only. */
 int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c);
 /* Wait until every CPU has sent all its pages (after a START). */
 int fakeguest_wait_sent(struct fakeguest *fg, int timeout_ms);
+/* Wait until its metadata (META_BEGIN … META_END) is all written, once
+ * more than this was waited for. */
+int fakeguest_wait_meta_sent(struct fakeguest *fg, int timeout_ms);
+/* Let CPUs held by hold_after go on. */
+int fakeguest_release(struct fakeguest *fg);
 void fakeguest_stop(struct fakeguest *fg);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "fakeguest.h"
 #include "testd.h"
+#include "testutil.h"
 #include "util.h"
 
 struct vmt_sample;
@@ -32,9 +33,9 @@ struct itest_input {
 	const char *source;
 };
 
-/* This machine's tracefs (root, about two seconds of sched:* and irq:*),
- * else the shared corpus, at most ITEST_MAX_PAGES per CPU; in->ncpus is 0
- * when neither is there. */
+/* The fixed corpus (or, with VMT_TEST_INPUT=tracefs and root, two seconds
+ * of this machine's sched:* and irq:*), at most ITEST_MAX_PAGES per CPU;
+ * in->ncpus is 0 when there is none. */
 void itest_input_prepare(struct itest_input *in);
 void itest_input_free(struct itest_input *in);
 /* Events in n pages, as page_scan() counts them. */
@@ -85,10 +86,11 @@ void itest_state(struct testd *d, const char *name, char *out, size_t n);
 /* Guests listed by status; -1 without an answer. */
 int itest_nguests(struct testd *d);
 
-/* Poll every 50 ms until the condition holds or timeout_ms passes. */
+/* Poll every 50 ms until the condition holds or timeout_ms (a deadline,
+ * test_deadline_ms()) passes. */
 #define ITEST_WAIT(cond, timeout_ms)                                           \
 	({                                                                     \
-		uint64_t _end = itest_now_ms() + (timeout_ms);                 \
+		uint64_t _end = itest_now_ms() + test_deadline_ms(timeout_ms); \
 		bool _ok;                                                      \
 		while (!(_ok = (cond)) && itest_now_ms() < _end)               \
 			usleep(50000);                                         \
@@ -97,7 +99,7 @@ int itest_nguests(struct testd *d);
 /* The same, polling every poll_ms. */
 #define ITEST_WAIT_MS(cond, timeout_ms, poll_ms)                               \
 	({                                                                     \
-		uint64_t _end = itest_now_ms() + (timeout_ms);                 \
+		uint64_t _end = itest_now_ms() + test_deadline_ms(timeout_ms); \
 		bool _ok;                                                      \
 		while (!(_ok = (cond)) && itest_now_ms() < _end)               \
 			usleep((poll_ms) * 1000);                              \

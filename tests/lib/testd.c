@@ -84,7 +84,7 @@ int testd_start_opts(struct testd *d, const char *dir, const char *body,
 			execv(bin, (char *const *)argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 200; i++) {
+	for (uint64_t end = test_now_ms() + test_deadline_ms(20000);;) {
 		int st;
 		if (sock_answers(d->sock))
 			return 0;
@@ -92,23 +92,26 @@ int testd_start_opts(struct testd *d, const char *dir, const char *body,
 			d->pid = 0;
 			return -ECHILD;
 		}
-		usleep(50000);
+		if (test_now_ms() >= end)
+			return -ETIMEDOUT;
+		usleep(20000);
 	}
-	return -ETIMEDOUT;
 }
 
-int testd_ctl(struct testd *d, char *out, size_t n, const char *args)
+FILE *testd_ctl_begin(struct testd *d, const char *args)
 {
 	char cmd[2048];
-	size_t got = 0;
-	FILE *p;
-	int st;
 
 	snprintf(cmd, sizeof(cmd), "%s/%s/vmtracectl -s %s %s", test_srcdir(), test_builddir(),
 		 d->sock, args);
-	p = popen(cmd, "r");
-	if (!p)
-		return -errno;
+	return popen(cmd, "r");
+}
+
+int testd_ctl_end(FILE *p, char *out, size_t n)
+{
+	size_t got = 0;
+	int st;
+
 	if (out && n) {
 		got = fread(out, 1, n - 1, p);
 		out[got] = 0;
@@ -119,6 +122,13 @@ int testd_ctl(struct testd *d, char *out, size_t n, const char *args)
 	}
 	st = pclose(p);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int testd_ctl(struct testd *d, char *out, size_t n, const char *args)
+{
+	FILE *p = testd_ctl_begin(d, args);
+
+	return p ? testd_ctl_end(p, out, n) : -errno;
 }
 
 int testd_stop(struct testd *d)

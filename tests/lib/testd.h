@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 struct testd {
@@ -33,6 +34,10 @@ int testd_start_opts(struct testd *d, const char *dir, const char *body,
 /* Run `vmtracectl -s SOCK ARGS...` (a shell-quoted string), stdout into
  * out; returns the exit code. */
 int testd_ctl(struct testd *d, char *out, size_t n, const char *args);
+/* The same in two steps, for a command that waits (dump --post): begin
+ * starts it (NULL and errno on failure), end reads its output and exit. */
+FILE *testd_ctl_begin(struct testd *d, const char *args);
+int testd_ctl_end(FILE *p, char *out, size_t n);
 /* SIGTERM and wait: the daemon's exit code, or 128+signal. */
 int testd_stop(struct testd *d);
 /* Lines of the daemon's log matching needle. */

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -39,6 +40,29 @@ const char *test_srcdir(void)
 		}
 	}
 	return dir;
+}
+
+uint64_t test_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int test_deadline_ms(int ms)
+{
+	static double scale;
+
+	if (!scale) {
+		const char *e = getenv("VMT_TEST_TIMEOUT_SCALE");
+		double v = e ? strtod(e, NULL) : 1;
+
+		scale = v >= 1 && v <= 1000 ? v : 1;
+	}
+	if (ms <= 0)
+		return ms;
+	return ms * scale < 86400000.0 ? (int)(ms * scale) : 86400000;
 }
 
 const char *test_builddir(void)

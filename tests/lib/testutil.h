@@ -32,6 +32,17 @@
 		return;                                                \
 	} while (0)
 
+/*
+ * Deadlines are for hangs only: every bound a test waits under (for a
+ * status counter, a state, a pipe, a file) goes through here, so that one
+ * variable, VMT_TEST_TIMEOUT_SCALE (a factor, default 1), stretches them
+ * all on a loaded or slow machine. The values tests pass are already ten
+ * times or more what the wait takes on an idle machine.
+ */
+int test_deadline_ms(int ms);
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t test_now_ms(void);
+
 /* Top of the source tree (VMT_SRCDIR, else found from the cwd). */
 const char *test_srcdir(void);
 /* Build directory holding the programs (VMT_BUILD, else "build"). */
