@@ -255,25 +255,42 @@ int proto_get_synced(const void *payload, uint32_t len, struct vmt_synced *s)
 
 void proto_rx_init(struct vmt_proto_rx *rx)
 {
+	rx->off = 0;
 	rx->len = 0;
 	rx->pending = 0;
 	rx->rejected_bytes = 0;
 	rx->rejected_msgs = 0;
 	rx->messages = 0;
+	rx->moved_bytes = 0;
 	rx->last_error = 0;
 }
 
+/* Bytes [off, len) are not parsed yet. Dropping only moves the offset: the
+ * one memmove is in proto_rx_space(), once per read, so that a stream of
+ * tiny messages or of skipped bytes costs linear work, not quadratic. */
 static void rx_drop(struct vmt_proto_rx *rx, size_t n)
 {
-	memmove(rx->buf, rx->buf + n, rx->len - n);
-	rx->len -= n;
+	rx->off += n;
+	if (rx->off == rx->len)
+		rx->off = rx->len = 0;
 }
 
-uint8_t *proto_rx_space(struct vmt_proto_rx *rx, size_t *room)
+static void rx_take_pending(struct vmt_proto_rx *rx)
 {
 	if (rx->pending) {
 		rx_drop(rx, rx->pending);
 		rx->pending = 0;
+	}
+}
+
+uint8_t *proto_rx_space(struct vmt_proto_rx *rx, size_t *room)
+{
+	rx_take_pending(rx);
+	if (rx->off) {
+		memmove(rx->buf, rx->buf + rx->off, rx->len - rx->off);
+		rx->moved_bytes += rx->len - rx->off;
+		rx->len -= rx->off;
+		rx->off = 0;
 	}
 	*room = sizeof(rx->buf) - rx->len;
 	return rx->buf + rx->len;
@@ -287,13 +304,22 @@ void proto_rx_wrote(struct vmt_proto_rx *rx, size_t n)
 /* Skip to the next byte that could start a header; count what was skipped. */
 static void rx_resync(struct vmt_proto_rx *rx, int why)
 {
-	size_t i;
+	const uint8_t *p = rx->buf + rx->off;
+	size_t i, n = rx->len - rx->off;
 	uint8_t m[4];
 
 	put_le32(m, VMT_PROTO_MAGIC);
-	for (i = 1; i < rx->len; i++)
-		if (!memcmp(rx->buf + i, m, VMT_MIN(4, rx->len - i)))
+	for (i = 1; i < n; i++) {
+		const uint8_t *q = memchr(p + i, m[0], n - i);
+
+		if (!q) {
+			i = n;
 			break;
+		}
+		i = (size_t)(q - p);
+		if (!memcmp(q, m, VMT_MIN(4, n - i)))
+			break;
+	}
 	rx->rejected_bytes += i;
 	rx->rejected_msgs++;
 	rx->last_error = why;
@@ -302,23 +328,21 @@ static void rx_resync(struct vmt_proto_rx *rx, int why)
 
 int proto_rx_next(struct vmt_proto_rx *rx, struct vmt_msg *m)
 {
-	if (rx->pending) {
-		rx_drop(rx, rx->pending);
-		rx->pending = 0;
-	}
-	while (rx->len >= 4) {
+	rx_take_pending(rx);
+	while (rx->len - rx->off >= 4) {
+		const uint8_t *h = rx->buf + rx->off;
 		uint32_t len;
 		unsigned type, version;
 
-		if (get_le32(rx->buf) != VMT_PROTO_MAGIC) {
+		if (get_le32(h) != VMT_PROTO_MAGIC) {
 			rx_resync(rx, -EBADMSG);
 			continue;
 		}
-		if (rx->len < VMT_PROTO_HDR_SIZE)
+		if (rx->len - rx->off < VMT_PROTO_HDR_SIZE)
 			return 0;
-		version = get_le16(rx->buf + 4);
-		type = get_le16(rx->buf + 6);
-		len = get_le32(rx->buf + 8);
+		version = get_le16(h + 4);
+		type = get_le16(h + 6);
+		len = get_le32(h + 8);
 		if (version != VMT_PROTO_VERSION) {
 			rx_resync(rx, -EPROTONOSUPPORT);
 			continue;
@@ -327,22 +351,22 @@ int proto_rx_next(struct vmt_proto_rx *rx, struct vmt_msg *m)
 			rx_resync(rx, -EBADMSG);
 			continue;
 		}
-		if (rx->len < VMT_PROTO_HDR_SIZE + len)
+		if (rx->len - rx->off < VMT_PROTO_HDR_SIZE + len)
 			return 0;
 		m->type = type;
-		m->seq = get_le32(rx->buf + 12);
+		m->seq = get_le32(h + 12);
 		m->len = len;
-		m->payload = rx->buf + VMT_PROTO_HDR_SIZE;
+		m->payload = h + VMT_PROTO_HDR_SIZE;
 		rx->pending = VMT_PROTO_HDR_SIZE + len;
 		rx->messages++;
 		return 1;
 	}
 	/* fewer than 4 bytes: keep them only if they could begin the magic */
-	if (rx->len) {
+	if (rx->len > rx->off) {
 		uint8_t mg[4];
 
 		put_le32(mg, VMT_PROTO_MAGIC);
-		if (memcmp(rx->buf, mg, rx->len))
+		if (memcmp(rx->buf + rx->off, mg, rx->len - rx->off))
 			rx_resync(rx, -EBADMSG);
 	}
 	return 0;
@@ -350,28 +374,26 @@ int proto_rx_next(struct vmt_proto_rx *rx, struct vmt_msg *m)
 
 size_t proto_rx_partial(const struct vmt_proto_rx *rx)
 {
-	return rx->len - rx->pending;
+	return rx->len - rx->off - rx->pending;
 }
 
 void proto_rx_abandon(struct vmt_proto_rx *rx)
 {
-	if (rx->pending) {
-		rx_drop(rx, rx->pending);
-		rx->pending = 0;
-	}
-	if (rx->len)
+	rx_take_pending(rx);
+	if (rx->len > rx->off)
 		rx_resync(rx, -ETIMEDOUT);
 }
 
 void proto_rx_reset(struct vmt_proto_rx *rx)
 {
-	size_t partial = rx->len - rx->pending;
+	size_t partial = proto_rx_partial(rx);
 
 	if (partial) {
 		rx->rejected_bytes += partial;
 		rx->rejected_msgs++;
 		rx->last_error = -ECONNRESET;
 	}
+	rx->off = 0;
 	rx->len = 0;
 	rx->pending = 0;
 }

@@ -152,10 +152,14 @@ int proto_get_synced(const void *p, uint32_t len, struct vmt_synced *s);
  * out with proto_rx_next(). Garbage before a valid header, unknown types,
  * bad versions and out-of-bounds lengths are skipped and counted in
  * rejected_bytes; the framer never buffers more than one maximal message.
+ * Work is linear in the bytes fed: parsing moves an offset, and what is
+ * left is moved to the front once per proto_rx_space().
  */
 struct vmt_proto_rx {
 	uint8_t buf[VMT_PROTO_HDR_SIZE + VMT_PROTO_MAX_PAYLOAD];
-	size_t len;
+	size_t off;		/* bytes before off are parsed (compacted at the next read) */
+	size_t len;		/* bytes in buf */
+	uint64_t moved_bytes;	/* by compaction: linear in what was read */
 	uint64_t rejected_bytes;
 	uint64_t rejected_msgs;
 	uint64_t messages;
