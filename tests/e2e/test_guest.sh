@@ -82,7 +82,7 @@ run_one() {
 	while :; do
 		rm -rf "$WORK/$name"
 		mkdir -p "$run"
-		vmt_boot "$run" "$transport" -s 2 -e "$bootev" -a vmt.load=forkloop -T 300 "$@" >/dev/null ||
+		vmt_boot "$run" "$transport" -s 2 -e "$bootev" -a vmt.load=forkloop -T "$(vmt_scale 300)" "$@" >/dev/null ||
 			{ fail "$name" "boot failed"; return; }
 		vmt_daemon "$VMT_DIR" "g-$name" "$run" "$([ "$transport" = pipe ] && echo fifo || echo socket)" \
 			64MiB "$events" || { fail "$name" "vmtraced did not start"; vmt_cleanup; return; }
@@ -111,7 +111,7 @@ two_guests() {
 	local name=two_guests root=$WORK/two/guests d=$WORK/two/d s1 s2 ok=1
 	VMT_DIR=$d
 	mkdir -p "$root/a" "$d"
-	vmt_boot "$root/a" pipe -s 2 -a vmt.load=forkloop -T 300 >/dev/null || { fail $name "boot a"; return; }
+	vmt_boot "$root/a" pipe -s 2 -a vmt.load=forkloop -T "$(vmt_scale 300)" >/dev/null || { fail $name "boot a"; return; }
 	cat >"$d/vmtraced.yaml" <<-EOF
 	state_dir: $d/state
 	control_socket: $d/control.sock
@@ -129,8 +129,8 @@ two_guests() {
 	"$B/vmtraced" -c "$d/vmtraced.yaml" 2>"$d/vmtraced.log" &
 	VMT_DAEMON_PID=$!
 	mkdir -p "$root/b"
-	vmt_boot "$root/b" pipe -s 2 -a vmt.load=forkloop -T 300 >/dev/null || { fail $name "boot b"; return; }
-	for _ in $(seq 1 240); do
+	vmt_boot "$root/b" pipe -s 2 -a vmt.load=forkloop -T "$(vmt_scale 300)" >/dev/null || { fail $name "boot b"; return; }
+	for _ in $(seq 1 "$(vmt_scale 240)"); do
 		[ "$(vmt_ctl --json status 2>/dev/null | grep -o '"state": "streaming"' | wc -l)" = 2 ] && break
 		sleep 0.5
 	done
@@ -151,7 +151,7 @@ guest_trigger() {
 	local name=guest_trigger run=$WORK/trig/run js s reason
 	VMT_DIR=$WORK/trig/d
 	mkdir -p "$run"
-	vmt_boot "$run" pipe -s 2 -a "vmt.load=forkloop vmt.trigger=5" -T 300 >/dev/null ||
+	vmt_boot "$run" pipe -s 2 -a "vmt.load=forkloop vmt.trigger=5" -T "$(vmt_scale 300)" >/dev/null ||
 		{ fail $name "boot failed"; return; }
 	vmt_daemon "$VMT_DIR" g-trig "$run" fifo 64MiB ||
 		{ fail $name "vmtraced did not start"; vmt_cleanup; return; }
@@ -162,7 +162,7 @@ guest_trigger() {
 	fi
 	grep -q '^VMT-TRIGGER rc=0' "$run/console.log" ||
 		{ fail $name "$(grep -m1 '^VMT-TRIGGER' "$run/console.log"), agent: $(grep 'trigger' "$run/console.log" | tail -2 | tr '\n' ' ')"; vmt_cleanup; return; }
-	for _ in $(seq 1 120); do
+	for _ in $(seq 1 "$(vmt_scale 120)"); do
 		js=$(vmt_ctl --json samples g-trig 2>/dev/null)
 		echo "$js" | grep -q '"path": "[^"]*\.vmts"' && break
 		sleep 0.5
@@ -220,7 +220,7 @@ host_merge() {
 	local m rc link gs want got qpid ev a b total ok i cpu ks
 	VMT_DIR=$d
 	mkdir -p "$run" "$bad"
-	qpid=$(vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T 300) || { fail $name "boot failed"; return; }
+	qpid=$(vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T "$(vmt_scale 300)") || { fail $name "boot failed"; return; }
 	host_daemon "$d" hm "$run"
 	vmt_wait_streaming 150 || { fail $name "no stream: $(tail -2 "$d/vmtraced.log" | tr '\n' ' ')"; vmt_cleanup; return; }
 	for i in 1 2 3; do
@@ -289,7 +289,7 @@ merge_reboot() {
 	local name=merge_reboot run=$WORK/mr/run d=$WORK/mr/d out=$WORK/mr/out m n
 	VMT_DIR=$d
 	mkdir -p "$run"
-	vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T 300 >/dev/null || { fail $name "boot 1 failed"; return; }
+	vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T "$(vmt_scale 300)" >/dev/null || { fail $name "boot 1 failed"; return; }
 	vmt_daemon "$d" mr "$run" fifo 16MiB || { fail $name "vmtraced did not start"; vmt_cleanup; return; }
 	vmt_wait_streaming 150 || { fail $name "no stream from boot 1"; vmt_cleanup; return; }
 	sleep 2
@@ -297,8 +297,8 @@ merge_reboot() {
 	for p in $VMT_QEMU_PIDS; do kill "$p"; done
 	VMT_QEMU_PIDS=""
 	sleep 1
-	vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T 300 >/dev/null || { fail $name "boot 2 failed"; vmt_cleanup; return; }
-	for _ in $(seq 1 300); do
+	vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T "$(vmt_scale 300)" >/dev/null || { fail $name "boot 2 failed"; vmt_cleanup; return; }
+	for _ in $(seq 1 "$(vmt_scale 300)"); do
 		[ "$(ls "$d/state/mr/"aux-*.vmtaux 2>/dev/null | wc -l)" = 2 ] && vmt_wait_streaming 1 && break
 		sleep 0.5
 	done

@@ -9,6 +9,14 @@ VMT_DAEMON_PID=""
 
 vmt_say() { printf '%s\n' "$*" >&2; }
 
+# vmt_scale N: N (a count of seconds or of polls that bounds a wait, only
+# there to catch a hang) times VMT_TEST_TIMEOUT_SCALE, as the C suites'
+# test_deadline_ms() does.
+vmt_scale() {
+	awk -v n="$1" -v s="${VMT_TEST_TIMEOUT_SCALE:-1}" \
+		'BEGIN { if (s + 0 < 1) s = 1; printf "%d\n", n * s }'
+}
+
 # vmt_boot RUN TRANSPORT [boot.sh options...]: boots, remembers QEMU's pid.
 vmt_boot() {
 	local run=$1 transport=$2 pid
@@ -20,8 +28,9 @@ vmt_boot() {
 
 # vmt_wait_console RUN PATTERN SECONDS
 vmt_wait_console() {
-	local i=0
-	while [ $i -lt $(($3 * 10)) ]; do
+	local i=0 n
+	n=$(vmt_scale $(($3 * 10)))
+	while [ $i -lt "$n" ]; do
 		grep -q "$2" "$1/console.log" 2>/dev/null && return 0
 		sleep 0.1
 		i=$((i + 1))
@@ -55,7 +64,9 @@ vmt_daemon() {
 	"$B/vmtraced" -c "$dir/vmtraced.yaml" 2>"$dir/vmtraced.log" &
 	VMT_DAEMON_PID=$!
 	local i=0
-	while [ ! -S "$dir/control.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	local n
+	n=$(vmt_scale 200)
+	while [ ! -S "$dir/control.sock" ] && [ $i -lt "$n" ]; do sleep 0.1; i=$((i + 1)); done
 	[ -S "$dir/control.sock" ]
 }
 
@@ -63,8 +74,9 @@ vmt_ctl() { "$B/vmtracectl" -s "$VMT_DIR/control.sock" "$@"; }
 
 # vmt_wait_streaming SECONDS: until every guest streams and has pages in.
 vmt_wait_streaming() {
-	local i=0 s
-	while [ $i -lt $(($1 * 2)) ]; do
+	local i=0 s n
+	n=$(vmt_scale $(($1 * 2)))
+	while [ $i -lt "$n" ]; do
 		s=$(vmt_ctl --json status 2>/dev/null)
 		if echo "$s" | grep -q '"state": "streaming"' &&
 		   ! echo "$s" | grep -q '"pages_in": 0[,}]'; then
