@@ -24,8 +24,11 @@ struct vmt_decoder {
 	uint8_t *scratch;	/* page_size + DEC_SCRATCH, zero past scratch_used */
 	size_t scratch_used;
 	struct tep_event **events;	/* DEC_IDS, by id */
-	int32_t *extent;	/* DEC_IDS: end of the fixed fields, -1 not computed */
+	int32_t *extent;	/* DEC_IDS: end of the fixed fields, -1 not computed,
+				 * DEC_BAD_EXTENT a field outside any record */
 };
+
+#define DEC_BAD_EXTENT INT32_MAX
 
 /* libtraceevent's parsers cut their input with strtok_r: give them copies. */
 static char *dec_text(struct vmt_decoder *d, const struct vmt_meta_entry *e)
@@ -335,11 +338,22 @@ int decode_event_id(const struct vmt_raw_event *ev)
 	return ev->size >= 2 ? get_le16(ev->data) : -1;
 }
 
-static int32_t fields_end(const struct tep_format_field *f, int32_t end)
+/*
+ * Where the fixed fields of a format end; DEC_BAD_EXTENT if one lies
+ * outside any record a page can hold (a negative offset or size, or an end
+ * past the page: a guest wrote that format, and libtraceevent would read
+ * there without asking).
+ */
+static int32_t fields_end(const struct tep_format_field *f, int32_t end, uint32_t page_size)
 {
-	for (; f; f = f->next)
-		if (f->offset >= 0 && f->size >= 0 && f->offset + f->size > end)
-			end = f->offset + f->size;
+	for (; f; f = f->next) {
+		int64_t e = (int64_t)f->offset + (int64_t)f->size;
+
+		if (f->offset < 0 || f->size < 0 || e > (int64_t)page_size)
+			return DEC_BAD_EXTENT;
+		if (e > end)
+			end = (int32_t)e;
+	}
 	return end;
 }
 
@@ -349,14 +363,41 @@ struct tep_event *decode_find(struct vmt_decoder *d, int id)
 		return NULL;
 	if (d->extent[id] < 0) {
 		struct tep_event *e = tep_find_event(d->tep, id);
+		int32_t end = 0;
+
 		d->events[id] = e;
-		d->extent[id] = e ? fields_end(e->format.fields, fields_end(e->format.common_fields, 0)) : 0;
+		if (e)
+			end = fields_end(e->format.common_fields, 0, d->layout.page_size);
+		if (e && end != DEC_BAD_EXTENT)
+			end = fields_end(e->format.fields, end, d->layout.page_size);
+		d->extent[id] = end;
 	}
 	return d->events[id];
 }
 
+/* Every __data_loc / __rel_loc field of the record points inside it. */
+static bool dynamic_fields_inside(const struct tep_format_field *f, const uint8_t *data, size_t n)
+{
+	for (; f; f = f->next) {
+		uint32_t v, off, len;
+
+		if (!(f->flags & TEP_FIELD_IS_DYNAMIC))
+			continue;
+		if (f->size != 4)
+			return false;	/* libtraceevent would read 4 bytes anyway */
+		v = get_le32(data + f->offset);	/* inside: the extent was checked */
+		off = v & 0xffff;
+		len = v >> 16;
+		if (f->flags & TEP_FIELD_IS_RELATIVE)
+			off += (uint32_t)(f->offset + f->size);
+		if ((uint64_t)off + len > n)
+			return false;
+	}
+	return true;
+}
+
 struct tep_event *decode_record(struct vmt_decoder *d, const struct vmt_raw_event *ev, int cpu,
-				struct tep_record *rec, bool *short_event)
+				struct tep_record *rec, enum vmt_decode_check *check)
 {
 	int id = decode_event_id(ev);
 	struct tep_event *e = decode_find(d, id);
@@ -373,7 +414,16 @@ struct tep_event *decode_record(struct vmt_decoder *d, const struct vmt_raw_even
 	rec->data = d->scratch;
 	rec->cpu = cpu;
 	rec->locked = 1;
-	*short_event = e && d->extent[id] > (int32_t)n;
+	*check = DECODE_OK;
+	if (!e)
+		return NULL;
+	if (d->extent[id] == DEC_BAD_EXTENT)
+		*check = DECODE_BAD_FORMAT;
+	else if (d->extent[id] > (int32_t)n)
+		*check = DECODE_SHORT;
+	else if (!dynamic_fields_inside(e->format.common_fields, d->scratch, n) ||
+		 !dynamic_fields_inside(e->format.fields, d->scratch, n))
+		*check = DECODE_BAD_DYNAMIC;
 	return e;
 }
 

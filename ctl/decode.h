@@ -109,14 +109,23 @@ void decode_merge_free(struct vmt_decode_merge *m);
 
 /* The event's type id (common_type). -1 if the event is too short to hold one. */
 int decode_event_id(const struct vmt_raw_event *ev);
+/* Whether a record may go through its format (only DECODE_OK may). */
+enum vmt_decode_check {
+	DECODE_OK,
+	DECODE_SHORT,		/* shorter than the format's fixed fields */
+	DECODE_BAD_FORMAT,	/* a field of the format lies outside any record */
+	DECODE_BAD_DYNAMIC,	/* a __data_loc/__rel_loc field points outside the record */
+};
+
 /*
  * A record for tep_print_event(): ev copied into the decoder's buffer (valid
  * until the next call). Returns the event's format, or NULL if its id has
- * none; *short_event is set when the data is shorter than the format's
- * fixed fields (then it must not be printed through the format).
+ * none. The guest wrote both the format and the record: *check says whether
+ * every field the format names lies inside the record; anything but
+ * DECODE_OK must not be printed through the format.
  */
 struct tep_event *decode_record(struct vmt_decoder *d, const struct vmt_raw_event *ev, int cpu,
-				struct tep_record *rec, bool *short_event);
+				struct tep_record *rec, enum vmt_decode_check *check);
 /* The format of an id, NULL if unknown (cached). */
 struct tep_event *decode_find(struct vmt_decoder *d, int id);
 

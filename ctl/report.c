@@ -55,6 +55,7 @@ struct report {
 	struct trace_seq seq;
 	bool out_failed;
 	int out_errno;
+	uint64_t invalid;	/* events not decoded: their fields lie outside them */
 };
 
 /* ---- options ---------------------------------------------------------------- */
@@ -121,8 +122,8 @@ static void print_event(struct report *r, struct vmt_decode_stream *s)
 	struct rgroup *rg = s->user;
 	struct tep_handle *tep = decode_tep(rg->dec);
 	struct tep_record rec;
-	bool too_short;
-	struct tep_event *e = decode_record(rg->dec, &s->ev, (int)s->cpu, &rec, &too_short);
+	enum vmt_decode_check check;
+	struct tep_event *e = decode_record(rg->dec, &s->ev, (int)s->cpu, &rec, &check);
 	uint64_t sec = s->ts / 1000000000ull, usec = (s->ts % 1000000000ull + 500) / 1000;
 
 	if (usec >= 1000000) {
@@ -154,8 +155,16 @@ static void print_event(struct report *r, struct vmt_decode_stream *s)
 	tep_print_event(tep, &r->seq, &rec, "%16s-%-5d [%03d] ", TEP_PRINT_COMM, TEP_PRINT_PID,
 			TEP_PRINT_CPU);
 	trace_seq_printf(&r->seq, "%5" PRIu64 ".%06" PRIu64 ": ", sec, usec);
-	if (too_short)
+	if (check != DECODE_OK)
+		r->invalid++;
+	if (check == DECODE_SHORT)
 		trace_seq_printf(&r->seq, "%s: [event too short: %u bytes]", e->name, s->ev.size);
+	else if (check == DECODE_BAD_FORMAT)
+		trace_seq_printf(&r->seq, "%s: [invalid format: a field lies outside the record]",
+				 e->name);
+	else if (check == DECODE_BAD_DYNAMIC)
+		trace_seq_printf(&r->seq, "%s: [invalid event: a dynamic field points outside it]",
+				 e->name);
 	else
 		tep_print_event(tep, &r->seq, &rec, "%s: %s", TEP_PRINT_NAME, TEP_PRINT_INFO);
 	out_line(r);
@@ -476,6 +485,9 @@ int cmd_report(const struct vmt_ctl_opts *opts, int argc, char **argv)
 			fprintf(stderr, "vmtracectl: %s: %" PRIu64 " event(s) of unknown format, %" PRIu64
 				" corrupt page(s) skipped\n", rg->label, rg->unknown, rg->bad_pages);
 	}
+	if (r.invalid)
+		fprintf(stderr, "vmtracectl: %" PRIu64 " event(s) not decoded: a field of theirs lies "
+			"outside the record (shown as invalid)\n", r.invalid);
 out:
 	report_free(&r);
 	sset_free(&set);

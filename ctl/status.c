@@ -28,11 +28,14 @@ static const struct {
 #undef X
 };
 
+/* Tags this vmtracectl knows: a newer daemon's others are skipped. */
+#define REC_TAGS (sizeof(tag_info) / sizeof(tag_info[0]))
+
 /* The record's values, looked up by tag. */
 struct rec {
-	uint64_t num[64];
-	char str[64][512];
-	bool have[64];
+	uint64_t num[REC_TAGS];
+	char str[REC_TAGS][512];
+	bool have[REC_TAGS];
 };
 
 static void rec_parse(const struct vmt_ctl_record *r, struct rec *out)
@@ -44,7 +47,7 @@ static void rec_parse(const struct vmt_ctl_record *r, struct rec *out)
 	while (tlv_next(r->payload, r->len, &pos, &t) > 0) {
 		uint32_t u32;
 
-		if (t.tag >= 64 || !tag_info[t.tag].name)
+		if (t.tag >= REC_TAGS || !tag_info[t.tag].name)
 			continue;	/* newer daemon: skip what we do not know */
 		switch (tag_info[t.tag].kind) {
 		case K_U32:
@@ -85,7 +88,7 @@ static void rec_json(const struct rec *r)
 	bool first = true;
 
 	putchar('{');
-	for (unsigned t = 0; t < 64; t++) {
+	for (unsigned t = 0; t < REC_TAGS; t++) {
 		if (!r->have[t])
 			continue;
 		printf("%s\"", first ? "" : ", ");
@@ -164,6 +167,7 @@ static void guest_problems(const struct rec *v)
 		{ VMT_CTAG_FLUSH_BAD, "flush answers refused", false },
 		{ VMT_CTAG_AGENT_ERRORS, "agent errors", false },
 		{ VMT_CTAG_READ_PAUSES, "reading pauses (dump_reserve used up)", false },
+		{ VMT_CTAG_PATHS_REFUSED, "channel opens refused (symlink or wrong type)", false },
 		{ VMT_CTAG_EVENTS_GUEST_LOST, "events lost in the guest", false },
 		{ VMT_CTAG_TRIGGERS_SUPPRESSED, "triggers held back", false },
 	};

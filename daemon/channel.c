@@ -19,47 +19,125 @@ void channel_init(struct vmt_channel *c, const char *dir, const char *name, enum
 	c->rfd = c->wfd = -1;
 }
 
+/*
+ * Whoever can create entries in a channel folder (QEMU's user owns
+ * libvirt's) could put a symlink where a port should be and have the root
+ * daemon open, or write HOST_HELLO into, a file of its choosing. So a port
+ * is first opened as a path only, without following a symlink, its type is
+ * checked on the inode itself, and only then is that same inode opened (or
+ * connected to) through /proc/self/fd. The folder's last component is not
+ * followed either (a discovered guest's folder is made by the guest side);
+ * the path above it is the operator's, from the configuration.
+ */
+static int open_dir(const char *dir)
+{
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOTDIR ? -ELOOP : -errno;
+	return fd;
+}
+
+/* An O_PATH fd of dir/name if it is of type fmt (S_IFIFO, S_IFSOCK):
+ * -ELOOP for a symlink, -EBADFD for another type, -errno else. */
+static int open_port(const char *dir, const char *name, mode_t fmt)
+{
+	struct stat st;
+	int dfd = open_dir(dir), fd;
+
+	if (dfd < 0)
+		return dfd;
+	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || (st.st_mode & S_IFMT) != fmt) {
+		int e = S_ISLNK(st.st_mode) ? -ELOOP : -EBADFD;
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+static void split(const char *path, char *dir, size_t n, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash) {
+		snprintf(dir, n, ".");
+		*base = path;
+		return;
+	}
+	snprintf(dir, n, "%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path);
+	*base = slash + 1;
+}
+
 int channel_probe(const char *dir, const char *name, enum vmt_transport *t)
 {
-	char p[PATH_MAX];
-	struct stat st;
+	char p[NAME_MAX + 8];
+	int fd;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	if (!stat(p, &st) && S_ISSOCK(st.st_mode)) {
+	if ((fd = open_port(dir, name, S_IFSOCK)) >= 0) {
+		close(fd);
 		*t = VMT_TRANSPORT_SOCKET;
 		return 0;
 	}
-	snprintf(p, sizeof(p), "%s/%s.out", dir, name);
-	if (!stat(p, &st) && S_ISFIFO(st.st_mode)) {
-		snprintf(p, sizeof(p), "%s/%s.in", dir, name);
-		if (!stat(p, &st) && S_ISFIFO(st.st_mode)) {
-			*t = VMT_TRANSPORT_FIFO;
-			return 0;
-		}
-	}
-	return -ENOENT;
+	if (fd != -ENOENT)
+		return fd;
+	snprintf(p, sizeof(p), "%s.out", name);
+	fd = open_port(dir, p, S_IFIFO);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	snprintf(p, sizeof(p), "%s.in", name);
+	fd = open_port(dir, p, S_IFIFO);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	*t = VMT_TRANSPORT_FIFO;
+	return 0;
+}
+
+/* Open the inode behind an O_PATH fd for real, and close the O_PATH fd. */
+static int reopen(int pfd, int flags)
+{
+	char p[64];
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", pfd);
+	fd = open(p, flags | O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+	close(pfd);
+	return fd;
+}
+
+static int open_fifo_end(const char *path, const char *suffix)
+{
+	char dir[PATH_MAX], name[NAME_MAX + 8];
+	const char *base;
+	int fd;
+
+	split(path, dir, sizeof(dir), &base);
+	snprintf(name, sizeof(name), "%s%s", base, suffix);
+	fd = open_port(dir, name, S_IFIFO);
+	if (fd < 0)
+		return fd;
+	/* O_RDWR: neither end blocks in open nor ever sees EOF */
+	return reopen(fd, O_RDWR | O_NONBLOCK);
 }
 
 static int open_fifo(struct vmt_channel *c)
 {
-	char p[PATH_MAX + 8];
-	struct stat st;
 	int r, w;
 
-	snprintf(p, sizeof(p), "%s.out", c->path);
-	r = open(p, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	r = open_fifo_end(c->path, ".out");
 	if (r < 0)
-		return -errno;
-	if (fstat(r, &st) < 0 || !S_ISFIFO(st.st_mode)) {
-		close(r);
-		return -ENOTSUP;
-	}
-	snprintf(p, sizeof(p), "%s.in", c->path);
-	w = open(p, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		return r;
+	w = open_fifo_end(c->path, ".in");
 	if (w < 0) {
-		int e = -errno;
 		close(r);
-		return e;
+		return w;
 	}
 	c->rfd = r;
 	c->wfd = w;
@@ -75,28 +153,39 @@ bool channel_replaced(const struct vmt_channel *c)
 		return false;
 	snprintf(p, sizeof(p), "%s.out", c->path);
 	/* gone for good is the discovery's business; here only a new inode */
-	return stat(p, &now) == 0 && (now.st_ino != held.st_ino || now.st_dev != held.st_dev);
+	return lstat(p, &now) == 0 && (now.st_ino != held.st_ino || now.st_dev != held.st_dev);
 }
 
 static int open_socket(struct vmt_channel *c)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[PATH_MAX];
+	const char *base;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
-	int fd;
+	int fd, pfd;
 
-	if (strlen(c->path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, c->path);
+	split(c->path, dir, sizeof(dir), &base);
+	pfd = open_port(dir, base, S_IFSOCK);
+	if (pfd < 0)
+		return pfd;
+	/* the socket inode checked above, whatever the name points to now
+	 * (and no limit of sun_path on how deep the folder is) */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		int e = -errno;
+		close(pfd);
+		return e;
+	}
 	/* a unix connect completes at once or fails: no EINPROGRESS dance */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
 		int e = -errno;
 		close(fd);
+		close(pfd);
 		return e;
 	}
+	close(pfd);
 	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl))
 		c->peer_pid = cred.pid;
 	c->rfd = c->wfd = fd;

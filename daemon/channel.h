@@ -3,7 +3,8 @@
  * channel: the host end of one virtio-serial port as QEMU exposes it.
  * FIFO: QEMU's `-chardev pipe,path=P` reads P.in and writes P.out; we open
  * both O_RDWR so neither open blocks nor ever sees EOF. Socket: QEMU's
- * `-chardev socket,path=P,server=on`; we connect, non-blocking.
+ * `-chardev socket,path=P,server=on`; we connect, non-blocking. Only a
+ * FIFO or a socket is ever opened, never through a symlink (channel.c).
  */
 #ifndef VMT_CHANNEL_H
 #define VMT_CHANNEL_H
@@ -24,9 +25,12 @@ struct vmt_channel {
 
 void channel_init(struct vmt_channel *c, const char *dir, const char *name,
 		  enum vmt_transport t);
-/* What is at the path: FIFO pair, socket, or -ENOENT. */
+/* What is at the path: FIFO pair, socket, or -ENOENT; -ELOOP where a
+ * symlink stands, -EBADFD where another kind of file does. */
 int channel_probe(const char *dir, const char *name, enum vmt_transport *t);
-/* Open or connect; -ENOENT/-ECONNREFUSED while QEMU is not there. */
+/* Open or connect; -ENOENT/-ECONNREFUSED while QEMU is not there; -ELOOP
+ * or -EBADFD (refused: a symlink, or not a FIFO or socket) as above. No
+ * symlink is followed in the ports' names nor in their folder's. */
 int channel_open(struct vmt_channel *c);
 void channel_close(struct vmt_channel *c);
 bool channel_is_open(const struct vmt_channel *c);

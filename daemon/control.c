@@ -170,6 +170,7 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	tlv_put_u64(b, VMT_CTAG_FLUSH_BAD, g->c.flush_bad);
 	tlv_put_u64(b, VMT_CTAG_AGENT_ERRORS, g->c.errors_from_agent);
 	tlv_put_u64(b, VMT_CTAG_READ_PAUSES, g->c.read_pauses);
+	tlv_put_u64(b, VMT_CTAG_PATHS_REFUSED, g->c.paths_refused);
 	tlv_put_u32(b, VMT_CTAG_FLAGS, g->discovered ? 1 : 0);
 }
 

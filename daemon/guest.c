@@ -264,16 +264,22 @@ void guest_check_channels(struct vmt_guest *g)
 		guest_disconnect(g, "its FIFOs were made anew (QEMU restarted)");
 }
 
-/* How many trace-path-cpuN channels the folder holds. */
-static uint32_t guest_count_cpus(const struct vmt_guest *g)
+/* How many trace-path-cpuN channels the folder holds: up to the first
+ * missing one; -ELOOP or -EBADFD if one is refused (channel_probe). */
+static int guest_count_cpus(const struct vmt_guest *g)
 {
-	uint32_t n = 0;
+	int n = 0;
 	enum vmt_transport t;
 
 	while (n < VMT_MAX_CPUS) {
 		char name[32];
-		snprintf(name, sizeof(name), "trace-path-cpu%u", n);
-		if (channel_probe(g->conf.path, name, &t) < 0)
+		int r;
+
+		snprintf(name, sizeof(name), "trace-path-cpu%d", n);
+		r = channel_probe(g->conf.path, name, &t);
+		if (r == -ELOOP || r == -EBADFD)
+			return r;
+		if (r < 0)
 			break;
 		n++;
 	}
@@ -291,9 +297,14 @@ static int guest_open_channels(struct vmt_guest *g)
 		if (r < 0)
 			return r;
 	}
-	n = g->conf.cpus ? g->conf.cpus : guest_count_cpus(g);
-	if (!n)
-		return -ENOENT;
+	if (g->conf.cpus) {
+		n = g->conf.cpus;
+	} else {
+		r = guest_count_cpus(g);
+		if (r <= 0)
+			return r ? r : -ENOENT;
+		n = (uint32_t)r;
+	}
 	if (n != g->nchan) {
 		struct vmt_channel *d = realloc(g->data, n * sizeof(*d));
 		sd_event_source **s;
@@ -345,8 +356,18 @@ void guest_connect(struct vmt_guest *g)
 	if (g->host || channel_is_open(&g->ctl))
 		return;
 	r = guest_open_channels(g);
+	if (r == -ELOOP || r == -EBADFD) {
+		/* tried again at every retry: counted each time, logged within
+		 * the guest's complaint budget */
+		g->c.paths_refused++;
+		guest_complain(g, 0, "channel folder %s: a port is a symlink or not a %s: refused",
+			       g->conf.path,
+			       g->conf.transport == VMT_TRANSPORT_SOCKET ? "socket"
+			       : g->conf.transport == VMT_TRANSPORT_FIFO ? "FIFO"
+									: "FIFO or socket");
+	}
 	if (r < 0) {
-		if (r != -ENOENT && r != -ECONNREFUSED)
+		if (r != -ENOENT && r != -ECONNREFUSED && r != -ELOOP && r != -EBADFD)
 			log_guest(VMT_LOG_DEBUG, r, g->conf.name, "channels not ready: %m");
 		guest_arm(g, RETRY_USEC);
 		return;

@@ -51,6 +51,7 @@ struct vmt_guest_counters {
 	uint64_t triggers_from_agent;
 	uint64_t triggers_suppressed;	/* automatic triggers held back by the cooldown */
 	uint64_t read_pauses;	/* a channel stopped: its next page held, the dump reserve used up */
+	uint64_t paths_refused;	/* tries to open a port that was a symlink or of another type */
 };
 
 struct vmt_guest {

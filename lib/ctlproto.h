@@ -99,7 +99,8 @@ const char *ctl_msg_name(unsigned type);
 	X(READ_PAUSES,     55, u64)           \
 	X(RESERVE,         56, u64)           \
 	X(RESERVE_USED,    57, u64)           \
-	X(RESERVE_PEAK,    58, u64)
+	X(RESERVE_PEAK,    58, u64)           \
+	X(PATHS_REFUSED,   59, u64)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

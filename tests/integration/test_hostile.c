@@ -1323,6 +1323,135 @@ START_TEST(trigger_flood)
 }
 END_TEST
 
+/* ================================================================================ */
+/* 7. symlinks where ports should be                                                */
+/* ================================================================================ */
+
+#define BAIT "a file root must not write into\n"
+
+/* A file's whole content, or "" (the caller frees). */
+static char *slurp_text(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *t = calloc(1, 4096);
+
+	if (f && t)
+		t[fread(t, 1, 4095, f)] = 0;
+	if (f)
+		fclose(f);
+	return t;
+}
+
+/*
+ * Whoever can make entries in a channel folder (QEMU's user, in libvirt's)
+ * puts symlinks where ports should be: 'in' has agent-ctl-path.in pointing
+ * at a file outside, 'out' agent-ctl-path.out at a FIFO outside, 'sock' its
+ * agent-ctl-path at a listening socket outside, 'file' a regular file for a
+ * port. None is opened, nothing is written to the targets, each is counted
+ * and named in the log; the honest guest beside them streams.
+ */
+START_TEST(symlinked_ports)
+{
+	struct itest_run r;
+	struct rawfifo fin, fout, ffile;
+	char extra[2048] = "", bait[400], outside[400], p[400], sockdir[400], honest[512], mem[512];
+	char *after;
+	struct memwatch w;
+	int lsock, fd;
+	uint64_t before;
+
+	NEED_INPUT();
+	run_init(&r, "hostile-symlink");
+	snprintf(bait, sizeof(bait), "%s/bait", r.dir);
+	ck_assert_int_eq(itest_write_file(bait, BAIT), 0);
+	snprintf(outside, sizeof(outside), "%s/outside.fifo", r.dir);
+	ck_assert_int_eq(mkfifo(outside, 0600), 0);
+
+	rawfifo_make(&fin, r.dir, "in", 1);
+	snprintf(p, sizeof(p), "%s/agent-ctl-path.in", fin.dir);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(symlink(bait, p), 0);
+
+	rawfifo_make(&fout, r.dir, "out", 1);
+	snprintf(p, sizeof(p), "%s/agent-ctl-path.out", fout.dir);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(symlink(outside, p), 0);
+
+	rawfifo_make(&ffile, r.dir, "file", 1);
+	snprintf(p, sizeof(p), "%s/trace-path-cpu0.in", ffile.dir);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(itest_write_file(p, BAIT), 0);
+
+	snprintf(sockdir, sizeof(sockdir), "%s/sock", r.dir);
+	ck_assert_int_eq(mkdir(sockdir, 0700), 0);
+	lsock = listen_at(r.dir, "outside.sock");
+	ck_assert_int_ge(lsock, 0);
+	fcntl(lsock, F_SETFL, O_NONBLOCK);
+	snprintf(p, sizeof(p), "%s/outside.sock", r.dir);
+	{
+		char link[500];
+		snprintf(link, sizeof(link), "%s/agent-ctl-path", sockdir);
+		ck_assert_int_eq(symlink(p, link), 0);
+		snprintf(link, sizeof(link), "%s/trace-path-cpu0", sockdir);
+		ck_assert_int_eq(symlink(p, link), 0);
+	}
+
+	extra_yaml(extra, sizeof(extra), "in", fin.dir, "fifo");
+	extra_yaml(extra, sizeof(extra), "out", fout.dir, "fifo");
+	extra_yaml(extra, sizeof(extra), "file", ffile.dir, "fifo");
+	extra_yaml(extra, sizeof(extra), "sock", sockdir, "socket");
+	honest_conf(&r);
+	itest_run_guest(&r, HONEST);
+	daemon_start(&r, NULL, 1u << HONEST, extra);
+	memwatch_start(&w, r.d.pid);
+	before = honest_before(&r);
+
+	/* refused at the first try and at the retries after it */
+	for (int i = 0; i < 4; i++) {
+		const char *name = (const char *[]){ "in", "out", "file", "sock" }[i];
+
+		ck_assert_msg(itest_wait_num_ge(&r.d, name, "paths_refused", 2, 15000),
+			      "%s: paths_refused %llu (log: %s)", name,
+			      (unsigned long long)itest_num(&r.d, name, "paths_refused"), r.d.log);
+		ck_assert_msg(itest_state_is(&r.d, name, "connecting") ||
+				      itest_state_is(&r.d, name, "offline"),
+			      "%s is not waiting for its channels", name);
+		snprintf(p, sizeof(p), "guest %s: channel folder ", name);
+		ck_assert_msg(testd_log_count(&r.d, p) >= 1, "no log line '%s' (log: %s)", p, r.d.log);
+	}
+	honest_after(&r, before);
+
+	/* the targets: untouched, unopened, never connected to */
+	after = slurp_text(bait);
+	ck_assert_str_eq(after, BAIT);
+	free(after);
+	snprintf(p, sizeof(p), "%s/trace-path-cpu0.in", ffile.dir);
+	after = slurp_text(p);
+	ck_assert_str_eq(after, BAIT);
+	free(after);
+	fd = open(outside, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	ck_assert_msg(fd < 0 && errno == ENXIO, "the FIFO outside the folder has a reader");
+	fd = accept(lsock, NULL, NULL);
+	ck_assert_msg(fd < 0 && errno == EAGAIN, "the daemon connected to the socket outside");
+	close(lsock);
+	say("symlinks: .in -> a file outside, .out -> a FIFO outside, a port that is a regular "
+	    "file, a socket -> a socket outside: refused (paths_refused %llu, %llu, %llu, %llu), "
+	    "the file unchanged, the FIFO without a reader, the socket never connected to",
+	    (unsigned long long)itest_num(&r.d, "in", "paths_refused"),
+	    (unsigned long long)itest_num(&r.d, "out", "paths_refused"),
+	    (unsigned long long)itest_num(&r.d, "file", "paths_refused"),
+	    (unsigned long long)itest_num(&r.d, "sock", "paths_refused"));
+
+	memwatch_check(&w, &r.d, 0, mem, sizeof(mem));
+	honest_check(&r, honest, sizeof(honest));
+	say("symlinks: %s; %s", honest, mem);
+	itest_run_end(&r);
+	rawfifo_close(&fin);
+	rawfifo_close(&fout);
+	rawfifo_close(&ffile);
+}
+END_TEST
+
 /* An idle daemon's RSS, what the cases' limits start from. */
 static void measure_idle_rss(void)
 {
@@ -1374,6 +1503,7 @@ int main(void)
 	TEST_ADD(t, fifo_agent_dies_mid_message);
 	TEST_ADD(t, reconnect_storm);
 	TEST_ADD(t, trigger_flood);
+	TEST_ADD(t, symlinked_ports);
 	tcase_set_timeout(t, 60);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

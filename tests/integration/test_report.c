@@ -38,8 +38,15 @@ static uint64_t expected_total;
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* An aux of the corpus's metadata, without the entry named drop (may be NULL). */
-static uint64_t write_aux(const char *dir, const char *guest, uint32_t version, const char *drop)
+/* What write_aux_edit() changes: in the entry named entry, from becomes to. */
+struct aux_edit {
+	const char *entry, *from, *to;
+};
+
+/* An aux of the corpus's metadata, without the entry named drop (may be
+ * NULL), with the edits in ed (ned of them) made. */
+static uint64_t write_aux_edit(const char *dir, const char *guest, uint32_t version,
+			       const char *drop, const struct aux_edit *ed, unsigned ned)
 {
 	struct vmt_buf b = { 0 };
 	struct vmt_meta_entry e;
@@ -48,9 +55,32 @@ static uint64_t write_aux(const char *dir, const char *guest, uint32_t version, 
 	size_t pos = 0;
 	int fd;
 
-	while (meta_next(bundle.data, bundle.len, &pos, &e) > 0)
-		if (!drop || e.name_len != strlen(drop) || memcmp(e.name, drop, e.name_len))
-			ck_assert_int_eq(meta_add(&b, strndupa(e.name, e.name_len), e.data, e.data_len), 0);
+	while (meta_next(bundle.data, bundle.len, &pos, &e) > 0) {
+		char *n = strndupa(e.name, e.name_len), *text = NULL;
+		const void *data = e.data;
+		size_t len = e.data_len;
+
+		if (drop && !strcmp(n, drop))
+			continue;
+		for (unsigned i = 0; i < ned; i++) {
+			char *at;
+			size_t fl = strlen(ed[i].from), tl = strlen(ed[i].to);
+
+			if (strcmp(n, ed[i].entry))
+				continue;
+			text = calloc(1, len + tl + 1);
+			ck_assert_ptr_nonnull(text);
+			memcpy(text, e.data, len);
+			at = strstr(text, ed[i].from);
+			ck_assert_msg(at != NULL, "%s: no '%s' to change", n, ed[i].from);
+			memmove(at + tl, at + fl, len - (size_t)(at - text) - fl + 1);
+			memcpy(at, ed[i].to, tl);
+			data = text;
+			len = len - fl + tl;
+		}
+		ck_assert_int_eq(meta_add(&b, n, data, len), 0);
+		free(text);
+	}
 	snprintf(a.guest, sizeof(a.guest), "%s", guest);
 	a.version = version;
 	a.created_ns = 1795349594000000000ull;
@@ -120,6 +150,11 @@ static void write_sample(const char *path, const char *guest, uint32_t auxv, uin
 	for (uint32_t c = 0; c < NCPU; c++)
 		free(cpus[c].pages);
 	buf_free(&next_tasks);
+}
+
+static uint64_t write_aux(const char *dir, const char *guest, uint32_t version, const char *drop)
+{
+	return write_aux_edit(dir, guest, version, drop, NULL, 0);
 }
 
 static struct range all_pages(void)
@@ -631,6 +666,60 @@ START_TEST(garbage_payloads)
 }
 END_TEST
 
+/*
+ * Formats a guest crafted: sched_switch with a field 2 GiB into its
+ * record, irq_handler_entry's string made a __rel_loc (its offset then
+ * points past the record). Neither may be read through its format: every
+ * such event is shown as invalid and counted, the rest decode as before
+ * (ASan would see a read out of bounds).
+ */
+START_TEST(crafted_formats)
+{
+	static const struct aux_edit ed[] = {
+		{ "events/sched/sched_switch/format", "offset:8;", "offset:2147483600;" },
+		{ "events/irq/irq_handler_entry/format", "__data_loc char[] name", "__rel_loc char[] name" },
+	};
+	struct range rg = all_pages();
+	char auxdir[2000], auxp[2100], want[128];
+	uint64_t id2, sw, irq;
+	int rc;
+	SETUP();
+
+	(void)id;
+	sw = stats_of(expected, "sched_switch");
+	irq = stats_of(expected, "irq_handler_entry");
+	ck_assert(sw > 0 && irq > 0);
+	snprintf(auxdir, sizeof(auxdir), "%s/crafted", dir);
+	ck_assert_int_eq(mkdir(auxdir, 0755), 0);
+	id2 = write_aux_edit(auxdir, "g1", 1, NULL, ed, 2);
+	snprintf(auxp, sizeof(auxp), "%s/aux-000001.vmtaux", auxdir);
+	snprintf(s1, sizeof(s1), "%s/g1-1.vmts", auxdir);
+	write_sample(s1, "g1", 1, id2, 1000, &rg, NULL, NULL);
+	REPORT("--aux %s %s", auxp, s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(count_lines(out), expected_total);
+	{
+		size_t bad_sw = 0, bad_irq = 0;
+		for (const char *p = out; (p = strstr(p, ": [invalid ")); p++) {
+			const char *line = p;
+			while (line > out && line[-1] != '\n')
+				line--;
+			bad_sw += !!memmem(line, (size_t)(p - line) + 1, " sched_switch:", 14);
+			bad_irq += !!memmem(line, (size_t)(p - line) + 1, " irq_handler_entry:", 19);
+		}
+		ck_assert_msg(bad_sw == sw, "%zu of %llu sched_switch shown invalid", bad_sw,
+			      (unsigned long long)sw);
+		ck_assert_msg(bad_irq == irq, "%zu of %llu irq_handler_entry shown invalid", bad_irq,
+			      (unsigned long long)irq);
+	}
+	snprintf(want, sizeof(want), "%llu event(s) not decoded", (unsigned long long)(sw + irq));
+	ck_assert_msg(strstr(err, want) != NULL, "stderr: %s", err);
+	/* the events the guest did not touch read as before */
+	ck_assert_ptr_nonnull(strstr(out, " sched_wakeup: comm="));
+	TEARDOWN();
+}
+END_TEST
+
 START_TEST(unknown_format)
 {
 	struct range rg = all_pages();
@@ -796,6 +885,7 @@ int main(void)
 	tcase_add_test(t, guests_on_one_time_line);
 	tcase_add_test(t, reader_goes_away);
 	tcase_add_test(t, bad_input);
+	tcase_add_test(t, crafted_formats);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);
