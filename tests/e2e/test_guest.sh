@@ -220,7 +220,9 @@ host_merge() {
 	local m rc link gs want got qpid ev a b total ok i cpu ks
 	VMT_DIR=$d
 	mkdir -p "$run" "$bad"
+	# in $( ) vmt_boot cannot remember the pid itself
 	qpid=$(vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T "$(vmt_scale 300)") || { fail $name "boot failed"; return; }
+	VMT_QEMU_PIDS="$VMT_QEMU_PIDS $qpid"
 	host_daemon "$d" hm "$run"
 	vmt_wait_streaming 150 || { fail $name "no stream: $(tail -2 "$d/vmtraced.log" | tr '\n' ' ')"; vmt_cleanup; return; }
 	for i in 1 2 3; do

@@ -102,6 +102,13 @@ vmt_cleanup() {
 	for p in $VMT_QEMU_PIDS; do
 		kill "$p" 2>/dev/null
 	done
+	# gone before the next step (or suite) starts: SIGKILL what lingers
+	local i=0 n
+	n=$(vmt_scale 100)
+	for p in $VMT_QEMU_PIDS; do
+		while kill -0 "$p" 2>/dev/null && [ $i -lt "$n" ]; do sleep 0.1; i=$((i + 1)); done
+		kill -9 "$p" 2>/dev/null
+	done
 	VMT_QEMU_PIDS=""
 }
 
