@@ -116,8 +116,8 @@ static void drain(void)
 
 	while (proto_rx_next(&rx, &m) == 1) {
 		FUZZ_CHECK(proto_check_len(m.type, m.len) == 0);
-		FUZZ_CHECK(m.payload == rx.buf + VMT_PROTO_HDR_SIZE);
-		FUZZ_CHECK(VMT_PROTO_HDR_SIZE + (size_t)m.len <= rx.len);
+		FUZZ_CHECK(m.payload == rx.buf + rx.off + VMT_PROTO_HDR_SIZE);
+		FUZZ_CHECK(VMT_PROTO_HDR_SIZE + (size_t)m.len <= rx.len - rx.off);
 		FUZZ_CHECK(strcmp(proto_msg_name(m.type), "UNKNOWN"));
 		/* every decoder on every message: a decoder must not trust the type */
 		check_hello(&m);
@@ -126,7 +126,7 @@ static void drain(void)
 		check_sync(&m);
 		check_synced(&m);
 	}
-	FUZZ_CHECK(rx.len <= sizeof(rx.buf));
+	FUZZ_CHECK(rx.off <= rx.len && rx.len <= sizeof(rx.buf));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -168,5 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	drain();
 	FUZZ_CHECK(rx.rejected_bytes <= size);
+	/* linear: what compaction moved is bounded by what was fed */
+	FUZZ_CHECK(rx.moved_bytes <= size);
 	return 0;
 }
