@@ -69,6 +69,7 @@ static void record_init(struct vmt_record_conf *r)
 	strcpy(r->clock, "mono");
 	strcpy(r->events, "sched:*,irq:*,timer:*");
 	r->meta_max = 64 * MiB;
+	r->sessions_per_minute = 6;
 	r->flush_timeout_ms = 1000;
 }
 
@@ -83,9 +84,11 @@ void config_init(struct vmt_config *c)
 	c->dump_reserve = 32 * MiB;
 	c->forget_after_s = 3600;
 	record_init(&c->rec);
+	c->control.idle_timeout_ms = 30000;
 	c->triggers.coalesce_ms = 500;
 	c->triggers.cooldown_ms = 10000;
 	c->triggers.max_per_minute = 12;
+	c->triggers.per_guest_per_minute = 4;
 	/* retention and control: all zero, no limit and root only */
 	c->host.enabled = 0;
 	strcpy(c->host.events, "kvm:*,sched:sched_switch,sched:sched_wakeup,sched:sched_waking");
@@ -155,20 +158,22 @@ static int trig_cooldown(struct yamlconf *y, yaml_node_t *v, const char *field, 
 static int trig_per_minute(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_trigger_conf *t = obj;
-	long long n;
-	int r;
 
-	r = yamlconf_read_int(y, v, field, 0, PER_MINUTE_MAX, &n);
-	if (r < 0)
-		return r;
-	t->max_per_minute = (uint32_t)n;
-	return 0;
+	return yamlconf_read_u32(y, v, field, 0, PER_MINUTE_MAX, &t->max_per_minute);
+}
+
+static int trig_per_guest(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_trigger_conf *t = obj;
+
+	return yamlconf_read_u32(y, v, field, 0, PER_MINUTE_MAX, &t->per_guest_per_minute);
 }
 
 static const struct yamlconf_key trigger_keys[] = {
 	{ "coalesce", trig_coalesce },
 	{ "cooldown", trig_cooldown },
 	{ "max_per_minute", trig_per_minute },
+	{ "per_guest_per_minute", trig_per_guest },
 };
 
 static int ret_max_bytes(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
@@ -254,9 +259,23 @@ static int ctl_read_group(struct yamlconf *y, yaml_node_t *v, const char *field,
 	return group_parse(y, v, field, ctl->read_group);
 }
 
+static int ctl_idle(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_control_conf *ctl = obj;
+	uint64_t ms;
+	int r;
+
+	r = yamlconf_read_duration(y, v, field, 1, 100, 3600 * 1000, &ms);
+	if (r < 0)
+		return r;
+	ctl->idle_timeout_ms = (uint32_t)ms;
+	return 0;
+}
+
 static const struct yamlconf_key control_keys[] = {
 	{ "group", ctl_group },
 	{ "read_only_group", ctl_read_group },
+	{ "idle_timeout", ctl_idle },
 };
 
 /* ---- clock_sync ---------------------------------------------------------- */

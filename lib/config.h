@@ -32,6 +32,7 @@ struct vmt_record_conf {
 	char events[VMT_CONFIG_MAX_EVENTS];	/* "sched:*,irq:*", "" = leave as is */
 	uint64_t meta_max;	/* bound on the guest's metadata bundle */
 	uint32_t flush_timeout_ms;	/* wait for FLUSHED before a dump */
+	uint32_t sessions_per_minute;	/* the agent's HELLOs past them wait, 0 = no limit */
 };
 
 struct vmt_guest_conf {
@@ -61,6 +62,7 @@ struct vmt_trigger_conf {
 	uint32_t coalesce_ms;	/* triggers this close after the first join its dump */
 	uint32_t cooldown_ms;	/* per guest: no new dump of it sooner than this */
 	uint32_t max_per_minute;	/* all dumps together, 0 = no limit */
+	uint32_t per_guest_per_minute;	/* dumps one guest causes, 0 = no limit */
 };
 
 struct vmt_retention_conf {
@@ -72,6 +74,7 @@ struct vmt_retention_conf {
 struct vmt_control_conf {
 	char group[64];		/* may use every command, "" = root only */
 	char read_group[64];	/* may use status, guests, samples; "" = nobody more */
+	uint32_t idle_timeout_ms;	/* a client that asks nothing is hung up on */
 };
 
 /* The host's own ftrace, recorded like a guest named "host". */

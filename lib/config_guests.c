@@ -112,14 +112,8 @@ static int guest_transport(struct yamlconf *y, yaml_node_t *v, const char *field
 static int guest_cpus(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct guest_parse *gp = obj;
-	long long n;
-	int r;
 
-	r = yamlconf_read_int(y, v, field, 0, VMT_MAX_CPUS, &n);
-	if (r < 0)
-		return r;
-	gp->g->cpus = (uint32_t)n;
-	return 0;
+	return yamlconf_read_u32(y, v, field, 0, VMT_MAX_CPUS, &gp->g->cpus);
 }
 
 static int guest_pidfile(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)

@@ -91,6 +91,7 @@ static void print_record(FILE *f, const struct vmt_record_conf *r, const char *i
 	print_events(f, r->events);
 	fprintf(f, "\n%smetadata_max: %" PRIu64 "\n", ind, r->meta_max);
 	fprintf(f, "%sflush_timeout: %" PRIu32 "ms\n", ind, r->flush_timeout_ms);
+	fprintf(f, "%ssessions_per_minute: %" PRIu32 "\n", ind, r->sessions_per_minute);
 }
 
 void config_print(const struct vmt_config *c, FILE *f)
@@ -108,10 +109,12 @@ void config_print(const struct vmt_config *c, FILE *f)
 	print_str(f, c->control.group);
 	fputs("\n  read_only_group: ", f);
 	print_str(f, c->control.read_group);
+	fprintf(f, "\n  idle_timeout: %" PRIu32 "ms", c->control.idle_timeout_ms);
 	fputs("\ntriggers:\n", f);
 	fprintf(f, "  coalesce: %" PRIu32 "ms\n", c->triggers.coalesce_ms);
 	fprintf(f, "  cooldown: %" PRIu32 "ms\n", c->triggers.cooldown_ms);
 	fprintf(f, "  max_per_minute: %" PRIu32 "\n", c->triggers.max_per_minute);
+	fprintf(f, "  per_guest_per_minute: %" PRIu32 "\n", c->triggers.per_guest_per_minute);
 	fputs("retention:\n", f);
 	fprintf(f, "  max_bytes: %" PRIu64 "\n", c->retention.max_bytes);
 	fprintf(f, "  max_samples: %" PRIu32 "\n", c->retention.max_samples);

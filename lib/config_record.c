@@ -217,6 +217,13 @@ static int rec_flush_timeout(struct yamlconf *y, yaml_node_t *v, const char *fie
 	return 0;
 }
 
+static int rec_sessions(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_record_conf *rec = obj;
+
+	return yamlconf_read_u32(y, v, field, 0, 600, &rec->sessions_per_minute);
+}
+
 static const struct yamlconf_key record_keys[] = {
 	{ "ring_size", rec_ring_size },
 	{ "guest_buffer_size", rec_guest_buffer },
@@ -224,6 +231,7 @@ static const struct yamlconf_key record_keys[] = {
 	{ "events", rec_events },
 	{ "metadata_max", rec_meta_max },
 	{ "flush_timeout", rec_flush_timeout },
+	{ "sessions_per_minute", rec_sessions },
 };
 
 int config_record_parse(struct yamlconf *y, yaml_node_t *v, const char *field,

@@ -342,6 +342,17 @@ int yamlconf_read_int(struct yamlconf *y, yaml_node_t *n, const char *field, lon
 	return 0;
 }
 
+int yamlconf_read_u32(struct yamlconf *y, yaml_node_t *n, const char *field, uint32_t min,
+		      uint32_t max, uint32_t *out)
+{
+	long long v;
+	int r = yamlconf_read_int(y, n, field, min, max, &v);
+
+	if (r >= 0)
+		*out = (uint32_t)v;
+	return r;
+}
+
 int yamlconf_read_size(struct yamlconf *y, yaml_node_t *n, const char *field, uint64_t min,
 		       uint64_t max, bool zero_ok, uint64_t *out)
 {

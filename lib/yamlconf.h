@@ -82,6 +82,9 @@ int yamlconf_read_scalar(struct yamlconf *y, yaml_node_t *n, const char *field, 
 			 bool null_ok, const char **out);
 int yamlconf_read_int(struct yamlconf *y, yaml_node_t *n, const char *field, long long min,
 		      long long max, long long *out);
+/* The same into a uint32_t (0 <= min <= max < 2^32). */
+int yamlconf_read_u32(struct yamlconf *y, yaml_node_t *n, const char *field, uint32_t min,
+		      uint32_t max, uint32_t *out);
 /* Bytes; zero_ok allows 0 below min ("no limit"). */
 int yamlconf_read_size(struct yamlconf *y, yaml_node_t *n, const char *field, uint64_t min,
 		       uint64_t max, bool zero_ok, uint64_t *out);
