@@ -20,6 +20,75 @@
 
 /* ---- messages --------------------------------------------------------- */
 
+/*
+ * The rings hold pages that decode only with what the guest is replacing
+ * (its boot, its events, its shape): write them out first. The guest caused
+ * this dump, so its cooldown and budgets decide; a dump held back drops the
+ * pages, counted and said.
+ */
+static void guest_save_window(struct vmt_guest *g, const char *why)
+{
+	struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
+	uint64_t pages = 0;
+
+	if (manager_guest_may_dump(g->m, g)) {
+		snprintf(t.reason, sizeof(t.reason), "%s", why);
+		manager_dump_guest_now(g->m, g, &t);
+		return;
+	}
+	for (uint32_t i = 0; i < g->nrings; i++)
+		pages += g->rings[i].count;
+	g->c.pages_discarded += pages;
+	guest_complain(g, 0, "%s: its dump held back by the cooldown or the trigger budget, "
+		       "%llu pages of the old window dropped", why, (unsigned long long)pages);
+}
+
+/*
+ * Sessions are the guest's to spend: sessions_per_minute of them at most
+ * (a burst of that many, refilled evenly). Past that its HELLOs wait: the
+ * session it had is over (an agent that says HELLO afresh has restarted),
+ * the host goes on asking with HOST_HELLO every RETRY_USEC, and the first
+ * HELLO once a session is free again starts one. A storm of HELLOs costs a
+ * parse each, never a ring allocation, and one log line.
+ */
+static bool guest_session_allowed(struct vmt_guest *g)
+{
+	uint32_t per_min = g->conf.rec.sessions_per_minute;
+	uint64_t now = now_monotonic_ns();
+
+	if (!per_min)
+		return true;
+	if (!g->session_tokens_at_ns) {
+		g->session_tokens = per_min;
+		g->session_tokens_at_ns = now;
+	}
+	g->session_tokens += (double)(now - g->session_tokens_at_ns) * per_min / 60e9;
+	if (g->session_tokens > per_min)
+		g->session_tokens = per_min;
+	g->session_tokens_at_ns = now;
+	if (g->session_tokens >= 1) {
+		g->session_tokens -= 1;
+		if (g->hellos_waiting) {
+			guest_log(g, VMT_LOG_NOTICE, 0, "a session again, after %llu HELLOs held back",
+				  (unsigned long long)g->hellos_waiting);
+			g->hellos_waiting = 0;
+		}
+		return true;
+	}
+	g->c.hellos_deferred++;
+	if (!g->hellos_waiting++)
+		guest_complain(g, 0, "%u sessions in a minute: its HELLOs wait (a session again "
+			       "in %.0f s)", per_min, (1 - g->session_tokens) * 60 / per_min);
+	if (g->state != GUEST_WAIT_HELLO) {
+		g->meta_open = false;
+		buf_free(&g->meta);
+		guest_set_state(g, GUEST_WAIT_HELLO);
+		guest_end_flush(g);
+		guest_arm(g, RETRY_USEC);
+	}
+	return false;
+}
+
 static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 {
 	struct vmt_hello h;
@@ -54,13 +123,15 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 		guest_disconnect(g, why);
 		return;
 	}
+	if (!guest_session_allowed(g))
+		return;
 	if (g->nrings && (g->nrings != h.ncpus || g->layout.page_size != h.page_size)) {
 		/* another machine shape: keep what the old rings hold, then start over */
 		if (!guest_rings_empty(g) && g->have_aux) {
-			struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
-			snprintf(t.reason, sizeof(t.reason), "guest changed shape (%u -> %u CPUs)",
-				 g->nrings, h.ncpus);
-			manager_dump_guest_now(g->m, g, &t);
+			char why[VMT_REASON_MAX];
+			snprintf(why, sizeof(why), "guest changed shape (%u -> %u CPUs)", g->nrings,
+				 h.ncpus);
+			guest_save_window(g, why);
 		}
 		g->m->mem_used -= guest_mem(g);
 		guest_free_rings(g);
@@ -73,7 +144,7 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 			return;
 		}
 		if (r < 0) {
-			log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot allocate rings: %m");
+			guest_log(g, VMT_LOG_ERR, r, "cannot allocate rings");
 			guest_fail(g, "no memory for the rings");
 			return;
 		}
@@ -81,7 +152,7 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 	g->hello = h;
 	g->have_hello = true;
 	g->c.sessions++;
-	log_guest(VMT_LOG_INFO, 0, g->conf.name, "agent %s, kernel %s, %u CPUs, clock %s",
+	guest_log(g, VMT_LOG_INFO, 0, "agent %s, kernel %s, %u CPUs, clock %s",
 		  h.agent, h.release, h.ncpus, h.clock);
 	g->meta_open = false;
 	buf_free(&g->meta);
@@ -318,10 +389,10 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		/* otherwise the pages in the rings decode only with the old aux:
 		 * write them out before they go */
 		if (g->have_aux && !compatible && !guest_rings_empty(g)) {
-			struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
-			snprintf(t.reason, sizeof(t.reason),
-				 "guest rebooted or changed its events (aux %u replaced)", g->aux.version);
-			manager_dump_guest_now(g->m, g, &t);
+			char reason[VMT_REASON_MAX];
+			snprintf(reason, sizeof(reason), "guest rebooted or changed its events (aux %u replaced)",
+				 g->aux.version);
+			guest_save_window(g, reason);
 		}
 		if (!compatible) {
 			for (uint32_t i = 0; i < g->nrings; i++)
@@ -342,7 +413,7 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 			g->aux.meta = NULL;
 			g->aux.meta_len = 0;
 		}
-		log_guest(VMT_LOG_INFO, 0, g->conf.name, "aux version %u (%s)", g->aux.version,
+		guest_log(g, VMT_LOG_INFO, 0, "aux version %u (%s)", g->aux.version,
 			  exists ? "already on disk" : "new");
 	} else {
 		buf_free(&g->meta);
@@ -363,7 +434,7 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		return;	/* STREAM could not be sent: the reconnect is armed */
 	if (g->timer)
 		sd_event_source_set_enabled(g->timer, SD_EVENT_OFF);
-	log_guest(VMT_LOG_INFO, 0, g->conf.name, "streaming");
+	guest_log(g, VMT_LOG_INFO, 0, "streaming");
 	sync_session_start(g);
 }
 
@@ -455,11 +526,11 @@ static void guest_on_trigger(struct vmt_guest *g, const struct vmt_msg *msg)
 	snprintf(t.reason, sizeof(t.reason), "guest: %s", n ? text : "(no reason given)");
 	r = manager_request_dump(g->m, &rq);
 	if (r == -EBUSY)
-		log_guest(VMT_LOG_DEBUG, 0, g->conf.name, "trigger suppressed: %s", t.reason);
+		guest_log(g, VMT_LOG_DEBUG, 0, "trigger suppressed: %s", t.reason);
 	else if (r < 0)
 		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot start a dump: %m");
 	else
-		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "asked for a dump: %s", text);
+		guest_log(g, VMT_LOG_NOTICE, 0, "asked for a dump: %s", text);
 }
 
 /*

@@ -22,7 +22,12 @@
 #include "vfile.h"
 
 #define MAX_CLIENTS 256
+#define ROOT_SLOTS 32		/* of MAX_CLIENTS, only root may take */
+#define PER_UID_CLIENTS 16	/* connections one other uid may hold */
 #define MAX_DUMP_GUESTS 64
+/* Group look-ups (NSS: files, or LDAP, slow) are cached per uid. */
+#define ACCESS_CACHE 64
+#define ACCESS_TTL_NS (10 * 1000000000ull)
 
 enum vmt_access { ACCESS_NONE, ACCESS_READ, ACCESS_FULL };
 
@@ -32,7 +37,9 @@ struct vmt_client {
 	uid_t uid;
 	pid_t pid;
 	enum vmt_access access;
-	sd_event_source *expire;	/* a refused peer is hung up on soon */
+	bool busy;		/* refused: its user holds too many connections */
+	unsigned waiting;	/* dump requests not answered yet */
+	sd_event_source *expire;	/* a refused peer soon, an idle one after control.idle_timeout */
 	sd_event_source *src;
 	struct vmt_client *next;
 };
@@ -47,7 +54,22 @@ struct vmt_control {
 	bool activated;
 	uint64_t refused;
 	uint64_t bad_requests;
+	uint64_t busy_log_until_ns;	/* "too many connections" is said once a minute */
+	struct {
+		uid_t uid;
+		gid_t gid;
+		enum vmt_access access;
+		uint64_t until_ns;
+	} cache[ACCESS_CACHE];
+	unsigned cache_next;
 };
+
+/* control.idle_timeout: a client that asks nothing and waits for no dump
+ * is hung up on after it. */
+static uint64_t idle_usec(const struct vmt_control *c)
+{
+	return (uint64_t)c->m->conf.control.idle_timeout_ms * 1000;
+}
 
 static void client_free(struct vmt_client *cl)
 {
@@ -69,10 +91,18 @@ static void client_free(struct vmt_client *cl)
 	free(cl);
 }
 
-/* A refused peer that sends nothing must not hold a client slot. */
+/* A refused peer that sends nothing must not hold a client slot, nor may
+ * a client that asks nothing: one waiting for a dump's answer is not idle. */
 static int client_expire_cb(sd_event_source *s, uint64_t usec, void *userdata)
 {
-	client_free(userdata);
+	struct vmt_client *cl = userdata;
+
+	if (cl->access != ACCESS_NONE && cl->waiting) {
+		sd_event_source_set_time_relative(s, idle_usec(cl->ctl));
+		sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+		return 0;
+	}
+	client_free(cl);
 	return 0;
 }
 
@@ -171,6 +201,8 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	tlv_put_u64(b, VMT_CTAG_AGENT_ERRORS, g->c.errors_from_agent);
 	tlv_put_u64(b, VMT_CTAG_READ_PAUSES, g->c.read_pauses);
 	tlv_put_u64(b, VMT_CTAG_PATHS_REFUSED, g->c.paths_refused);
+	tlv_put_u64(b, VMT_CTAG_PAGES_DISCARDED, g->c.pages_discarded);
+	tlv_put_u64(b, VMT_CTAG_HELLOS_DEFERRED, g->c.hellos_deferred);
 	tlv_put_u32(b, VMT_CTAG_FLAGS, g->discovered ? 1 : 0);
 }
 
@@ -278,6 +310,8 @@ static void handle_dump(struct vmt_client *cl, uint32_t id, const uint8_t *p, ui
 	rq.client = cl;
 	rq.request_id = id;
 	r = manager_request_dump(cl->ctl->m, &rq);
+	if (r == 0)
+		cl->waiting++;
 	if (r == -ENOENT)
 		client_error(cl, id, ENOENT, "no such guest");
 	else if (r == -EBUSY)
@@ -336,6 +370,8 @@ void control_answer_dump(struct vmt_control *c, struct vmt_client *cl, uint32_t 
 {
 	struct vmt_buf b = { 0 };
 
+	if (cl->waiting)
+		cl->waiting--;
 	if (!nfiles && error < 0) {
 		client_error(cl, id, error, strerror(-error));
 		return;
@@ -379,11 +415,15 @@ static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		return 0;
 	}
 	if (cl->access == ACCESS_NONE) {
-		client_error(cl, id, EACCES, "permission denied: vmtraced answers root and the "
-					     "members of its control groups only");
+		client_error(cl, id, cl->busy ? EBUSY : EACCES,
+			     cl->busy ? "too many connections of this user: close some"
+				      : "permission denied: vmtraced answers root and the "
+					"members of its control groups only");
 		client_free(cl);
 		return 0;
 	}
+	sd_event_source_set_time_relative(cl->expire, idle_usec(cl->ctl));
+	sd_event_source_set_enabled(cl->expire, SD_EVENT_ONESHOT);
 	if (cl->access != ACCESS_FULL && type != VMT_CTL_STATUS && type != VMT_CTL_GUESTS &&
 	    type != VMT_CTL_SAMPLES) {
 		cl->ctl->refused++;
@@ -441,16 +481,48 @@ static bool in_group(const char *group, uid_t uid, gid_t gid)
 }
 
 /* Root and the daemon's own user may do everything; then the groups of the
- * configuration, looked up now so that a reload or a new member counts. */
-static enum vmt_access peer_access(const struct vmt_config *conf, const struct ucred *cr)
+ * configuration, looked up at most every ACCESS_TTL_NS per uid (a look-up
+ * may go to a slow directory service, in the loop), and anew after a reload. */
+static enum vmt_access peer_access(struct vmt_control *c, const struct ucred *cr)
 {
+	const struct vmt_config *conf = &c->m->conf;
+	uint64_t now = now_monotonic_ns();
+	enum vmt_access a;
+
 	if (cr->uid == 0 || cr->uid == geteuid())
 		return ACCESS_FULL;
+	for (unsigned i = 0; i < ACCESS_CACHE; i++)
+		if (c->cache[i].until_ns > now && c->cache[i].uid == cr->uid &&
+		    c->cache[i].gid == cr->gid)
+			return c->cache[i].access;
 	if (in_group(conf->control.group, cr->uid, cr->gid))
-		return ACCESS_FULL;
-	if (in_group(conf->control.read_group, cr->uid, cr->gid))
-		return ACCESS_READ;
-	return ACCESS_NONE;
+		a = ACCESS_FULL;
+	else if (in_group(conf->control.read_group, cr->uid, cr->gid))
+		a = ACCESS_READ;
+	else
+		a = ACCESS_NONE;
+	c->cache[c->cache_next].uid = cr->uid;
+	c->cache[c->cache_next].gid = cr->gid;
+	c->cache[c->cache_next].access = a;
+	c->cache[c->cache_next].until_ns = now + ACCESS_TTL_NS;
+	c->cache_next = (c->cache_next + 1) % ACCESS_CACHE;
+	return a;
+}
+
+void control_forget_access(struct vmt_control *c)
+{
+	if (c)
+		memset(c->cache, 0, sizeof(c->cache));
+}
+
+/* Connections this uid holds now. */
+static unsigned clients_of(const struct vmt_control *c, uid_t uid)
+{
+	unsigned n = 0;
+
+	for (const struct vmt_client *cl = c->clients; cl; cl = cl->next)
+		n += cl->uid == uid;
+	return n;
 }
 
 static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -483,8 +555,26 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	cl->fd = cfd;
 	cl->uid = cred.uid;
 	cl->pid = cred.pid;
-	cl->access = peer_access(&c->m->conf, &cred);
-	if (cl->access == ACCESS_NONE) {
+	/* the last slots are root's, and no other user holds more than its share:
+	 * no one can keep root's status waiting by holding connections */
+	if (cred.uid != 0 &&
+	    (c->nclients >= MAX_CLIENTS - ROOT_SLOTS || clients_of(c, cred.uid) >= PER_UID_CLIENTS)) {
+		uint64_t now = now_monotonic_ns();
+
+		cl->access = ACCESS_NONE;
+		cl->busy = true;
+		c->refused++;
+		if (now >= c->busy_log_until_ns) {
+			log_warning("control: refused uid %u (pid %d): too many connections (%u of "
+				    "this user, %u in all; more refused within a minute are not said)",
+				    cred.uid, cred.pid, clients_of(c, cred.uid), c->nclients);
+			c->busy_log_until_ns = now + 60 * 1000000000ull;
+		}
+		client_error(cl, 0, EBUSY, "too many connections of this user: close some");
+	} else {
+		cl->access = peer_access(c, &cred);
+	}
+	if (cl->access == ACCESS_NONE && !cl->busy) {
 		/* say why, and hang up only once the request is read: closing a
 		 * socket with unread data resets it, and the answer is lost */
 		c->refused++;
@@ -494,8 +584,10 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 				      "members of its control groups only");
 	}
 	r = sd_event_add_io(c->m->event, &cl->src, cfd, EPOLLIN, client_cb, cl);
-	if (r >= 0 && cl->access == ACCESS_NONE)
-		r = sd_event_add_time_relative(c->m->event, &cl->expire, CLOCK_MONOTONIC, 2 * 1000000ull,
+	if (r >= 0)
+		r = sd_event_add_time_relative(c->m->event, &cl->expire, CLOCK_MONOTONIC,
+					       cl->access == ACCESS_NONE ? 2 * 1000000ull
+									 : idle_usec(c),
 					       100000, client_expire_cb, cl);
 	if (r < 0) {
 		sd_event_source_disable_unref(cl->src);

@@ -16,6 +16,8 @@ struct vmt_client;
 
 int control_new(struct vmt_control **out, struct vmt_manager *m, const char *path);
 void control_free(struct vmt_control *c);
+/* The configuration's groups changed (a reload): look every peer up anew. */
+void control_forget_access(struct vmt_control *c);
 void control_answer_dump(struct vmt_control *c, struct vmt_client *client, uint32_t request_id,
 			 char *const *files, uint32_t nfiles, int error);
 

@@ -11,7 +11,12 @@
  *
  * Automatic triggers (BPF, guest) are held back by a per-guest cooldown and
  * a global rate limit and counted when suppressed; an operator's dump
- * (signal, vmtracectl) always happens.
+ * (signal, vmtracectl) always happens. Every dump a guest causes (TRIGGER,
+ * an oops line, a new boot, new metadata, a new shape) also spends that
+ * guest's own budget (per_guest_per_minute), and may not take the last
+ * quarter of the global one, kept for the BPF detectors, nor (once it has
+ * caused a dump in the last minute) the quarter before it, kept for the
+ * guests that have not.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -535,25 +540,65 @@ static bool trigger_is_automatic(const struct vmt_trigger *t)
 	return t->kind == VMT_TRIGGER_BPF || t->kind == VMT_TRIGGER_GUEST;
 }
 
-/* The global rate limit: a bucket of max_per_minute tokens, refilled evenly. */
-static bool rate_take(struct vmt_manager *m)
+/* A bucket of per_min tokens, refilled evenly; per_min 0: no limit. */
+static void bucket_fill(double *tokens, uint64_t *at, uint32_t per_min, uint64_t now)
 {
-	uint32_t per_min = m->conf.triggers.max_per_minute;
-	uint64_t now = now_monotonic_ns();
+	if (!*at) {
+		*tokens = per_min;
+		*at = now;
+	}
+	*tokens += (double)(now - *at) * per_min / 60e9;
+	if (*tokens > per_min)
+		*tokens = per_min;
+	*at = now;
+}
+
+/* A share of the global bucket: a quarter of it, at least one token. The
+ * detectors may take every token; a guest whose own budget is full (it
+ * caused no dump for a minute) must leave one share for the detectors; a
+ * guest that has been causing dumps must leave two: the detectors' and the
+ * quiet guests'. */
+static double global_share(uint32_t per_min)
+{
+	return per_min < 2 ? 0 : VMT_MAX(1.0, per_min / 4.0);
+}
+
+/* Is the guest's own budget full (nothing spent for a minute)? */
+static bool guest_budget_full(struct vmt_manager *m, struct vmt_guest *g, uint64_t now)
+{
+	uint32_t per_min = m->conf.triggers.per_guest_per_minute;
 
 	if (!per_min)
 		return true;
-	if (!m->tokens_at_ns) {
-		m->tokens = per_min;
-		m->tokens_at_ns = now;
+	bucket_fill(&g->trig_tokens, &g->trig_tokens_at_ns, per_min, now);
+	return g->trig_tokens >= per_min;
+}
+
+/*
+ * May an automatic dump start now? A detector's (g NULL) may take every
+ * global token; a guest-caused one (g its guest) needs a token of its own
+ * and leaves the shares above. Takes the tokens if so.
+ */
+static bool budget_take(struct vmt_manager *m, struct vmt_guest *g, uint64_t now)
+{
+	uint32_t per_min = m->conf.triggers.max_per_minute, own = m->conf.triggers.per_guest_per_minute;
+	double floor = 0;
+
+	if (g) {
+		bool full = guest_budget_full(m, g, now);
+
+		if (own && g->trig_tokens < 1)
+			return false;
+		floor = global_share(per_min) * (full ? 1 : 2);
 	}
-	m->tokens += (double)(now - m->tokens_at_ns) * per_min / 60e9;
-	if (m->tokens > per_min)
-		m->tokens = per_min;
-	m->tokens_at_ns = now;
-	if (m->tokens < 1)
-		return false;
-	m->tokens -= 1;
+	if (per_min) {
+		bucket_fill(&m->tokens, &m->tokens_at_ns, per_min, now);
+		if (m->tokens - 1 < floor)
+			return false;
+		m->tokens -= 1;
+	}
+	if (g && own)
+		g->trig_tokens -= 1;
 	return true;
 }
 
@@ -562,6 +607,18 @@ static bool guest_cooling(const struct vmt_manager *m, const struct vmt_guest *g
 	uint64_t cd = (uint64_t)m->conf.triggers.cooldown_ms * 1000000;
 
 	return g->last_freeze_ns && cd && now - g->last_freeze_ns < cd;
+}
+
+bool manager_guest_may_dump(struct vmt_manager *m, struct vmt_guest *g)
+{
+	uint64_t now = now_monotonic_ns();
+
+	if (guest_cooling(m, g, now) || !budget_take(m, g, now)) {
+		g->c.triggers_suppressed++;
+		m->triggers_suppressed++;
+		return false;
+	}
+	return true;
 }
 
 int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
@@ -606,8 +663,11 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 			names = (char *const *)only;
 			n = 1;
 		}
-		if (!open && !rate_take(m)) {
+		if (!open && !budget_take(m, rq->trigger->kind == VMT_TRIGGER_GUEST && n == 1
+						     ? manager_find_guest(m, names[0]) : NULL, now)) {
 			m->triggers_suppressed++;
+			if (rq->trigger->kind == VMT_TRIGGER_GUEST && n == 1)
+				manager_find_guest(m, names[0])->c.triggers_suppressed++;
 			return -EBUSY;
 		}
 	}

@@ -15,9 +15,12 @@
  * an honest agent writes a message (64 KiB at most) at once. */
 #define CTL_PARTIAL_TIMEOUT_NS (5 * 1000000000ull)
 
-/* Complaints about guest input are rate-limited. */
+/* Complaints about guest input (a warning), and the lines of its sessions
+ * coming and going: each within its own per-guest budget. */
 void guest_complain(struct vmt_guest *g, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+void guest_log(struct vmt_guest *g, int level, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s);
 void guest_arm(struct vmt_guest *g, uint64_t usec);
 void guest_send(struct vmt_guest *g, unsigned type, const void *p, uint32_t len);

@@ -17,6 +17,9 @@
 
 #define OUT_MAX 65536			/* control bytes queued for a guest that does not read */
 #define READ_BUDGET_BYTES (256 * 1024)	/* per data callback, so one guest cannot starve others */
+/* Read of the control channel when a data channel closed: more than a
+ * socket buffers, less than a flood could make it loop for long. */
+#define CTL_DRAIN_MAX (4 * 1024 * 1024)
 #define LOG_BURST 10
 #define LOG_WINDOW_NS (10 * 1000000000ull)
 
@@ -31,36 +34,73 @@ const char *guest_state_name(enum vmt_guest_state s)
 	return state_names[s];
 }
 
-/* Complaints about guest input are rate-limited: a hostile guest must not
- * flood the journal. */
-void guest_complain(struct vmt_guest *g, int err, const char *fmt, ...)
+/*
+ * What a guest makes the daemon log comes out of that guest's budget: a
+ * hostile guest must not flood the journal. Complaints about its input and
+ * the lines of its sessions coming and going have a budget each, so that a
+ * storm of sessions does not hide what was wrong with its input; what a
+ * budget holds back is said in one line when the next window opens.
+ */
+#define SESSION_BURST 20
+#define SESSION_WINDOW_NS (60 * 1000000000ull)
+
+static bool log_budget_take(struct vmt_guest *g, struct vmt_log_budget *b, unsigned burst,
+			    uint64_t window_ns, const char *what)
 {
 	uint64_t now = now_monotonic_ns();
+
+	if (now > b->until_ns) {
+		if (b->used > burst)
+			log_guest(VMT_LOG_WARNING, 0, g->conf.name, "%u more %s suppressed",
+				  b->used - burst, what);
+		b->until_ns = now + window_ns;
+		b->used = 0;
+	}
+	return ++b->used <= burst;
+}
+
+static void guest_vlog(struct vmt_guest *g, int level, int err, const char *fmt, va_list ap)
+{
 	char msg[512];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (err)
+		log_guest(level, err, g->conf.name, "%s: %s", msg, strerror(err < 0 ? -err : err));
+	else
+		log_guest(level, 0, g->conf.name, "%s", msg);
+}
+
+void guest_complain(struct vmt_guest *g, int err, const char *fmt, ...)
+{
 	va_list ap;
 
-	if (now > g->log_budget_ns) {
-		if (g->log_burst > LOG_BURST)
-			log_guest(VMT_LOG_WARNING, 0, g->conf.name, "%u more complaints suppressed",
-				  g->log_burst - LOG_BURST);
-		g->log_budget_ns = now + LOG_WINDOW_NS;
-		g->log_burst = 0;
-	}
-	if (++g->log_burst > LOG_BURST)
+	if (!log_budget_take(g, &g->log_complaints, LOG_BURST, LOG_WINDOW_NS, "complaints"))
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	guest_vlog(g, VMT_LOG_WARNING, err, fmt, ap);
 	va_end(ap);
-	if (err)
-		log_guest(VMT_LOG_WARNING, err, g->conf.name, "%s: %s", msg, strerror(err < 0 ? -err : err));
-	else
-		log_guest(VMT_LOG_WARNING, 0, g->conf.name, "%s", msg);
+}
+
+void guest_log(struct vmt_guest *g, int level, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > log_get_level())
+		return;
+	/* debug lines (log_level: debug) have their own, not to hide the rest */
+	if (!log_budget_take(g, level == VMT_LOG_DEBUG ? &g->log_debug : &g->log_sessions,
+			     SESSION_BURST, SESSION_WINDOW_NS,
+			     level == VMT_LOG_DEBUG ? "debug lines" : "lines about its sessions"))
+		return;
+	va_start(ap, fmt);
+	guest_vlog(g, level, err, fmt, ap);
+	va_end(ap);
 }
 
 void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s)
 {
 	if (g->state != s)
-		log_guest(VMT_LOG_DEBUG, 0, g->conf.name, "%s -> %s", guest_state_name(g->state),
+		guest_log(g, VMT_LOG_DEBUG, 0, "%s -> %s", guest_state_name(g->state),
 			  guest_state_name(s));
 	if ((g->state == GUEST_OFFLINE) != (s == GUEST_OFFLINE))
 		probe_sync_guests(g->m->probe);	/* its QEMU pid comes or goes */
@@ -246,7 +286,7 @@ void guest_end_flush(struct vmt_guest *g)
 void guest_disconnect(struct vmt_guest *g, const char *why)
 {
 	if (g->state != GUEST_OFFLINE)
-		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "disconnected: %s", why);
+		guest_log(g, VMT_LOG_NOTICE, 0, "disconnected: %s", why);
 	guest_close_channels(g);
 	proto_rx_reset(g->rx);	/* a message cut short must not swallow the next connection's */
 	g->ctl_partial_since = 0;
@@ -368,12 +408,12 @@ void guest_connect(struct vmt_guest *g)
 	}
 	if (r < 0) {
 		if (r != -ENOENT && r != -ECONNREFUSED && r != -ELOOP && r != -EBADFD)
-			log_guest(VMT_LOG_DEBUG, r, g->conf.name, "channels not ready: %m");
+			guest_log(g, VMT_LOG_DEBUG, r, "channels not ready");
 		guest_arm(g, RETRY_USEC);
 		return;
 	}
 	g->nonce = (uint32_t)(now_monotonic_ns() ^ (uintptr_t)g) | 1;
-	log_guest(VMT_LOG_INFO, 0, g->conf.name, "channels open (%s, %u CPUs), waiting for the agent",
+	guest_log(g, VMT_LOG_INFO, 0, "channels open (%s, %u CPUs), waiting for the agent",
 		  transport_name(g->ctl.transport == VMT_TRANSPORT_AUTO ? g->conf.transport
 									: g->ctl.transport),
 		  g->nchan);
@@ -490,7 +530,7 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 		guest_free_rings(g);
 		return r;
 	}
-	log_guest(VMT_LOG_INFO, 0, g->conf.name, "rings: %u CPUs x %llu pages of %u bytes (%llu KiB)",
+	guest_log(g, VMT_LOG_INFO, 0, "rings: %u CPUs x %llu pages of %u bytes (%llu KiB)",
 		  ncpus, (unsigned long long)pages, page_size,
 		  (unsigned long long)(guest_mem(g) >> 10));
 	return 0;
@@ -519,17 +559,20 @@ int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
 	return 0;
 }
 
-static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+/*
+ * Read and handle the control channel, at most budget bytes; true if it
+ * was read dry (or closed).
+ */
+static bool guest_ctl_read(struct vmt_guest *g, size_t budget)
 {
-	struct vmt_guest *g = userdata;
 	uint64_t rejected = g->rx->rejected_bytes, messages = g->rx->messages;
 	bool drained = false;
 
-	for (size_t done = 0; done < READ_BUDGET_BYTES && channel_is_open(&g->ctl);) {
+	for (size_t done = 0; done < budget && channel_is_open(&g->ctl);) {
 		struct vmt_msg msg;
 		size_t room;
 		uint8_t *p = proto_rx_space(g->rx, &room);
-		ssize_t n = read(fd, p, room);
+		ssize_t n = read(g->ctl.rfd, p, room);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -541,6 +584,7 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 		}
 		if (n == 0) {
 			guest_disconnect(g, "control channel closed");
+			drained = true;
 			break;
 		}
 		done += (size_t)n;
@@ -549,6 +593,24 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 		while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
 			guest_dispatch(g, &msg);
 	}
+	if (g->rx->rejected_bytes != rejected)
+		guest_complain(g, g->rx->last_error, "control channel: %llu bytes of garbage skipped",
+			       (unsigned long long)(g->rx->rejected_bytes - rejected));
+	/* the clock of an unfinished message starts when the last whole one ended */
+	if (!proto_rx_partial(g->rx) || g->rx->messages != messages)
+		g->ctl_partial_since = 0;
+	if (channel_is_open(&g->ctl) && proto_rx_partial(g->rx) && !g->ctl_partial_since) {
+		g->ctl_partial_since = now_monotonic_ns();
+		guest_arm_partial(g);
+	}
+	return drained;
+}
+
+static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_guest *g = userdata;
+	bool drained = guest_ctl_read(g, READ_BUDGET_BYTES);
+
 	/*
 	 * An agent's control messages are small and few: its channel goes ahead
 	 * of bulk page reads (FLUSHED should not wait behind them). One that
@@ -561,19 +623,8 @@ static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *user
 		sd_event_source_set_priority(g->ctl_src, drained ? SD_EVENT_PRIORITY_IMPORTANT
 								 : SD_EVENT_PRIORITY_NORMAL);
 	}
-	if (g->rx->rejected_bytes != rejected)
-		guest_complain(g, g->rx->last_error, "control channel: %llu bytes of garbage skipped",
-			       (unsigned long long)(g->rx->rejected_bytes - rejected));
-	/* the clock of an unfinished message starts when the last whole one ended */
-	if (!proto_rx_partial(g->rx) || g->rx->messages != messages)
-		g->ctl_partial_since = 0;
-	if (proto_rx_partial(g->rx) && !g->ctl_partial_since) {
-		g->ctl_partial_since = now_monotonic_ns();
-		guest_arm_partial(g);
-	}
 	return 0;
 }
-
 static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	guest_check_partial(userdata);
@@ -634,7 +685,12 @@ static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *use
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0) {
-			guest_disconnect(g, "data channel closed");
+			/* what the agent said before it hung up still counts (its
+			 * metadata, say): at most what the socket still holds, for
+			 * its writer is gone */
+			guest_ctl_read(g, CTL_DRAIN_MAX);
+			if (channel_is_open(&g->data[cpu]))
+				guest_disconnect(g, "data channel closed");
 			return 0;
 		}
 		if (n < 0) {

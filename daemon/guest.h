@@ -40,6 +40,12 @@ enum vmt_guest_state {
 };
 const char *guest_state_name(enum vmt_guest_state s);
 
+/* A window of log lines a guest may cause (guest_complain, guest_log). */
+struct vmt_log_budget {
+	uint64_t until_ns;
+	unsigned used;
+};
+
 struct vmt_guest_counters {
 	uint64_t sessions;	/* HELLOs that led to START */
 	uint64_t stale_bytes;	/* data bytes dropped outside a session */
@@ -52,6 +58,8 @@ struct vmt_guest_counters {
 	uint64_t triggers_suppressed;	/* automatic triggers held back by the cooldown */
 	uint64_t read_pauses;	/* a channel stopped: its next page held, the dump reserve used up */
 	uint64_t paths_refused;	/* tries to open a port that was a symlink or of another type */
+	uint64_t pages_discarded;	/* of an old boot or shape, dropped: its dump was held back */
+	uint64_t hellos_deferred;	/* HELLOs held back: it started too many sessions */
 };
 
 struct vmt_guest {
@@ -112,12 +120,18 @@ struct vmt_guest {
 	struct vmt_guest_sync sync;	/* clock relation to the host (sync.c) */
 
 	uint64_t last_freeze_ns;	/* CLOCK_MONOTONIC of its last dump, for the cooldown */
+	double trig_tokens;	/* its own budget of dumps it causes (per_guest_per_minute) */
+	double session_tokens;	/* and of sessions (record.sessions_per_minute) */
+	uint64_t session_tokens_at_ns;
+	uint64_t hellos_waiting;	/* held back since its last session */
+	uint64_t trig_tokens_at_ns;
 	struct vmt_guest_counters c;
 	uint64_t ctl_rejected_bytes_base;
 	uint64_t ctl_partial_since;	/* CLOCK_MONOTONIC since which a message is unfinished */
 	sd_event_source *partial_timer;	/* fires CTL_PARTIAL_TIMEOUT_NS after that */
-	uint64_t log_budget_ns;	/* rate limit for complaints */
-	unsigned log_burst;
+	struct vmt_log_budget log_complaints;	/* rate limits of what it makes us log */
+	struct vmt_log_budget log_sessions;
+	struct vmt_log_budget log_debug;
 	char last_dump[PATH_MAX + 400];
 };
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "priv.h"
 #include "discovery.h"
 #include "guest.h"
 #include "hostsrc.h"
@@ -228,6 +229,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	if (m->conf.ndiscovery && !m->discovery && discovery_new(&m->discovery, m) < 0)
 		log_error("cannot watch the discovery folders");
 	discovery_rescan(m->discovery);
+	control_forget_access(m->control);	/* the control groups may have changed */
 	log_notice("configuration reloaded: %u guest(s) kept, %u started, %u removed", kept, added,
 		   removed);
 	sd_notify(0, "READY=1");
@@ -319,7 +321,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 				(unsigned long long)(m->conf.dump_reserve >> 10));
 		goto fail;
 	}
-	r = writer_start(&m->writer, m->event, manager_writer_done, m);
+	r = writer_init(&m->writer, m->event, manager_writer_done, m);
 	if (r < 0)
 		goto fail;
 	r = control_new(&m->control, m, m->conf.control_socket);
@@ -362,6 +364,16 @@ int manager_run(struct vmt_manager *m)
 {
 	int r;
 
+	/* set up: from here on only what the configuration needs, in every
+	 * thread (the writer's starts after this) */
+	r = priv_drop(priv_needed(&m->conf));
+	if (r < 0)
+		return 1;
+	r = writer_run(&m->writer);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the writer thread: %m");
+		return 1;
+	}
 	manager_apply_retention_now(m);
 	for (uint32_t i = 0; i < m->nguests; i++)
 		guest_connect(m->guests[i]);

@@ -118,8 +118,12 @@ void manager_forget_client(struct vmt_manager *m, struct vmt_client *client);
 /* Called by guests. */
 void manager_guest_flushed(struct vmt_manager *m, struct vmt_guest *g);
 /* Freeze one guest at once, without a flush, into its own sample (the
- * guest's aux is about to change). */
+ * guest's aux is about to change). Ask manager_guest_may_dump() first:
+ * the guest caused it, so its cooldown and budgets apply. */
 void manager_dump_guest_now(struct vmt_manager *m, struct vmt_guest *g, const struct vmt_trigger *t);
+/* A dump the guest caused: may it happen now? If not, it is counted as
+ * suppressed (the guest's and the daemon's triggers_suppressed). */
+bool manager_guest_may_dump(struct vmt_manager *m, struct vmt_guest *g);
 /* Queue a copy of the guest's bundle; the guest keeps its own until the
  * aux file is written, so a failed write is tried again before a sample. */
 void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g);

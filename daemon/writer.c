@@ -197,8 +197,8 @@ static int writer_event(sd_event_source *s, int fd, uint32_t revents, void *user
 	return 0;
 }
 
-int writer_start(struct vmt_writer *w, sd_event *e,
-		 void (*fn)(struct vmt_job *job, void *userdata), void *userdata)
+int writer_init(struct vmt_writer *w, sd_event *e,
+		void (*fn)(struct vmt_job *job, void *userdata), void *userdata)
 {
 	int r;
 
@@ -211,20 +211,25 @@ int writer_start(struct vmt_writer *w, sd_event *e,
 	if (w->efd < 0)
 		return -errno;
 	r = sd_event_add_io(e, &w->src, w->efd, EPOLLIN, writer_event, w);
-	if (r < 0)
-		goto fail;
+	if (r < 0) {
+		close(w->efd);
+		w->efd = -1;
+		return r;
+	}
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	r = -pthread_create(&w->thread, NULL, writer_main, w);
+	w->inited = 1;
+	return 0;
+}
+
+int writer_run(struct vmt_writer *w)
+{
+	int r = -pthread_create(&w->thread, NULL, writer_main, w);
+
 	if (r < 0)
-		goto fail;
+		return r;
 	w->started = 1;
 	return 0;
-fail:
-	w->src = sd_event_source_unref(w->src);
-	close(w->efd);
-	w->efd = -1;
-	return r;
 }
 
 void writer_submit(struct vmt_writer *w, struct vmt_job *job)
@@ -240,8 +245,20 @@ void writer_submit(struct vmt_writer *w, struct vmt_job *job)
 
 void writer_stop(struct vmt_writer *w)
 {
-	if (!w->started)
+	if (!w->inited)
 		return;
+	if (!w->started) {
+		/* never ran (start-up failed): what was queued is dropped */
+		while (w->queue) {
+			struct vmt_job *j = w->queue;
+			w->queue = j->next;
+			job_free(j);
+		}
+		w->src = sd_event_source_unref(w->src);
+		close(w->efd);
+		w->inited = 0;
+		return;
+	}
 	pthread_mutex_lock(&w->lock);
 	w->stopping = 1;
 	pthread_cond_signal(&w->cond);
@@ -251,4 +268,5 @@ void writer_stop(struct vmt_writer *w)
 	w->src = sd_event_source_unref(w->src);
 	close(w->efd);
 	w->started = 0;
+	w->inited = 0;
 }

@@ -63,12 +63,17 @@ struct vmt_writer {
 	void (*done_fn)(struct vmt_job *job, void *userdata);
 	void *userdata;
 	int stopping;
-	int started;
+	int inited;		/* writer_init() done: jobs may be queued */
+	int started;		/* writer_run() done: the thread takes them */
 	unsigned pending;	/* submitted and not yet handed back */
 };
 
-int writer_start(struct vmt_writer *w, sd_event *e,
-		 void (*fn)(struct vmt_job *job, void *userdata), void *userdata);
+/* The queue and the hand-back, without the thread: jobs submitted now wait
+ * for writer_run(), which starts it (after the daemon has dropped its
+ * privileges, which are per thread). */
+int writer_init(struct vmt_writer *w, sd_event *e,
+		void (*fn)(struct vmt_job *job, void *userdata), void *userdata);
+int writer_run(struct vmt_writer *w);
 void writer_submit(struct vmt_writer *w, struct vmt_job *job);
 /* Finish the queued jobs, hand them back, join the thread. */
 void writer_stop(struct vmt_writer *w);

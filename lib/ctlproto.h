@@ -100,7 +100,9 @@ const char *ctl_msg_name(unsigned type);
 	X(RESERVE,         56, u64)           \
 	X(RESERVE_USED,    57, u64)           \
 	X(RESERVE_PEAK,    58, u64)           \
-	X(PATHS_REFUSED,   59, u64)
+	X(PATHS_REFUSED,   59, u64)           \
+	X(PAGES_DISCARDED, 60, u64)           \
+	X(HELLOS_DEFERRED, 61, u64)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

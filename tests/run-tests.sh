@@ -58,6 +58,11 @@ run_suite() {	# name binary
 	local line c f e s stray=0
 	stray_check "$tag" || stray=1
 	left=$(find "$tmp" -mindepth 1 -maxdepth 1 2>/dev/null | head -5)
+	if [ "$rc" != 0 ] && [ -n "$left" ]; then
+		# what a failed suite left (its daemon's logs) is kept to read
+		rm -rf "$B/failed/$name" && mkdir -p "$B/failed" && mv "$tmp" "$B/failed/$name" &&
+			echo "!! $name: its files are kept in $B/failed/$name"
+	fi
 	rm -rf "$tmp"
 	line=$(grep -E '^[0-9]+%: Checks: ' "$out" | tail -1)
 	s=$(grep -c '^SKIP: ' "$out")

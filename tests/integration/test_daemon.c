@@ -8,6 +8,7 @@
  * check looks at values (status fields, sample contents, decoded events),
  * not only exit codes.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,6 +47,15 @@ static uint64_t fed_pages(void)
 
 	for (unsigned c = 0; c < in.ncpus; c++)
 		n += in.npages[c];
+	return n;
+}
+
+static uint64_t fed_pages_of(const struct fakeguest_conf *fc)
+{
+	uint64_t n = 0;
+
+	for (unsigned c = 0; c < fc->ncpus; c++)
+		n += fc->npages[c];
 	return n;
 }
 
@@ -822,6 +834,84 @@ static void open_socket_to_all(struct itest_run *r)
 	ck_assert_int_eq(chmod(r->d.sock, 0666), 0);
 }
 
+/* A field of /proc/PID/task/TID/status as a number (hex for Cap*), or
+ * UINT64_MAX. */
+static uint64_t task_status(pid_t pid, const char *tid, const char *field, int base)
+{
+	char path[128], line[256];
+	uint64_t v = UINT64_MAX;
+	size_t n = strlen(field);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, tid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n) && line[n] == ':')
+			v = strtoull(line + n + 1, NULL, base);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/*
+ * Started as root, the daemon keeps only what its configuration needs once
+ * it is set up, in every thread and in the bounding set, for good
+ * (no_new_privs): the channel folders (DAC_OVERRIDE, DAC_READ_SEARCH), the
+ * detectors' programs again at a reload (BPF, PERFMON), the host's
+ * kallsyms again at a reload (SYSLOG).
+ */
+START_TEST(privilege_dropped)
+{
+	static const struct {
+		const char *body;
+		uint64_t want;
+	} cases[] = {
+		{ "", 1ull << 1 | 1ull << 2 | 1ull << 38 | 1ull << 39 },
+		{ "detectors:\n  process_death: {enabled: false}\n  vcpu_starvation: {enabled: false}\n"
+		  "  kvm_exit: {enabled: false}\n  oom: {enabled: false}\n",
+		  1ull << 1 | 1ull << 2 },
+		{ "host:\n  enabled: true\n  events: [sched:sched_switch]\n",
+		  1ull << 1 | 1ull << 2 | 1ull << 34 | 1ull << 38 | 1ull << 39 },
+	};
+
+	if (!test_have_root())
+		VMT_SKIP("not root: nothing to drop");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *dir = test_mkdtemp("priv"), tdir[64];
+		struct testd d;
+		DIR *tasks;
+		struct dirent *de;
+		unsigned threads = 0;
+
+		ck_assert_int_eq(testd_start(&d, dir, cases[i].body), 0);
+		ck_assert(ITEST_WAIT(testd_log_count(&d, "privilege: running with") == 1, 10000));
+		snprintf(tdir, sizeof(tdir), "/proc/%d/task", (int)d.pid);
+		tasks = opendir(tdir);
+		ck_assert_ptr_nonnull(tasks);
+		while ((de = readdir(tasks))) {
+			if (de->d_name[0] == '.')
+				continue;
+			threads++;
+			ck_assert_msg(task_status(d.pid, de->d_name, "CapEff", 16) == cases[i].want,
+				      "case %zu, thread %s: CapEff %llx, want %llx", i, de->d_name,
+				      (unsigned long long)task_status(d.pid, de->d_name, "CapEff", 16),
+				      (unsigned long long)cases[i].want);
+			ck_assert_uint_eq(task_status(d.pid, de->d_name, "CapPrm", 16), cases[i].want);
+			ck_assert_uint_eq(task_status(d.pid, de->d_name, "CapBnd", 16), cases[i].want);
+			ck_assert_uint_eq(task_status(d.pid, de->d_name, "CapInh", 16), 0);
+			ck_assert_uint_eq(task_status(d.pid, de->d_name, "CapAmb", 16), 0);
+			ck_assert_uint_eq(task_status(d.pid, de->d_name, "NoNewPrivs", 10), 1);
+		}
+		closedir(tasks);
+		ck_assert_uint_ge(threads, 2);	/* the loop's and the writer's */
+		ck_assert_int_eq(itest_ctl(&d, NULL, 0, "status"), 0);
+		ck_assert_int_eq(testd_stop(&d), 0);
+		test_rmtree(dir);
+		free(dir);
+	}
+}
+END_TEST
+
 START_TEST(control_unauthorised_peer)
 {
 	struct itest_run r;
@@ -895,6 +985,113 @@ static void ro_group_teardown(void)
 	if (itest_group_exists(RO_GROUP))
 		itest_sh("groupdel " RO_GROUP " >/dev/null 2>&1");
 }
+
+/*
+ * A read-only user opens 300 connections and holds them; root's status must
+ * still be answered at once: the user gets 16, the rest are refused with
+ * EBUSY. Then, with idle_timeout 1s: an idle client is hung up on, one
+ * waiting for a dump's answer (--post) is not.
+ */
+START_TEST(control_slots_for_root)
+{
+	struct itest_run r;
+	char out[8192];
+	int up[2], down[2], st, held = -1;
+	uint64_t t0, took;
+	pid_t pid;
+
+	NEED_INPUT();
+	if (!ro_group_ready)
+		VMT_SKIP("cannot make a test group with nobody in it (needs root and groupadd)");
+	itest_run_init(&r, &in, "slots");
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "control:\n  read_only_group: " RO_GROUP "\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	open_socket_to_all(&r);
+
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fds[300], n = 0, accepted = 0;
+		char ch;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(1);
+		/* nobody is in RO_GROUP through /etc/group, as a login would be */
+		for (int i = 0; i < 300; i++)
+			if ((fds[n] = ictl_connect(r.d.sock)) >= 0)
+				n++;
+		/* the refused get their EBUSY at once; the others nothing */
+		for (int i = 0; i < n; i++) {
+			struct ictl_msg *m = malloc(sizeof(*m));
+			int got = m ? ictl_recv(fds[i], m, 500) : -ENOMEM;
+
+			accepted += got == -ETIMEDOUT;
+			if (got == 1 && !(m->type == VMT_CTL_ERROR && m->err == EBUSY))
+				accepted = -1000;	/* neither held nor refused as it should be */
+			free(m);
+		}
+		if (write(up[1], &accepted, sizeof(accepted)) != sizeof(accepted))
+			_exit(2);
+		if (read(down[0], &ch, 1) < 0)
+			_exit(3);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	ck_assert_int_eq(read(up[0], &held, sizeof(held)), (ssize_t)sizeof(held));
+	t0 = itest_now_ms();
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "status"), 0);
+	took = itest_now_ms() - t0;
+	ck_assert_msg(held >= 1 && held <= 16, "nobody holds %d connections", held);
+	ck_assert_msg(took < (uint64_t)test_deadline_ms(2000), "root's status took %llu ms",
+		      (unsigned long long)took);
+	ck_assert_uint_ge(itest_num(&r.d, NULL, "refused"), (uint64_t)(300 - held));
+	ck_assert_int_ge(testd_log_count(&r.d, "too many connections"), 1);
+	ck_assert_int_eq(write(down[1], "x", 1), 1);
+	close(down[1]);
+	close(up[0]);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+
+	/* idle: hung up on; waiting for a dump: answered */
+	{
+		char body[2048], g[600];
+
+		itest_guest_yaml(g, sizeof(g), &r, 0);
+		snprintf(body, sizeof(body),
+			 "control:\n  read_only_group: " RO_GROUP "\n  idle_timeout: 1s\nguests:\n%s", g);
+		ck_assert_int_eq(itest_write_conf(&r.d, body), 0);
+		ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "reload"), 0);
+	}
+	{
+		int idle = ictl_connect(r.d.sock), waiting = ictl_connect(r.d.sock);
+		struct vmt_buf tlv = { 0 };
+		struct ictl_msg *m = malloc(sizeof(*m));
+		unsigned files = 0;
+
+		ck_assert_int_ge(idle, 0);
+		ck_assert_int_ge(waiting, 0);
+		ck_assert_ptr_nonnull(m);
+		tlv_put_u64(&tlv, VMT_CTAG_POST_NS, 2500000000ull);
+		ck_assert_int_eq(ictl_request(waiting, VMT_CTL_DUMP, 7, &tlv), 0);
+		ck_assert_int_eq(ictl_recv(idle, m, 10000), 0);	/* closed by the daemon */
+		ck_assert_int_eq(ictl_collect(waiting, m, VMT_CTL_FILE, &files, 20000), VMT_CTL_END);
+		ck_assert_uint_eq(files, 1);
+		close(idle);
+		close(waiting);
+		buf_free(&tlv);
+		free(m);
+	}
+	printf("control_slots_for_root: nobody opened 300 connections and holds %d; root's status "
+	       "in %llu ms; an idle client hung up on after 1 s, one waiting 2.5 s for its dump "
+	       "answered\n", held, (unsigned long long)took);
+	itest_run_end(&r);
+}
+END_TEST
 
 START_TEST(control_read_only_group)
 {
@@ -1367,12 +1564,7 @@ START_TEST(trigger_storm_is_bounded)
 			 1);
 	itest_expect_streaming(&r.d, "g1", 5000);
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 30000), 0);
-	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, NULL, "triggers") +
-					 itest_num(&r.d, NULL, "triggers_suppressed") == 10000,
-				 15000),
-		      "triggers %llu + suppressed %llu != 10000 sent",
-		      (unsigned long long)itest_num(&r.d, NULL, "triggers"),
-		      (unsigned long long)itest_num(&r.d, NULL, "triggers_suppressed"));
+	itest_expect_triggers_counted(&r.d, 10000, 15000);
 	ck_assert(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n),
 			      n == (int)itest_num(&r.d, NULL, "dumps")), 10000));
 	usleep(500000);
@@ -1414,12 +1606,7 @@ START_TEST(guest_triggers_cooldown)
 		   1);
 	itest_expect_streaming(&r.d, "g1", 5000);
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 15000), 0);
-	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, NULL, "triggers") +
-					 itest_num(&r.d, NULL, "triggers_suppressed") == 20,
-				 5000),
-		      "triggers %llu + suppressed %llu != 20 sent",
-		      (unsigned long long)itest_num(&r.d, NULL, "triggers"),
-		      (unsigned long long)itest_num(&r.d, NULL, "triggers_suppressed"));
+	itest_expect_triggers_counted(&r.d, 20, 5000);
 	ck_assert(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n), n >= 1), 5000));
 	usleep(500000);	/* nothing more comes */
 	n = guest_samples(&r, "g1", &list);
@@ -1465,17 +1652,15 @@ START_TEST(guest_triggers_rate_limit)
 	itest_expect_streaming(&r.d, "g2", 5000);
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 15000), 0);
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[1], 15000), 0);
-	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, NULL, "triggers") +
-					 itest_num(&r.d, NULL, "triggers_suppressed") == 16,
-				 5000),
-		      "triggers %llu + suppressed %llu != 16 sent",
-		      (unsigned long long)itest_num(&r.d, NULL, "triggers"),
-		      (unsigned long long)itest_num(&r.d, NULL, "triggers_suppressed"));
+	itest_expect_triggers_counted(&r.d, 16, 5000);
 	usleep(500000);
 	ck_assert_uint_ge(itest_num(&r.d, NULL, "dumps"), 1);
 	ck_assert_uint_le(itest_num(&r.d, NULL, "dumps"), 2);
 	ck_assert_uint_ge(itest_num(&r.d, NULL, "triggers_suppressed"), 1);
-	ck_assert_uint_eq(itest_num(&r.d, "g1", "triggers_suppressed"), 0);	/* no cooldown */
+	/* each trigger held back is counted at the guest that sent it too */
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "triggers_suppressed") +
+				  itest_num(&r.d, "g2", "triggers_suppressed"),
+			  itest_num(&r.d, NULL, "triggers_suppressed"));
 	/* every sample belongs to one of at most two dumps */
 	for (int gi = 0; gi < 2; gi++) {
 		char name[8];
@@ -1645,6 +1830,152 @@ START_TEST(aux_on_full_disk)
 END_TEST
 
 /* ---- 9. SIGKILL in the middle of a dump ----------------------------------------------------- */
+
+/*
+ * Two guests ask for dumps of themselves as fast as the budgets let them;
+ * then the third guest's QEMU dies. The detector's dump of it must still
+ * happen: the guests may not take the share of the global budget kept for
+ * the detectors (and for guests that have caused no dump for a minute).
+ */
+START_TEST(guests_cannot_starve_a_detector)
+{
+	struct itest_run r;
+	char **list, pf[400], top[4096], g[600];
+	uint64_t sent = 0;
+	int n;
+	FILE *f;
+
+	NEED_INPUT();
+	if (!test_have_root() || access("/sys/kernel/btf/vmlinux", R_OK))
+		VMT_SKIP("the detectors need root and BTF");
+	itest_run_init(&r, &in, "starve");
+	for (int i = 0; i < 3; i += 2) {
+		for (unsigned c = 0; c < in.ncpus; c++)
+			r.fc[i].npages[c] = VMT_MIN(in.npages[c], 8);
+		r.fc[i].triggers = 30;
+		r.fc[i].trigger_gap_ms = 20;
+		sent += 30;
+	}
+	for (int i = 0; i < 3; i++)
+		itest_run_guest(&r, i);
+	snprintf(pf, sizeof(pf), "%s/qemu2.pid", r.dir);
+	f = fopen(pf, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "%d\n", (int)r.fg[1].pid);
+	fclose(f);
+	snprintf(top, sizeof(top),
+		 "record:\n  ring_size: 8MiB\n  flush_timeout: 5000ms\n"
+		 "triggers:\n  coalesce: 0ms\n  cooldown: 0ms\n  max_per_minute: 4\n"
+		 "  per_guest_per_minute: 4\nguests:\n");
+	for (int i = 0; i < 3; i++) {
+		itest_guest_yaml(g, sizeof(g), &r, i);
+		strncat(top, g, sizeof(top) - strlen(top) - 1);
+		if (i == 1) {
+			snprintf(g, sizeof(g), "    pidfile: %s\n", pf);
+			strncat(top, g, sizeof(top) - strlen(top) - 1);
+		}
+	}
+	ck_assert_int_eq(testd_start(&r.d, r.dir, top), 0);
+	for (int i = 0; i < 3; i++)
+		itest_expect_streaming(&r.d, (const char *[]){ "g1", "g2", "g3" }[i], 5000);
+	/* every TRIGGER of g1 and g3 taken or suppressed */
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 20000), 0);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[2], 20000), 0);
+	itest_expect_triggers_counted(&r.d, sent, 15000);
+	ck_assert_uint_ge(itest_num(&r.d, "g1", "triggers_suppressed") +
+				  itest_num(&r.d, "g3", "triggers_suppressed"),
+			  1);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "detectors: watching 1 QEMU processes") >= 1,
+				 20000),
+		      "the detectors never watched g2's process (log: %s)", r.d.log);
+	kill(r.fg[1].pid, SIGSEGV);
+	ck_assert_msg(ITEST_WAIT((n = guest_samples(&r, "g2", &list), itest_free_list(list, n), n >= 1),
+				 10000),
+		      "the detector's dump of g2 did not happen (log: %s)", r.d.log);
+	printf("guests_cannot_starve_a_detector: g1 and g3 sent %llu TRIGGERs: %llu dumps of them, "
+	       "%llu suppressed; g2's QEMU died: its sample written\n",
+	       (unsigned long long)sent,
+	       (unsigned long long)(itest_num(&r.d, NULL, "dumps") - 1),
+	       (unsigned long long)itest_num(&r.d, NULL, "triggers_suppressed"));
+	r.fg_on[1] = false;	/* it is dead */
+	itest_run_end(&r);
+}
+END_TEST
+
+/*
+ * A reboot storm: the guest comes back with a new boot id again and again,
+ * a few pages each time. Each new boot would dump the old window; those
+ * dumps are the guest's own and wait for its cooldown and budget: the rest
+ * are counted (suppressed, pages discarded), and every sample written has
+ * its aux file.
+ */
+START_TEST(reboot_storm_is_bounded)
+{
+	struct itest_run r;
+	char **list, boot[64], gdir[400];
+	const unsigned cycles = 60;
+	uint64_t t0, ms, discarded, suppressed, sampled = 0;
+	int n, nsamples;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "rstorm");
+	for (unsigned c = 0; c < in.ncpus; c++)
+		r.fc[0].npages[c] = VMT_MIN(in.npages[c], 4);
+	snprintf(boot, sizeof(boot), "boot-0");
+	r.fc[0].boot_id = boot;
+	itest_run_guest(&r, 0);
+	/* sessions unbounded: here the dumps of the old windows are bounded */
+	itest_run_daemon(&r, "record:\n  ring_size: 4MiB\n  flush_timeout: 5000ms\n"
+			 "  sessions_per_minute: 0\n"
+			 "triggers:\n  coalesce: 0ms\n  cooldown: 2s\n  per_guest_per_minute: 4\n", 1);
+	t0 = itest_now_ms();
+	for (unsigned i = 0; i < cycles; i++) {
+		ck_assert_msg(itest_wait_num_ge(&r.d, "g1", "sessions", i + 1, 10000),
+			      "cycle %u: sessions %llu (log: %s)", i,
+			      (unsigned long long)itest_num(&r.d, "g1", "sessions"), r.d.log);
+		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+		itest_expect_pages_in(&r.d, "g1", (i + 1) * fed_pages_of(&r.fc[0]));
+		itest_run_guest_stop(&r, 0);
+		snprintf(boot, sizeof(boot), "boot-%u", i + 1);
+		itest_run_guest(&r, 0);
+	}
+	ck_assert(itest_wait_num_ge(&r.d, "g1", "sessions", cycles + 1, 10000));
+	ms = itest_now_ms() - t0;
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	/* what was started is written */
+	ck_assert(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n),
+			      (uint64_t)n == itest_num(&r.d, NULL, "dumps")), 10000));
+	nsamples = itest_samples_check(gdir);
+	n = guest_samples(&r, "g1", &list);
+	for (int i = 0; i < n; i++) {
+		struct vmt_sample *s = itest_read_sample(list[i]);
+		char aux[64];
+
+		snprintf(aux, sizeof(aux), "aux-%06u.vmtaux", s->aux_version);
+		ck_assert_msg(file_exists(gdir, aux), "%s: no %s beside it", list[i], aux);
+		sampled += sample_pages(s);
+		sample_free(s);
+	}
+	itest_free_list(list, n);
+	discarded = itest_num(&r.d, "g1", "pages_discarded");
+	suppressed = itest_num(&r.d, "g1", "triggers_suppressed");
+	/* 4 a minute, and no two within 2 s */
+	ck_assert_msg((uint64_t)nsamples <= VMT_MIN(4 + ms * 4 / 60000 + 1, ms / 2000 + 1),
+		      "%d samples in %llu ms of reboots", nsamples, (unsigned long long)ms);
+	ck_assert_uint_ge(nsamples, 1);
+	ck_assert_uint_eq(suppressed + (uint64_t)nsamples, cycles);
+	/* nothing lost silently: every old boot's pages written or counted */
+	ck_assert_msg(sampled + discarded == cycles * fed_pages_of(&r.fc[0]),
+		      "%llu pages in samples + %llu discarded, %llu of old boots",
+		      (unsigned long long)sampled, (unsigned long long)discarded,
+		      (unsigned long long)(cycles * fed_pages_of(&r.fc[0])));
+	printf("reboot_storm_is_bounded: %u new boots in %.1f s: %d samples of old windows, each "
+	       "with its aux; %llu held back (cooldown 2 s, 4 a minute), %llu pages discarded\n",
+	       cycles, ms / 1000.0, nsamples, (unsigned long long)suppressed,
+	       (unsigned long long)discarded);
+	itest_run_end(&r);
+}
+END_TEST
 
 START_TEST(sigkill_during_dump)
 {
@@ -1930,6 +2261,7 @@ int main(void)
 	TEST_ADD(t, task_tables_reach_the_sample);
 	TEST_ADD(t, control_status_guests_reload);
 	TEST_ADD(t, control_unauthorised_peer);
+	TEST_ADD(t, privilege_dropped);
 	TEST_ADD(t, control_malformed_packets);
 	TEST_ADD(t, ctl_without_daemon);
 	TEST_ADD(t, dump_window_by_time);
@@ -1938,6 +2270,8 @@ int main(void)
 	TEST_ADD(t, guest_triggers_cooldown);
 	TEST_ADD(t, trigger_storm_is_bounded);
 	TEST_ADD(t, guest_triggers_rate_limit);
+	TEST_ADD(t, guests_cannot_starve_a_detector);
+	TEST_ADD(t, reboot_storm_is_bounded);
 	TEST_ADD(t, sigkill_during_dump);
 	TEST_ADD(t, sighup_bad_config_kept);
 	TEST_ADD(t, sd_notify_and_watchdog);
@@ -1947,6 +2281,7 @@ int main(void)
 
 	tcase_add_unchecked_fixture(ro, ro_group_setup, ro_group_teardown);
 	TEST_ADD(ro, control_read_only_group);
+	TEST_ADD(ro, control_slots_for_root);
 	tcase_set_timeout(ro, 60);
 	suite_add_tcase(s, ro);
 

@@ -538,6 +538,17 @@ bool itest_wait_num_ge(struct testd *d, const char *name, const char *key, uint6
 			  timeout_ms);
 }
 
+void itest_expect_triggers_counted(struct testd *d, uint64_t sent, int timeout_ms)
+{
+	ck_assert_msg(ITEST_WAIT(itest_num(d, NULL, "triggers") +
+					 itest_num(d, NULL, "triggers_suppressed") == sent,
+				 timeout_ms),
+		      "triggers %llu + suppressed %llu != %llu sent",
+		      (unsigned long long)itest_num(d, NULL, "triggers"),
+		      (unsigned long long)itest_num(d, NULL, "triggers_suppressed"),
+		      (unsigned long long)sent);
+}
+
 int itest_ctl(struct testd *d, char *out, size_t n, const char *fmt, ...)
 {
 	char args[2048];

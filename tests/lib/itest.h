@@ -114,6 +114,9 @@ bool itest_wait_state(struct testd *d, const char *name, const char *state, int 
 bool itest_wait_num_ge(struct testd *d, const char *name, const char *key, uint64_t min,
 		       int timeout_ms);
 
+/* Wait until every trigger sent is counted, taken or suppressed. */
+void itest_expect_triggers_counted(struct testd *d, uint64_t sent, int timeout_ms);
+
 /* vmtracectl with printf-style arguments (see testd_ctl). */
 __attribute__((format(printf, 4, 5)))
 int itest_ctl(struct testd *d, char *out, size_t n, const char *fmt, ...);

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * priv: what vmtraced keeps of root's privilege once it is set up. Every
+ * guest is an attacker, and this process parses what they all send: after
+ * start-up (BPF programs loaded, tracefs instance made, control socket
+ * bound) it keeps only the capabilities the configuration needs from then
+ * on, in every set including the bounding set, and can never regain any
+ * (no_new_privs). Which ones and why: vmtraced(8), PRIVILEGE.
+ */
+#ifndef VMT_PRIV_H
+#define VMT_PRIV_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+/* The capabilities (a mask of CAP_* bits) the configuration needs after
+ * start-up. */
+uint64_t priv_needed(const struct vmt_config *conf);
+
+/*
+ * Keep only the capabilities of keep (a mask of CAP_* bits), in this
+ * thread, before any other thread starts. Without privilege to begin with
+ * (not root), there is nothing to drop: 0. -errno if a set could not be
+ * changed (the caller must not go on with more than it asked for).
+ */
+int priv_drop(uint64_t keep);
+
+#endif
