@@ -153,7 +153,8 @@ static int write_group(const char *path, const struct vmt_sset_group *g, const s
 	struct vmt_tracedat_shift shift = { 0 };
 	char uname[256], why[512];
 	bool shifted = false;
-	int fd = -1, r = -ENOMEM;
+	struct vmt_afile af = { .fd = -1, .dirfd = -1 };
+	int r = -ENOMEM;
 
 	if (!cpus || !stats)
 		goto done;
@@ -190,23 +191,38 @@ static int write_group(const char *path, const struct vmt_sset_group *g, const s
 		in.shift = &shift;
 		shifted = true;
 	}
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		r = -errno;
-		fprintf(stderr, "vmtracectl: cannot create %s: %s\n", path, strerror(errno));
+	/*
+	 * Written under a new temporary name (O_EXCL, mode 0600 like the
+	 * samples it comes from: a trace is as private as they are) and
+	 * renamed over PATH: nothing already at PATH, a symlink say, is
+	 * followed or written through.
+	 */
+	{
+		char dir[4096];
+		const char *slash = strrchr(path, '/');
+
+		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1,
+			 slash ? (slash == path ? "/" : path) : ".");
+		r = afile_create(&af, dir, slash ? slash + 1 : path);
+	}
+	if (r < 0) {
+		fprintf(stderr, "vmtracectl: cannot create %s: %s\n", path, strerror(-r));
 		goto done;
 	}
-	r = tracedat_write(fd, &in, why, sizeof(why));
+	r = tracedat_write(af.fd, &in, why, sizeof(why));
 	if (r < 0) {
 		fprintf(stderr, "vmtracectl: cannot write %s: %s\n", path, r == -EBADMSG || r == -EINVAL ? why : strerror(-r));
-		unlink(path);
+		afile_abort(&af);
+		goto done;
+	}
+	r = afile_commit(&af);
+	if (r < 0) {
+		fprintf(stderr, "vmtracectl: cannot write %s: %s\n", path, strerror(-r));
 		goto done;
 	}
 	if (!quiet)
 		print_summary(path, g, shifted);
 done:
-	if (fd >= 0)
-		close(fd);
 	for (uint32_t c = 0; stats && c < g->ncpus; c++)
 		free(stats[c]);
 	free(stats);
@@ -459,7 +475,7 @@ int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 				"-o takes a folder, not %s\n", set.ngroups, out);
 		goto done;
 	}
-	if (!one_file && mkdir(out, 0755) < 0 && errno != EEXIST) {
+	if (!one_file && mkdir(out, 0750) < 0 && errno != EEXIST) {
 		fprintf(stderr, "vmtracectl: cannot create %s: %s\n", out, strerror(errno));
 		goto done;
 	}

@@ -20,6 +20,7 @@
 
 #include "aux.h"
 #include "corpus.h"
+#include "itest.h"
 #include "meta.h"
 #include "page.h"
 #include "sample.h"
@@ -720,6 +721,40 @@ START_TEST(crafted_formats)
 }
 END_TEST
 
+/*
+ * vmtracectl merge -o PATH where PATH is a symlink someone put there: the
+ * symlink is replaced by the trace (mode 0600, as private as the samples),
+ * and the file it pointed to is left as it was.
+ */
+START_TEST(merge_output_not_followed)
+{
+	struct range rg = all_pages();
+	char victim[2100], link[2100], cmd[9000];
+	struct stat st;
+	char *after;
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	snprintf(link, sizeof(link), "%s/out.dat", dir);
+	ck_assert_int_eq(itest_write_file(victim, "keep me\n"), 0);
+	ck_assert_int_eq(symlink(victim, link), 0);
+	snprintf(cmd, sizeof(cmd), "%s/%s/vmtracectl merge -q -o %s %s >/dev/null 2>&1", test_srcdir(),
+		 test_builddir(), link, s1);
+	rc = system(cmd);
+	ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "merge exit %d", rc);
+	after = slurp_path(victim);
+	ck_assert_str_eq(after, "keep me\n");
+	free(after);
+	ck_assert_int_eq(lstat(link, &st), 0);
+	ck_assert_msg(S_ISREG(st.st_mode), "%s is not a regular file now", link);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	ck_assert_uint_gt(st.st_size, 0);
+	TEARDOWN();
+}
+END_TEST
+
 START_TEST(unknown_format)
 {
 	struct range rg = all_pages();
@@ -886,6 +921,7 @@ int main(void)
 	tcase_add_test(t, reader_goes_away);
 	tcase_add_test(t, bad_input);
 	tcase_add_test(t, crafted_formats);
+	tcase_add_test(t, merge_output_not_followed);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);
