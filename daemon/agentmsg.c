@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,42 +299,78 @@ static uint64_t bundle_decode_id(const struct vmt_aux *a)
 	return h;
 }
 
-uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
+/*
+ * The aux files of the guest's folder, by content id: read once, the first
+ * time a session needs them (each file is checked whole: its id must be
+ * what its content hashes to), then kept up to date as versions are given
+ * out. A session no longer reads the folder: a guest that comes back again
+ * and again costs a look-up in memory.
+ */
+static void aux_index_build(struct vmt_guest *g)
 {
 	char dir[PATH_MAX + 80];
-	uint32_t max = 0;
 	struct dirent *de;
 	DIR *d;
 
-	*exists = false;
-	if (g->have_aux)
-		max = g->aux.version;
+	g->aux_index_built = true;
 	snprintf(dir, sizeof(dir), "%s/%s", g->m->conf.state_dir, g->conf.name);
 	d = opendir(dir);
 	if (!d)
-		return max + 1;
+		return;
 	while ((de = readdir(d))) {
-		unsigned v;
 		char path[PATH_MAX + 400], why[128];
+		struct vmt_aux_entry *e;
 		struct vmt_aux a;
+		uint32_t v;
 
-		if (sscanf(de->d_name, "aux-%u.vmtaux", &v) != 1 || strlen(de->d_name) != 17)
+		if (!aux_file_version(de->d_name, strlen(de->d_name), &v))
 			continue;
-		if (v > max)
-			max = v;
+		g->aux_max_version = VMT_MAX(g->aux_max_version, v);
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		if (aux_read(path, g->conf.rec.meta_max, &a, why, sizeof(why)) < 0)
 			continue;
-		if (a.id == id && !*exists) {
-			*exists = true;
-			max = a.version;
-			aux_free(&a);
-			break;
+		e = realloc(g->aux_index, (g->aux_nindex + 1) * sizeof(*e));
+		if (e) {
+			g->aux_index = e;
+			g->aux_index[g->aux_nindex++] = (struct vmt_aux_entry){ .version = v, .id = a.id };
 		}
 		aux_free(&a);
 	}
 	closedir(d);
-	return *exists ? max : max + 1;
+}
+
+uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
+{
+	struct vmt_aux_entry *e;
+
+	*exists = false;
+	if (!g->aux_index_built)
+		aux_index_build(g);
+	if (g->have_aux)
+		g->aux_max_version = VMT_MAX(g->aux_max_version, g->aux.version);
+	for (size_t i = 0; i < g->aux_nindex; i++) {
+		char dir[PATH_MAX + 80], name[64];
+		int dfd;
+
+		if (g->aux_index[i].id != id)
+			continue;
+		/* retention may have deleted it since: then it is written again,
+		 * under the same version */
+		snprintf(dir, sizeof(dir), "%s/%s", g->m->conf.state_dir, g->conf.name);
+		aux_file_name(name, sizeof(name), g->aux_index[i].version);
+		dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		*exists = dfd >= 0 && faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+		if (dfd >= 0)
+			close(dfd);
+		return g->aux_index[i].version;
+	}
+	e = realloc(g->aux_index, (g->aux_nindex + 1) * sizeof(*e));
+	if (!e)
+		return ++g->aux_max_version;	/* only its look-up later is lost */
+	g->aux_index = e;
+	g->aux_index[g->aux_nindex++] = (struct vmt_aux_entry){ .version = ++g->aux_max_version,
+							       .id = id };
+	return g->aux_max_version;
 }
 
 static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)

@@ -819,6 +819,7 @@ void guest_free(struct vmt_guest *g)
 	buf_free(&g->tasks);
 	buf_free(&g->tasks_rx);
 	aux_free(&g->aux);
+	free(g->aux_index);
 	free(g->rx);
 	free(g);
 }

@@ -105,6 +105,13 @@ struct vmt_guest {
 	/* aux in force: the pages in the rings decode with it */
 	struct vmt_aux aux;	/* aux.meta: kept until the aux file is written */
 	bool have_aux;
+	struct vmt_aux_entry {
+		uint32_t version;
+		uint64_t id;
+	} *aux_index;		/* its aux files by content id (agentmsg.c) */
+	size_t aux_nindex;
+	uint32_t aux_max_version;
+	bool aux_index_built;
 	bool aux_pending;	/* an aux job is queued */
 	uint64_t aux_decode_id;	/* aux id without the task-name tables */
 

@@ -257,6 +257,26 @@ void aux_free(struct vmt_aux *a)
 	memset(a, 0, sizeof(*a));
 }
 
+bool aux_file_version(const char *name, size_t len, uint32_t *version)
+{
+	char again[32];
+	uint64_t v = 0;
+
+	/* "aux-" + 6..10 digits + ".vmtaux", exactly as aux_file_name() writes */
+	if (len < 17 || len > 21 || memcmp(name, "aux-", 4) || memcmp(name + len - 7, ".vmtaux", 7))
+		return false;
+	for (size_t i = 4; i < len - 7; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(name[i] - '0');
+	}
+	if (!v || v > UINT32_MAX || aux_file_name(again, sizeof(again), (uint32_t)v) < 0 ||
+	    strlen(again) != len || memcmp(again, name, len))
+		return false;
+	*version = (uint32_t)v;
+	return true;
+}
+
 int aux_file_name(char *out, size_t n, uint32_t version)
 {
 	int len;

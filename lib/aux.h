@@ -58,7 +58,10 @@ int aux_read_mem(const void *data, size_t len, uint64_t max_meta, struct vmt_aux
 		 size_t why_len);
 void aux_free(struct vmt_aux *a);
 
-/* "aux-000001.vmtaux" */
+/* "aux-000001.vmtaux" (six digits at least, ten at most) */
 int aux_file_name(char *out, size_t n, uint32_t version);
+/* Is name[len] an aux file's name, exactly as aux_file_name() writes it?
+ * Its version then. */
+bool aux_file_version(const char *name, size_t len, uint32_t *version);
 
 #endif

@@ -71,18 +71,7 @@ static bool sample_name_parse(const char *guest, const char *name, size_t len, u
 /* aux-NNNNNN.vmtaux, exactly as aux_file_name() writes it. */
 static bool aux_name_parse(const char *name, size_t len, uint32_t *version)
 {
-	char again[VMT_STORE_NAME_MAX];
-	uint64_t v;
-
-	/* "aux-" + 6..10 digits + ".vmtaux" */
-	if (len < 17 || len > 21 || memcmp(name, "aux-", 4) || memcmp(name + len - 7, ".vmtaux", 7))
-		return false;
-	if (!digits(name + 4, len - 11, &v) || !v || v > UINT32_MAX)
-		return false;
-	*version = (uint32_t)v;
-	if (aux_file_name(again, sizeof(again), *version) < 0)
-		return false;
-	return strlen(again) == len && !memcmp(again, name, len);
+	return aux_file_version(name, len, version);
 }
 
 /* .NAME.tmp-XXXXXX, NAME a sample or aux name of this guest: afile's temporary. */

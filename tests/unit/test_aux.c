@@ -262,6 +262,23 @@ START_TEST(test_write_checks)
 	ck_assert_int_eq(aux_file_name(out, sizeof(out), 0), -EINVAL);
 	ck_assert_int_eq(aux_file_name(out, 17, 1), -ENAMETOOLONG);
 	ck_assert_int_eq(aux_file_name(out, 18, 1), 0);
+
+	/* names of any width back to their version; near misses refused */
+	{
+		static const uint32_t vs[] = { 1, 999999, 1000000, 4294967295u };
+		static const char *const bad[] = { "aux-00001.vmtaux", "aux-0001000000.vmtaux",
+						   "aux-000000.vmtaux", "aux-4294967296.vmtaux",
+						   "aux-00000a.vmtaux", "aux-000001.vmtau", "xaux-000001.vmtaux" };
+		uint32_t v;
+
+		for (size_t i = 0; i < sizeof(vs) / sizeof(vs[0]); i++) {
+			ck_assert_int_eq(aux_file_name(out, sizeof(out), vs[i]), 0);
+			ck_assert(aux_file_version(out, strlen(out), &v));
+			ck_assert_uint_eq(v, vs[i]);
+		}
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			ck_assert_msg(!aux_file_version(bad[i], strlen(bad[i]), &v), "%s taken", bad[i]);
+	}
 }
 END_TEST
 
