@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -74,23 +78,41 @@ static bool format_system(const struct vmt_meta_entry *e, char *sys, size_t n)
 	return true;
 }
 
+/*
+ * Hand the bundle's entries to libtraceevent. skip (one flag per entry, by
+ * its place in the bundle; may be NULL) leaves some out; with progress_fd
+ * >= 0 the place of each entry is written there before it is parsed.
+ */
 static int dec_load(struct vmt_decoder *d, const uint8_t *bundle, size_t len,
-		    struct vmt_decode_info *info, const char **why)
+		    struct vmt_decode_info *info, const bool *skip, int progress_fd,
+		    const char **why)
 {
 	struct vmt_meta_entry e;
 	size_t pos = 0;
+	uint32_t k = 0;
 	int r;
 
-	while ((r = meta_next(bundle, len, &pos, &e)) > 0) {
+	for (; (r = meta_next(bundle, len, &pos, &e)) > 0; k++) {
 		char sys[VMT_META_NAME_MAX + 1], *text;
 		bool is_format = format_system(&e, sys, sizeof(sys));
 
 		if (!is_format && !entry_is(&e, "events/header_page") && !entry_is(&e, "kallsyms") &&
 		    !entry_is(&e, "printk_formats") && !entry_is(&e, "saved_cmdlines"))
 			continue;
+		if (skip && skip[k]) {
+			if (entry_is(&e, "events/header_page")) {
+				*why = "events/header_page crashes libtraceevent";
+				return -EBADMSG;
+			}
+			info->formats += is_format;
+			info->formats_failed += is_format;
+			continue;
+		}
 		text = dec_text(d, &e);
 		if (!text)
 			return -ENOMEM;
+		if (progress_fd >= 0 && write(progress_fd, &k, sizeof(k)) != sizeof(k))
+			return -EIO;
 		if (is_format) {
 			info->formats++;
 			if (tep_parse_event(d->tep, text, e.data_len, sys) != 0)
@@ -111,6 +133,87 @@ static int dec_load(struct vmt_decoder *d, const uint8_t *bundle, size_t len,
 	if (r < 0) {
 		*why = "metadata bundle is malformed";
 		return -EBADMSG;
+	}
+	return 0;
+}
+
+static struct tep_handle *dec_tep(const struct vmt_page_layout *layout)
+{
+	struct tep_handle *tep = tep_alloc();
+
+	if (!tep)
+		return NULL;
+	/* a kernel's formats always have a few functions libtraceevent lacks */
+	tep_set_loglevel(TEP_LOG_NONE);
+	tep_set_long_size(tep, (int)layout->commit_size);
+	tep_set_page_size(tep, (int)layout->page_size);
+	tep_set_file_bigendian(tep, TEP_LITTLE_ENDIAN);
+	tep_set_local_bigendian(tep, TEP_LITTLE_ENDIAN);
+	return tep;
+}
+
+#define DEC_PROBE_MAX 32	/* entries that crash the parser: past that, give up */
+#define DEC_PROBE_END UINT32_MAX
+
+/*
+ * libtraceevent parses texts a guest wrote, and some crash it (1.7: a
+ * print fmt cut short dereferences NULL). So the bundle is parsed first in
+ * a child, which says which entry it starts on a pipe: a child that dies
+ * names the entry that killed it, that entry is left out (skip[], counted
+ * as a format that failed) and a new child goes over the rest. 0, or
+ * -errno when no child could run (the caller parses in-process then).
+ */
+static int dec_probe(const uint8_t *bundle, size_t len, const struct vmt_page_layout *layout,
+		     bool *skip, uint32_t *crashed)
+{
+	for (int tries = 0; tries <= DEC_PROBE_MAX; tries++) {
+		uint32_t k, last = DEC_PROBE_END;
+		bool done = false;
+		int p[2], st;
+		pid_t pid;
+
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return -errno;
+		pid = fork();
+		if (pid < 0) {
+			close(p[0]);
+			close(p[1]);
+			return -errno;
+		}
+		if (pid == 0) {
+			struct vmt_decoder c = { .layout = *layout };
+			struct vmt_decode_info ci = { 0 };
+			const char *why;
+			int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+			static const int sigs[] = { SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL };
+
+			/* die of the fault itself: no sanitizer or fuzzer report */
+			for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+				signal(sigs[i], SIG_DFL);
+			if (null >= 0)
+				dup2(null, 2);
+			close(p[0]);
+			c.tep = dec_tep(layout);
+			if (!c.tep)
+				_exit(2);
+			dec_load(&c, bundle, len, &ci, skip, p[1], &why);
+			k = DEC_PROBE_END;
+			_exit(write(p[1], &k, sizeof(k)) == sizeof(k) ? 0 : 3);
+		}
+		close(p[1]);
+		while (read(p[0], &k, sizeof(k)) == sizeof(k)) {
+			if (k == DEC_PROBE_END)
+				done = true;
+			else
+				last = k;
+		}
+		close(p[0]);
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		if (done || last == DEC_PROBE_END)
+			return 0;
+		skip[last] = true;
+		(*crashed)++;
 	}
 	return 0;
 }
@@ -136,7 +239,7 @@ int decode_open(struct vmt_decoder **out, const uint8_t *bundle, size_t len,
 	if (!d)
 		return -ENOMEM;
 	d->layout = *layout;
-	d->tep = tep_alloc();
+	d->tep = dec_tep(layout);
 	d->scratch = calloc(1, (size_t)layout->page_size + DEC_SCRATCH);
 	d->events = calloc(DEC_IDS, sizeof(*d->events));
 	d->extent = malloc(DEC_IDS * sizeof(*d->extent));
@@ -145,13 +248,22 @@ int decode_open(struct vmt_decoder **out, const uint8_t *bundle, size_t len,
 		return -ENOMEM;
 	}
 	memset(d->extent, 0xff, DEC_IDS * sizeof(*d->extent));
-	/* a kernel's formats always have a few functions libtraceevent lacks */
-	tep_set_loglevel(TEP_LOG_NONE);
-	tep_set_long_size(d->tep, (int)layout->commit_size);
-	tep_set_page_size(d->tep, (int)layout->page_size);
-	tep_set_file_bigendian(d->tep, TEP_LITTLE_ENDIAN);
-	tep_set_local_bigendian(d->tep, TEP_LITTLE_ENDIAN);
-	r = dec_load(d, bundle, len, info, why);
+	{
+		struct vmt_meta_entry e;
+		size_t pos = 0, n = 0;
+		bool *skip;
+
+		while (meta_next(bundle, len, &pos, &e) > 0)
+			n++;
+		skip = calloc(n + 1, sizeof(*skip));
+		if (!skip) {
+			decode_close(d);
+			return -ENOMEM;
+		}
+		dec_probe(bundle, len, layout, skip, &info->formats_crashed);
+		r = dec_load(d, bundle, len, info, skip, -1, why);
+		free(skip);
+	}
 	if (r < 0) {
 		decode_close(d);
 		return r;

@@ -27,7 +27,8 @@ struct kbuffer;
 
 struct vmt_decode_info {
 	uint32_t formats;	/* events/<system>/<event>/format entries */
-	uint32_t formats_failed;	/* that libtraceevent refused */
+	uint32_t formats_failed;	/* that libtraceevent refused, or left out: */
+	uint32_t formats_crashed;	/* texts that crash libtraceevent's parser */
 	bool kallsyms, printk, cmdlines;	/* found and parsed */
 };
 

@@ -263,6 +263,9 @@ static int report_groups(struct report *r, const struct vmt_sset *set)
 		if (info.formats_failed)
 			fprintf(stderr, "vmtracectl: %s: %u of %u event formats do not parse\n", rg->label,
 				info.formats_failed, info.formats);
+		if (info.formats_crashed)
+			fprintf(stderr, "vmtracectl: %s: %u metadata entries crash libtraceevent's parser: "
+				"left out\n", rg->label, info.formats_crashed);
 		rg->counts = calloc(REPORT_IDS, sizeof(*rg->counts));
 		rg->match = calloc(REPORT_IDS, 1);
 		if (!rg->counts || !rg->match) {

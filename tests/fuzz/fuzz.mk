@@ -10,7 +10,7 @@
 # -fsanitize=fuzzer-no-link,address,undefined, the targets, logs, scratch
 # corpora and artifacts.
 
-FUZZ_TARGETS    := proto page meta ctlproto sample aux config
+FUZZ_TARGETS    := proto page meta ctlproto sample aux config decode
 FUZZ_DIR        := $(O)/fuzz
 FUZZ_CC         ?= $(CLANG)
 FUZZ_TIME       ?= 60
@@ -44,6 +44,13 @@ $(FUZZ_LIB): $(FUZZ_LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
+	@echo "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -lpthread
+
+# the report decoder lives in ctl/, beside the library
+$(FUZZ_DIR)/obj/tests/fuzz/fuzz_decode.o $(FUZZ_DIR)/obj/ctl/decode.o: FUZZ_CFLAGS += -Ictl
+$(FUZZ_DIR)/fuzz_decode: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_decode.o $(FUZZ_DIR)/obj/ctl/decode.o \
+		$(FUZZ_LIB)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -lpthread
 

@@ -39,7 +39,8 @@ static uint64_t expected_total;
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* What write_aux_edit() changes: in the entry named entry, from becomes to. */
+/* What write_aux_edit() changes: in the entry named entry, from becomes to
+ * (from NULL: the whole text). */
 struct aux_edit {
 	const char *entry, *from, *to;
 };
@@ -65,10 +66,16 @@ static uint64_t write_aux_edit(const char *dir, const char *guest, uint32_t vers
 			continue;
 		for (unsigned i = 0; i < ned; i++) {
 			char *at;
-			size_t fl = strlen(ed[i].from), tl = strlen(ed[i].to);
+			size_t fl, tl = strlen(ed[i].to);
 
 			if (strcmp(n, ed[i].entry))
 				continue;
+			if (!ed[i].from) {	/* the whole text */
+				data = ed[i].to;
+				len = tl;
+				continue;
+			}
+			fl = strlen(ed[i].from);
 			text = calloc(1, len + tl + 1);
 			ck_assert_ptr_nonnull(text);
 			memcpy(text, e.data, len);
@@ -755,6 +762,53 @@ START_TEST(merge_output_not_followed)
 }
 END_TEST
 
+/*
+ * A format text that crashes libtraceevent's own parser (found by
+ * fuzz_decode: a print fmt cut short): report parses the formats in a child
+ * first, leaves that one out and says so; its events show as unknown, the
+ * rest decode.
+ */
+START_TEST(format_that_crashes_the_parser)
+{
+	static struct aux_edit ed[1] = { { "events/sched/sched_switch/format", NULL, NULL } };
+	struct range rg = all_pages();
+	char path[4200], auxdir[2000], auxp[2100], want[64], *text;
+	uint8_t *input;
+	size_t n;
+	uint64_t id2, sw;
+	int rc, fd;
+	SETUP();
+
+	(void)id;
+	snprintf(path, sizeof(path), "%s/tests/fuzz/regress/decode/print-fmt-cut-short", test_srcdir());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	input = test_slurp(fd, &n);
+	close(fd);
+	ck_assert_uint_ge(n, 2);
+	text = strndup((const char *)input + 2, get_le16(input));
+	ed[0].to = text;
+	sw = stats_of(expected, "sched_switch");
+	snprintf(auxdir, sizeof(auxdir), "%s/crash", dir);
+	ck_assert_int_eq(mkdir(auxdir, 0755), 0);
+	id2 = write_aux_edit(auxdir, "g1", 1, NULL, ed, 1);
+	snprintf(auxp, sizeof(auxp), "%s/aux-000001.vmtaux", auxdir);
+	snprintf(s1, sizeof(s1), "%s/g1-1.vmts", auxdir);
+	write_sample(s1, "g1", 1, id2, 1000, &rg, NULL, NULL);
+	REPORT("--stats --aux %s %s", auxp, s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_msg(strstr(err, "1 metadata entries crash libtraceevent's parser") != NULL,
+		      "stderr: %s", err);
+	ck_assert_uint_eq(stats_of(out, "[UNKNOWN EVENT id 314]"), sw);
+	ck_assert_uint_eq(stats_total(out), expected_total);
+	snprintf(want, sizeof(want), "sched_wakeup");
+	ck_assert_uint_eq(stats_of(out, want), stats_of(expected, want));
+	free(text);
+	free(input);
+	TEARDOWN();
+}
+END_TEST
+
 START_TEST(unknown_format)
 {
 	struct range rg = all_pages();
@@ -922,6 +976,7 @@ int main(void)
 	tcase_add_test(t, bad_input);
 	tcase_add_test(t, crafted_formats);
 	tcase_add_test(t, merge_output_not_followed);
+	tcase_add_test(t, format_that_crashes_the_parser);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);
