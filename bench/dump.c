@@ -179,7 +179,7 @@ int main(void)
 	if (r < 0)
 		return 1;
 	snprintf(body, sizeof(body),
-		 "log_level: notice\ncompression_level: 1\ndump_reserve: %uMiB\n"
+		 "log_level: notice\nmemory_max: 0\ncompression_level: 1\ndump_reserve: %uMiB\n"
 		 "triggers:\n  coalesce: 0ms\n"
 		 "record:\n  ring_size: %uMiB\n  flush_timeout: 5s\n"
 		 "guests:\n  - name: g0\n    path: %s\n    transport: fifo\n    cpus: %u\n",

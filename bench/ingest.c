@@ -127,7 +127,7 @@ static int run_daemon(unsigned n, struct rate *out)
 	if (r < 0)
 		return r;
 	snprintf(line, sizeof(line),
-		 "log_level: notice\ncompression_level: 1\nrecord:\n  ring_size: 4MiB\n"
+		 "log_level: notice\nmemory_max: 0\ncompression_level: 1\nrecord:\n  ring_size: 4MiB\n"
 		 "  flush_timeout: 5s\nguests:\n");
 	buf_append(&body, line, strlen(line));
 	for (unsigned g = 0; g < n; g++) {

@@ -82,7 +82,7 @@ int main(void)
 	if (r < 0)
 		return 1;
 	snprintf(line, sizeof(line),
-		 "log_level: notice\ncompression_level: 1\ndump_reserve: %uMiB\ntriggers:\n  coalesce: 0ms\n"
+		 "log_level: notice\nmemory_max: 0\ncompression_level: 1\ndump_reserve: %uMiB\ntriggers:\n  coalesce: 0ms\n"
 		 "record:\n  ring_size: %uMiB\n  flush_timeout: 5s\nguests:\n", RESERVE_MIB, ring_mib);
 	buf_append(&body, line, strlen(line));
 	for (unsigned g = 0; g < ng; g++) {

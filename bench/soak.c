@@ -165,7 +165,7 @@ int main(void)
 	if (producer_start(&p, &pc) < 0)
 		return 1;
 	{
-		static const char top[] = "log_level: notice\ncompression_level: 1\n"
+		static const char top[] = "log_level: notice\nmemory_max: 0\ncompression_level: 1\n"
 					  "retention:\n  max_samples: 3\n"
 					  "record:\n  ring_size: 1MiB\n  flush_timeout: 5s\nguests:\n";
 		buf_append(&body, top, sizeof(top) - 1);

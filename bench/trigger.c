@@ -177,7 +177,7 @@ static int run_daemon(unsigned n, bool streaming, struct trig_run *out)
 		return r;
 	snprintf(body, sizeof(body),
 		 "log_level: warning\ncompression_level: 1\n"
-		 "triggers:\n  coalesce: 0ms\n  cooldown: 0s\n  max_per_minute: 0\n"
+		 "triggers:\n  coalesce: 0ms\n  cooldown: 0s\n  max_per_minute: 0\n  per_guest_per_minute: 0\n"
 		 "record:\n  ring_size: 1MiB\n  flush_timeout: 5s\n"
 		 "guests:\n  - name: g0\n    path: %s\n    transport: fifo\n    cpus: %u\n",
 		 producer_guest_dir(p, 0), BENCH_CPUS);

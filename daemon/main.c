@@ -97,6 +97,11 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	if (stderr_is_journal())
 		log_open_journal();
+	if (manager_resolve_config(&conf, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		config_free(&conf);
+		return 1;
+	}
 
 	r = manager_new(&m, &conf, path);
 	config_free(&conf);

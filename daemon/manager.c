@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <sys/sysinfo.h>
+#include <sys/statvfs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +117,44 @@ static bool host_conf_equal(const struct vmt_host_conf *a, const struct vmt_host
 	       a->buffer_kb == b->buffer_kb && a->qemu_only == b->qemu_only;
 }
 
+/* The machine's RAM, and the size of the file system that holds path (or
+ * of its nearest folder that exists): 0 where unknown. */
+static uint64_t fs_size_of(const char *path)
+{
+	char p[4096];
+	struct statvfs sv;
+
+	snprintf(p, sizeof(p), "%s", path);
+	for (;;) {
+		char *slash;
+
+		if (statvfs(p, &sv) == 0)
+			return (uint64_t)sv.f_blocks * sv.f_frsize;
+		slash = strrchr(p, '/');
+		if (!slash || slash == p)
+			return statvfs("/", &sv) == 0 ? (uint64_t)sv.f_blocks * sv.f_frsize : 0;
+		*slash = 0;
+	}
+}
+
+int manager_resolve_config(struct vmt_config *c, char *err, size_t err_len)
+{
+	bool mem_auto = c->memory_max == VMT_AUTO, disk_auto = c->retention.max_bytes == VMT_AUTO;
+	struct sysinfo si;
+	uint64_t ram = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : 0;
+	int r = config_resolve(c, ram, disk_auto ? fs_size_of(c->state_dir) : 0, err, err_len);
+
+	if (r < 0)
+		return r;
+	if (mem_auto)
+		log_info("memory_max: auto, %llu MiB (a sixteenth of %llu MiB of RAM, 256 MiB to 4 GiB)",
+			 (unsigned long long)(c->memory_max >> 20), (unsigned long long)(ram >> 20));
+	if (disk_auto)
+		log_info("retention.max_bytes: auto, %llu MiB (a tenth of %s's file system, 64 MiB "
+			 "to 20 GiB)", (unsigned long long)(c->retention.max_bytes >> 20), c->state_dir);
+	return 0;
+}
+
 /*
  * Reload the configuration: one that fails to parse or validate is logged
  * and the running one stays. Guests whose settings did not change keep
@@ -130,6 +170,11 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 
 	sd_notify(0, "RELOADING=1");
 	r = config_load(&nc, m->config_path, err, err_len);
+	if (r == 0) {
+		r = manager_resolve_config(&nc, err, err_len);
+		if (r < 0)
+			config_free(&nc);
+	}
 	if (r < 0) {
 		log_error("reload refused, keeping the running configuration: %s", err);
 		sd_notify(0, "READY=1");

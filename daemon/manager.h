@@ -101,6 +101,9 @@ struct vmt_manager {
 	char hostname[65];
 };
 
+/* The "auto" sizes of c from this machine (RAM, the state folder's file
+ * system), said in the log; -EINVAL and err if they do not fit together. */
+int manager_resolve_config(struct vmt_config *c, char *err, size_t err_len);
 int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *config_path);
 /* Runs until SIGTERM/SIGINT; returns the exit code for main(). */
 int manager_run(struct vmt_manager *m);

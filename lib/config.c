@@ -80,7 +80,8 @@ void config_init(struct vmt_config *c)
 	strcpy(c->control_socket, "/run/vmtraced/control.sock");
 	c->log_level = VMT_LOG_INFO;
 	c->zstd_level = 3;
-	c->memory_max = 0;
+	c->memory_max = VMT_AUTO;
+	c->retention.max_bytes = VMT_AUTO;
 	c->dump_reserve = 32 * MiB;
 	c->forget_after_s = 3600;
 	record_init(&c->rec);
@@ -176,12 +177,23 @@ static const struct yamlconf_key trigger_keys[] = {
 	{ "per_guest_per_minute", trig_per_guest },
 };
 
+/* A size, or "auto" (VMT_AUTO: the machine decides, config_resolve()). */
+static int read_size_auto(struct yamlconf *y, yaml_node_t *v, const char *field, uint64_t min,
+			  uint64_t max, uint64_t *out)
+{
+	if (v->type == YAML_SCALAR_NODE && v->data.scalar.length == 4 &&
+	    !memcmp(v->data.scalar.value, "auto", 4)) {
+		*out = VMT_AUTO;
+		return 0;
+	}
+	return yamlconf_read_size(y, v, field, min, max, true, out);
+}
+
 static int ret_max_bytes(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_retention_conf *rt = obj;
 
-	return yamlconf_read_size(y, v, field, RETAIN_BYTES_MIN, RETAIN_BYTES_MAX, true,
-				  &rt->max_bytes);
+	return read_size_auto(y, v, field, RETAIN_BYTES_MIN, RETAIN_BYTES_MAX, &rt->max_bytes);
 }
 
 static int ret_max_samples(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
@@ -405,7 +417,7 @@ static int top_memory_max(struct yamlconf *y, yaml_node_t *v, const char *field,
 {
 	struct cfg_parser *p = obj;
 
-	return yamlconf_read_size(y, v, field, MEMORY_MIN, MEMORY_MAX, true, &p->c->memory_max);
+	return read_size_auto(y, v, field, MEMORY_MIN, MEMORY_MAX, &p->c->memory_max);
 }
 
 static int top_dump_reserve(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
@@ -523,10 +535,11 @@ static int config_parse(struct cfg_parser *p)
 	r = yamlconf_walk_map(&p->y, root, "", top_keys, ARRAY_SIZE(top_keys), p, &seen);
 	if (r < 0)
 		return r;
-	if (!p->reserve && p->c->memory_max)
+	p->c->dump_reserve_set = p->reserve != NULL;
+	if (!p->reserve && p->c->memory_max && p->c->memory_max != VMT_AUTO)
 		/* the default, under a small cap: an eighth of it */
 		p->c->dump_reserve = VMT_MIN(p->c->dump_reserve, p->c->memory_max / 8 / 4096 * 4096);
-	if (p->c->memory_max && p->c->dump_reserve >= p->c->memory_max)
+	if (p->c->memory_max && p->c->memory_max != VMT_AUTO && p->c->dump_reserve >= p->c->memory_max)
 		return yamlconf_error(&p->y, p->reserve, "dump_reserve",
 				      "must be less than memory_max (%" PRIu64 " bytes): it counts in it",
 				      p->c->memory_max);
@@ -581,4 +594,27 @@ int config_load(struct vmt_config *c, const char *path, char *err, size_t err_le
 		return r;
 	}
 	return config_load_string(c, path, text, len, err, err_len);
+}
+
+int config_resolve(struct vmt_config *c, uint64_t ram_bytes, uint64_t fs_bytes, char *why,
+		   size_t why_len)
+{
+	if (c->memory_max == VMT_AUTO) {
+		c->memory_max = VMT_MAX(VMT_MIN(ram_bytes / 16, VMT_AUTO_MEM_MAX), VMT_AUTO_MEM_MIN);
+		c->memory_max &= ~4095ull;
+		if (!c->dump_reserve_set)
+			c->dump_reserve = VMT_MIN(c->dump_reserve, c->memory_max / 8 / 4096 * 4096);
+		if (c->dump_reserve >= c->memory_max) {
+			snprintf(why, why_len,
+				 "dump_reserve (%" PRIu64 " bytes) must be less than memory_max, which "
+				 "\"auto\" makes %" PRIu64 " bytes here: set memory_max",
+				 c->dump_reserve, c->memory_max);
+			return -EINVAL;
+		}
+	}
+	if (c->retention.max_bytes == VMT_AUTO)
+		c->retention.max_bytes = fs_bytes ? VMT_MAX(VMT_MIN(fs_bytes / 10, VMT_AUTO_DISK_MAX),
+							    VMT_AUTO_DISK_MIN)
+						  : VMT_AUTO_DISK_MAX;
+	return 0;
 }

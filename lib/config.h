@@ -66,7 +66,7 @@ struct vmt_trigger_conf {
 };
 
 struct vmt_retention_conf {
-	uint64_t max_bytes;	/* samples and aux files on disk, 0 = no limit */
+	uint64_t max_bytes;	/* samples and aux files on disk, 0 = no limit, VMT_AUTO */
 	uint32_t max_samples;	/* per guest, 0 = no limit */
 	uint64_t max_age_s;	/* 0 = no limit */
 };
@@ -117,8 +117,9 @@ struct vmt_config {
 	char control_socket[4096];
 	int log_level;		/* VMT_LOG_* */
 	int zstd_level;
-	uint64_t memory_max;	/* all rings together, 0 = no cap */
+	uint64_t memory_max;	/* all rings together, 0 = no cap, VMT_AUTO */
 	uint64_t dump_reserve;	/* pages dumps may borrow, counted in memory_max */
+	bool dump_reserve_set;	/* written in the file, not the default */
 	uint64_t forget_after_s;	/* free a disconnected guest's rings after, 0 = never */
 	struct vmt_record_conf rec;	/* defaults */
 	struct vmt_trigger_conf triggers;
@@ -133,8 +134,27 @@ struct vmt_config {
 	struct vmt_guest_conf *guests;
 };
 
+/* A size the machine decides (config_resolve): the default of memory_max
+ * and retention.max_bytes, or "auto" written out. */
+#define VMT_AUTO UINT64_MAX
+/* What "auto" comes to: a sixteenth of RAM for memory_max (256 MiB to
+ * 4 GiB), a tenth of the state folder's file system for max_bytes (at most
+ * 20 GiB, at least 64 MiB). */
+#define VMT_AUTO_MEM_MIN (256ull << 20)
+#define VMT_AUTO_MEM_MAX (4ull << 30)
+#define VMT_AUTO_DISK_MIN (64ull << 20)
+#define VMT_AUTO_DISK_MAX (20ull << 30)
+
 /* Defaults with no guests. */
 void config_init(struct vmt_config *c);
+/*
+ * Resolve the "auto" sizes from the machine: ram_bytes (RAM) and fs_bytes
+ * (the size of the state folder's file system, 0 if unknown). Pure: the
+ * caller measures. -EINVAL and why when the result does not hold together
+ * (dump_reserve must stay under memory_max).
+ */
+int config_resolve(struct vmt_config *c, uint64_t ram_bytes, uint64_t fs_bytes, char *why,
+		   size_t why_len);
 /*
  * Parse path into c, which is overwritten: free a config loaded before
  * (a reload loads into a fresh struct and swaps on success). On error

@@ -102,7 +102,10 @@ void config_print(const struct vmt_config *c, FILE *f)
 	print_str(f, c->control_socket);
 	fprintf(f, "\nlog_level: %s\n", config_log_level_name(c->log_level));
 	fprintf(f, "compression_level: %d\n", c->zstd_level);
-	fprintf(f, "memory_max: %" PRIu64 "\n", c->memory_max);
+	if (c->memory_max == VMT_AUTO)
+		fputs("memory_max: auto\n", f);
+	else
+		fprintf(f, "memory_max: %" PRIu64 "\n", c->memory_max);
 	fprintf(f, "dump_reserve: %" PRIu64 "\n", c->dump_reserve);
 	fprintf(f, "forget_after: %" PRIu64 "s\n", c->forget_after_s);
 	fputs("control:\n  group: ", f);
@@ -116,7 +119,10 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fprintf(f, "  max_per_minute: %" PRIu32 "\n", c->triggers.max_per_minute);
 	fprintf(f, "  per_guest_per_minute: %" PRIu32 "\n", c->triggers.per_guest_per_minute);
 	fputs("retention:\n", f);
-	fprintf(f, "  max_bytes: %" PRIu64 "\n", c->retention.max_bytes);
+	if (c->retention.max_bytes == VMT_AUTO)
+		fputs("  max_bytes: auto\n", f);
+	else
+		fprintf(f, "  max_bytes: %" PRIu64 "\n", c->retention.max_bytes);
 	fprintf(f, "  max_samples: %" PRIu32 "\n", c->retention.max_samples);
 	fprintf(f, "  max_age: %" PRIu64 "s\n", c->retention.max_age_s);
 	fputs("record:\n", f);

@@ -167,14 +167,14 @@ START_TEST(test_defaults)
 	ck_assert_str_eq(c.rec.events, "sched:*,irq:*,timer:*");
 	ck_assert_uint_eq(c.rec.meta_max, 64 << 20);
 	ck_assert_uint_eq(c.rec.flush_timeout_ms, 1000);
-	ck_assert_uint_eq(c.memory_max, 0);
+	ck_assert_uint_eq(c.memory_max, VMT_AUTO);
 	ck_assert_uint_eq(c.forget_after_s, 3600);
 	ck_assert_str_eq(c.control.group, "");
 	ck_assert_str_eq(c.control.read_group, "");
 	ck_assert_uint_eq(c.triggers.coalesce_ms, 500);
 	ck_assert_uint_eq(c.triggers.cooldown_ms, 10000);
 	ck_assert_uint_eq(c.triggers.max_per_minute, 12);
-	ck_assert_uint_eq(c.retention.max_bytes, 0);
+	ck_assert_uint_eq(c.retention.max_bytes, VMT_AUTO);
 	ck_assert_uint_eq(c.retention.max_samples, 0);
 	ck_assert_uint_eq(c.retention.max_age_s, 0);
 	ck_assert_int_eq(c.host.enabled, 0);
@@ -190,6 +190,42 @@ START_TEST(test_defaults)
 	check_idempotent(&c, "defaults");
 	config_free(&c);
 	config_free(&c);	/* twice is harmless */
+}
+END_TEST
+
+/* "auto" from the machine's figures: bounded both ways; 0 stays 0. */
+START_TEST(test_resolve_auto)
+{
+	struct vmt_config c;
+	char why[256];
+
+	config_init(&c);
+	ck_assert_int_eq(config_resolve(&c, 24ull << 30, 252ull << 30, why, sizeof(why)), 0);
+	ck_assert_uint_eq(c.memory_max, (24ull << 30) / 16);
+	ck_assert_uint_eq(c.retention.max_bytes, VMT_AUTO_DISK_MAX);
+	ck_assert_uint_eq(c.dump_reserve, 32 << 20);
+	config_init(&c);
+	ck_assert_int_eq(config_resolve(&c, 512ull << 30, 100ull << 20, why, sizeof(why)), 0);
+	ck_assert_uint_eq(c.memory_max, VMT_AUTO_MEM_MAX);
+	ck_assert_uint_eq(c.retention.max_bytes, VMT_AUTO_DISK_MIN);
+	config_init(&c);
+	ck_assert_int_eq(config_resolve(&c, 1ull << 30, 0, why, sizeof(why)), 0);
+	ck_assert_uint_eq(c.memory_max, VMT_AUTO_MEM_MIN);
+	ck_assert_uint_eq(c.retention.max_bytes, VMT_AUTO_DISK_MAX);
+	/* the default reserve shrinks under a small auto cap, a written one is refused */
+	ck_assert_uint_eq(c.dump_reserve, VMT_AUTO_MEM_MIN / 8);
+	config_init(&c);
+	c.dump_reserve = 512ull << 20;
+	c.dump_reserve_set = true;
+	ck_assert_int_eq(config_resolve(&c, 1ull << 30, 0, why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "dump_reserve"));
+	/* written 0: no limit, whatever the machine */
+	config_init(&c);
+	c.memory_max = 0;
+	c.retention.max_bytes = 0;
+	ck_assert_int_eq(config_resolve(&c, 24ull << 30, 252ull << 30, why, sizeof(why)), 0);
+	ck_assert_uint_eq(c.memory_max, 0);
+	ck_assert_uint_eq(c.retention.max_bytes, 0);
 }
 END_TEST
 
@@ -552,6 +588,7 @@ static Suite *config_suite(void)
 	tcase_add_loop_test(tc, test_golden, 0, ncases);
 	tcase_add_test(tc, test_golden_count);
 	tcase_add_test(tc, test_defaults);
+	tcase_add_test(tc, test_resolve_auto);
 	tcase_add_test(tc, test_shipped);
 	tcase_add_test(tc, test_shipped_example);
 	tcase_add_test(tc, test_shipped_host);
