@@ -82,8 +82,9 @@ $(LIBVMT): $(LIB_OBJS)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-# the daemon alone drops its capabilities (libcap)
-DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap 2>/dev/null)
+# the daemon alone drops its capabilities (libcap) and filters its system
+# calls (libseccomp)
+DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null)
 $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS)

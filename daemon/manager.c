@@ -12,6 +12,7 @@
 
 #include "control.h"
 #include "priv.h"
+#include "sandbox.h"
 #include "discovery.h"
 #include "guest.h"
 #include "hostsrc.h"
@@ -413,6 +414,8 @@ int manager_run(struct vmt_manager *m)
 	 * thread (the writer's starts after this) */
 	r = priv_drop(priv_needed(&m->conf));
 	if (r < 0)
+		return 1;
+	if (m->conf.sandbox && sandbox_apply() < 0)
 		return 1;
 	r = writer_run(&m->writer);
 	if (r < 0) {

@@ -498,8 +498,16 @@ static int top_guests(struct yamlconf *y, yaml_node_t *v, const char *field, voi
 	return 0;
 }
 
+static int top_sandbox(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct cfg_parser *p = obj;
+
+	return yamlconf_read_bool(y, v, field, &p->c->sandbox);
+}
+
 static const struct yamlconf_key top_keys[] = {
 	{ "state_dir", top_state_dir },
+	{ "sandbox", top_sandbox },
 	{ "control_socket", top_control_socket },
 	{ "log_level", top_log_level },
 	{ "compression_level", top_compression },

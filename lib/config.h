@@ -117,6 +117,7 @@ struct vmt_config {
 	char control_socket[4096];
 	int log_level;		/* VMT_LOG_* */
 	int zstd_level;
+	int sandbox;		/* a system call filter once set up (daemon/sandbox.c) */
 	uint64_t memory_max;	/* all rings together, 0 = no cap, VMT_AUTO */
 	uint64_t dump_reserve;	/* pages dumps may borrow, counted in memory_max */
 	bool dump_reserve_set;	/* written in the file, not the default */

@@ -102,6 +102,7 @@ void config_print(const struct vmt_config *c, FILE *f)
 	print_str(f, c->control_socket);
 	fprintf(f, "\nlog_level: %s\n", config_log_level_name(c->log_level));
 	fprintf(f, "compression_level: %d\n", c->zstd_level);
+	fprintf(f, "sandbox: %s\n", c->sandbox ? "true" : "false");
 	if (c->memory_max == VMT_AUTO)
 		fputs("memory_max: auto\n", f);
 	else

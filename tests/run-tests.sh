@@ -1,7 +1,9 @@
 #!/bin/bash
 # Runs the test suites and prints one closing line:
 #   tests: N passed, N failed, N skipped
-# Usage: tests/run-tests.sh [unit|integration|e2e]...   (default: all)
+# Usage: tests/run-tests.sh [unit|integration|sandbox|e2e]...   (default: all)
+# sandbox: test_daemon again, every daemon under its system call filter
+# (sandbox: true in each configuration, VMT_TEST_SANDBOX=1).
 # VMT_BUILD names the (sanitizer) build holding tests/ and the programs.
 #
 # Each suite runs with a tag in its environment (VMT_SUITE_TAG) and a
@@ -14,7 +16,7 @@ B=${VMT_BUILD:-build}
 export VMT_BUILD=$B VMT_SRCDIR=$PWD
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-kinds=${*:-unit integration e2e}
+kinds=${*:-unit integration sandbox e2e}
 pass=0 fail=0 skip=0 failed_suites=""
 log=$(mktemp -d "${TMPDIR:-/tmp}/vmt-tests.XXXXXX")
 trap 'rm -rf "$log"' EXIT
@@ -98,6 +100,7 @@ for k in $kinds; do
 	integration) for t in tests/integration/test_*.c; do
 		[ -e "$t" ] || continue
 		n=$(basename "$t" .c); run_suite "$n" "$B/tests/$n"; done ;;
+	sandbox) VMT_TEST_SANDBOX=1 run_suite test_daemon-sandbox "$B/tests/test_daemon" ;;
 	e2e) for t in tests/e2e/test_*.sh; do
 		[ -e "$t" ] || continue
 		n=$(basename "$t" .sh); run_suite "$n" "$t"; done ;;

@@ -54,8 +54,10 @@ int testd_start_opts(struct testd *d, const char *dir, const char *body,
 	f = fopen(d->conf, "w");
 	if (!f)
 		return -errno;
-	fprintf(f, "state_dir: %s\ncontrol_socket: %s/control.sock\nlog_level: debug\n%s", d->state,
-		dir, body);
+	/* VMT_TEST_SANDBOX=1: every daemon under its system call filter */
+	fprintf(f, "state_dir: %s\ncontrol_socket: %s/control.sock\nlog_level: debug\n%s%s", d->state,
+		dir, getenv("VMT_TEST_SANDBOX") && !strcmp(getenv("VMT_TEST_SANDBOX"), "1") ?
+			     "sandbox: true\n" : "", body);
 	fclose(f);
 	snprintf(bin, sizeof(bin), "%s/%s/vmtraced", test_srcdir(), test_builddir());
 	d->pid = fork();
