@@ -107,9 +107,10 @@ vmt_cleanup() {
 	n=$(vmt_scale 100)
 	for p in $VMT_QEMU_PIDS; do
 		while kill -0 "$p" 2>/dev/null && [ $i -lt "$n" ]; do sleep 0.1; i=$((i + 1)); done
-		kill -9 "$p" 2>/dev/null
+		kill -9 "$p" 2>/dev/null || true
 	done
 	VMT_QEMU_PIDS=""
+	return 0
 }
 
 # Why the guest suites cannot run here, or nothing.
