@@ -681,15 +681,31 @@ END_TEST
  * such event is shown as invalid and counted, the rest decode as before
  * (ASan would see a read out of bounds).
  */
+/* In DIR/SUB, an aux with the edits in ed and a sample of every corpus
+ * page that names it: their paths into auxp and sample. */
+static void edited_pair(const char *dir, const char *sub, const struct aux_edit *ed,
+			unsigned ned, char *auxp, size_t auxn, char *sample, size_t samplen)
+{
+	struct range rg = all_pages();
+	char auxdir[2100];
+	uint64_t id;
+
+	snprintf(auxdir, sizeof(auxdir), "%s/%s", dir, sub);
+	ck_assert_int_eq(mkdir(auxdir, 0755), 0);
+	id = write_aux_edit(auxdir, "g1", 1, NULL, ed, ned);
+	snprintf(auxp, auxn, "%s/aux-000001.vmtaux", auxdir);
+	snprintf(sample, samplen, "%s/g1-1.vmts", auxdir);
+	write_sample(sample, "g1", 1, id, 1000, &rg, NULL, NULL);
+}
+
 START_TEST(crafted_formats)
 {
 	static const struct aux_edit ed[] = {
 		{ "events/sched/sched_switch/format", "offset:8;", "offset:2147483600;" },
 		{ "events/irq/irq_handler_entry/format", "__data_loc char[] name", "__rel_loc char[] name" },
 	};
-	struct range rg = all_pages();
-	char auxdir[2000], auxp[2100], want[128];
-	uint64_t id2, sw, irq;
+	char auxp[2200], want[128];
+	uint64_t sw, irq;
 	int rc;
 	SETUP();
 
@@ -697,12 +713,7 @@ START_TEST(crafted_formats)
 	sw = stats_of(expected, "sched_switch");
 	irq = stats_of(expected, "irq_handler_entry");
 	ck_assert(sw > 0 && irq > 0);
-	snprintf(auxdir, sizeof(auxdir), "%s/crafted", dir);
-	ck_assert_int_eq(mkdir(auxdir, 0755), 0);
-	id2 = write_aux_edit(auxdir, "g1", 1, NULL, ed, 2);
-	snprintf(auxp, sizeof(auxp), "%s/aux-000001.vmtaux", auxdir);
-	snprintf(s1, sizeof(s1), "%s/g1-1.vmts", auxdir);
-	write_sample(s1, "g1", 1, id2, 1000, &rg, NULL, NULL);
+	edited_pair(dir, "crafted", ed, 2, auxp, sizeof(auxp), s1, sizeof(s1));
 	REPORT("--aux %s %s", auxp, s1);
 	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
 	ck_assert_uint_eq(count_lines(out), expected_total);
@@ -771,11 +782,10 @@ END_TEST
 START_TEST(format_that_crashes_the_parser)
 {
 	static struct aux_edit ed[1] = { { "events/sched/sched_switch/format", NULL, NULL } };
-	struct range rg = all_pages();
-	char path[4200], auxdir[2000], auxp[2100], want[64], *text;
+	char path[4200], auxp[2200], want[64], *text;
 	uint8_t *input;
 	size_t n;
-	uint64_t id2, sw;
+	uint64_t sw;
 	int rc, fd;
 	SETUP();
 
@@ -789,12 +799,7 @@ START_TEST(format_that_crashes_the_parser)
 	text = strndup((const char *)input + 2, get_le16(input));
 	ed[0].to = text;
 	sw = stats_of(expected, "sched_switch");
-	snprintf(auxdir, sizeof(auxdir), "%s/crash", dir);
-	ck_assert_int_eq(mkdir(auxdir, 0755), 0);
-	id2 = write_aux_edit(auxdir, "g1", 1, NULL, ed, 1);
-	snprintf(auxp, sizeof(auxp), "%s/aux-000001.vmtaux", auxdir);
-	snprintf(s1, sizeof(s1), "%s/g1-1.vmts", auxdir);
-	write_sample(s1, "g1", 1, id2, 1000, &rg, NULL, NULL);
+	edited_pair(dir, "crash", ed, 1, auxp, sizeof(auxp), s1, sizeof(s1));
 	REPORT("--stats --aux %s %s", auxp, s1);
 	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
 	ck_assert_msg(strstr(err, "1 metadata entries crash libtraceevent's parser") != NULL,
