@@ -8,6 +8,7 @@ MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 DESTDIR    ?=
 
 O          ?= build
@@ -116,12 +117,13 @@ $(O)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
-# Small programs the shell suites use (tdcount), built like the tests.
-TOOL_BINS   := $(O)/tests/tools/tdcount $(O)/tests/tools/tdlink
+# Small programs the suites use (tdcount; unitfilter runs a program under a
+# unit file's SystemCallFilter=), built like the tests.
+TOOL_BINS   := $(O)/tests/tools/tdcount $(O)/tests/tools/tdlink $(O)/tests/tools/unitfilter
 $(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS) $(DAEMON_LIBS)
 
 # The fixed corpus (real guest pages and the metadata that decodes them,
 # tests/corpus/README.md), unpacked into the build folder for the tests and
@@ -193,6 +195,8 @@ install: all
 	for f in units/*.service units/*.socket; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(UNITDIR)/; done; true
 	install -d $(DESTDIR)$(TMPFILESDIR)
 	install -m 644 units/vmtraced.tmpfiles $(DESTDIR)$(TMPFILESDIR)/vmtraced.conf
+	install -d $(DESTDIR)$(SYSUSERSDIR)
+	install -m 644 units/vmtraced.sysusers $(DESTDIR)$(SYSUSERSDIR)/vmtraced.conf
 
 clean:
 	rm -rf $(O)

@@ -185,6 +185,11 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		log_warning("control_socket changed: the new path takes effect at the next start");
 		memcpy(nc.control_socket, m->conf.control_socket, sizeof(nc.control_socket));
 	}
+	if (strcmp(nc.user, m->conf.user) || nc.sandbox != m->conf.sandbox) {
+		log_warning("user or sandbox changed: they take effect at the next start");
+		memcpy(nc.user, m->conf.user, sizeof(nc.user));
+		nc.sandbox = m->conf.sandbox;
+	}
 	if (nc.dump_reserve != m->conf.dump_reserve) {
 		log_warning("dump_reserve changed: the new size takes effect at the next start");
 		nc.dump_reserve = m->conf.dump_reserve;
@@ -412,7 +417,7 @@ int manager_run(struct vmt_manager *m)
 
 	/* set up: from here on only what the configuration needs, in every
 	 * thread (the writer's starts after this) */
-	r = priv_drop(priv_needed(&m->conf));
+	r = priv_drop(&m->conf);
 	if (r < 0)
 		return 1;
 	if (m->conf.sandbox && sandbox_apply() < 0)

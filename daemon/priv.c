@@ -3,12 +3,20 @@
  * libcap rather than capset(2) by hand: it knows the kernel's capability
  * count and the bounding-set calls, and the Debian package is small.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <string.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "priv.h"
+#include "util.h"
 
 #define BIT(c) (1ull << (c))
 
@@ -22,6 +30,16 @@ uint64_t priv_needed(const struct vmt_config *conf)
 	 */
 	uint64_t keep = BIT(CAP_DAC_OVERRIDE) | BIT(CAP_DAC_READ_SEARCH);
 
+	/*
+	 * As its own user (user:, or started as one by the service manager),
+	 * vmtraced reaches the channels through its groups (QEMU's, libvirt's)
+	 * and owns its state folder. Only the host source still writes files
+	 * of root's: its tracefs instance (the QEMU pid filter, set up again on
+	 * a reload) is root's, mode 0640.
+	 */
+	if (conf->user[0] || geteuid() != 0)
+		keep = conf->host.enabled ? BIT(CAP_DAC_OVERRIDE) : 0;
+
 	/* a reload that changes the detectors loads their programs again;
 	 * the maps and ring buffer they use meanwhile need nothing */
 	for (unsigned i = 0; i < VMT_CONFIG_DETECTORS; i++)
@@ -34,12 +52,74 @@ uint64_t priv_needed(const struct vmt_config *conf)
 	return keep;
 }
 
-int priv_drop(uint64_t keep)
+/*
+ * The state folder and what is in it (guest folders, their samples, aux
+ * files and temporaries: two levels, as the writer makes them) become the
+ * user's, so that it can write and prune them without CAP_DAC_OVERRIDE.
+ * Nothing is followed: the folders are opened O_NOFOLLOW, the files changed
+ * with AT_SYMLINK_NOFOLLOW, and only folders and regular files are touched.
+ */
+static int own_state(const char *state_dir, uid_t uid, gid_t gid)
 {
+	_cleanup_close_ int top = -1;
+	DIR *d;
+	struct dirent *de;
+
+	if (mkdir(state_dir, 0750) < 0 && errno != EEXIST)
+		return log_error_errno(-errno, "cannot make %s: %m", state_dir);
+	top = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (top < 0 || fchown(top, uid, gid) < 0)
+		return log_error_errno(-errno, "cannot give %s to its user: %m", state_dir);
+	d = fdopendir(dup(top));
+	if (!d)
+		return log_error_errno(-errno, "cannot read %s: %m", state_dir);
+	while ((de = readdir(d))) {
+		int gfd;
+		DIR *gd;
+		struct dirent *fe;
+
+		if (de->d_name[0] == '.' || de->d_type != DT_DIR)
+			continue;
+		gfd = openat(top, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (gfd < 0)
+			continue;
+		if (fchown(gfd, uid, gid) < 0 || !(gd = fdopendir(gfd))) {
+			log_warning("cannot give %s/%s to its user: %m", state_dir, de->d_name);
+			close(gfd);
+			continue;
+		}
+		while ((fe = readdir(gd)))
+			if (fe->d_type == DT_REG &&
+			    fchownat(dirfd(gd), fe->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+				log_warning("cannot give %s/%s/%s to its user: %m", state_dir,
+					    de->d_name, fe->d_name);
+		closedir(gd);
+	}
+	closedir(d);
+	return 0;
+}
+
+/* Become pw (its groups from the group database), keeping the permitted
+ * capabilities across the change; the caller then sets them. */
+static int become(const struct passwd *pw)
+{
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 ||
+	    initgroups(pw->pw_name, pw->pw_gid) < 0 ||
+	    setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
+	    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0)
+		return log_error_errno(-errno, "cannot become user %s: %m", pw->pw_name);
+	prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+	return 0;
+}
+
+int priv_drop(const struct vmt_config *conf)
+{
+	uint64_t keep = priv_needed(conf);
+	struct passwd *pw = NULL;
 	cap_value_t last = (cap_value_t)cap_max_bits() - 1;
 	cap_t now = cap_get_proc(), want = cap_init();
 	cap_flag_value_t have;
-	bool any = false;
+	bool any = false, bound;
 	int r = 0;
 
 	if (!now || !want) {
@@ -49,11 +129,37 @@ int priv_drop(uint64_t keep)
 	for (cap_value_t c = 0; c <= last; c++)
 		if (cap_get_flag(now, c, CAP_PERMITTED, &have) == 0 && have == CAP_SET)
 			any = true;
+	if (conf->user[0]) {
+		if (!any || geteuid() != 0) {
+			r = -EPERM;
+			log_error("user: %s needs vmtraced to start as root", conf->user);
+			goto out;
+		}
+		/* at start-up, as the manual says: NSS may block */
+		errno = 0;
+		pw = getpwnam(conf->user);
+		if (!pw) {
+			r = errno ? -errno : -ENOENT;
+			log_error_errno(r, "user: %s: no such user%s", conf->user, errno ? ": %m" : "");
+			goto out;
+		}
+		if (pw->pw_uid == 0) {
+			r = -EINVAL;
+			log_error("user: %s is root: name a user of its own", conf->user);
+			goto out;
+		}
+		r = own_state(conf->state_dir, pw->pw_uid, pw->pw_gid);
+		if (r < 0)
+			goto out;
+	}
 	if (!any)
 		goto out;	/* nothing to give up */
 	/* the bounding set first: dropping from it needs CAP_SETPCAP, which
-	 * goes with the rest below */
-	for (cap_value_t c = 0; c <= last; c++) {
+	 * goes with the rest below. Started as a user with capabilities from
+	 * the service manager (AmbientCapabilities=), vmtraced has no
+	 * CAP_SETPCAP: the manager's CapabilityBoundingSet= is the bound. */
+	bound = cap_get_flag(now, CAP_SETPCAP, CAP_EFFECTIVE, &have) == 0 && have == CAP_SET;
+	for (cap_value_t c = 0; bound && c <= last; c++) {
 		if (keep & BIT(c) || CAP_IS_SUPPORTED(c) == 0)
 			continue;
 		if (cap_drop_bound(c) < 0 && errno != EINVAL) {
@@ -62,6 +168,12 @@ int priv_drop(uint64_t keep)
 					cap_to_name(c));
 			goto out;
 		}
+	}
+	/* CAP_SETUID and CAP_SETGID are still in the effective set here */
+	if (pw) {
+		r = become(pw);
+		if (r < 0)
+			goto out;
 	}
 	for (cap_value_t c = 0; c <= last; c++) {
 		if (!(keep & BIT(c)) ||
@@ -85,9 +197,15 @@ int priv_drop(uint64_t keep)
 		goto out;
 	}
 	{
-		char *text = cap_to_text(want, NULL);
-		log_info("privilege: running with %s from now on", text ? text : "(?)");
-		cap_free(text);
+		char *text = keep ? cap_to_text(want, NULL) : NULL;
+		const char *say = keep ? (text ? text : "(?)") : "no capability";
+		if (pw)
+			log_info("privilege: running as %s (uid %u) with %s from now on", pw->pw_name,
+				 (unsigned)pw->pw_uid, say);
+		else
+			log_info("privilege: running with %s from now on", say);
+		if (text)
+			cap_free(text);
 	}
 out:
 	cap_free(now);

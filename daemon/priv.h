@@ -19,11 +19,14 @@
 uint64_t priv_needed(const struct vmt_config *conf);
 
 /*
- * Keep only the capabilities of keep (a mask of CAP_* bits), in this
- * thread, before any other thread starts. Without privilege to begin with
- * (not root), there is nothing to drop: 0. -errno if a set could not be
- * changed (the caller must not go on with more than it asked for).
+ * Keep only the capabilities priv_needed() names, in this thread, before
+ * any other thread starts; with conf->user, first give the state folder to
+ * that user and become it (its groups from the group database). Without
+ * privilege to begin with (not root), there is nothing to drop: 0, but a
+ * user then cannot be switched to. -errno if a set could not be changed or
+ * the user not become (the caller must not go on with more than it asked
+ * for).
  */
-int priv_drop(uint64_t keep);
+int priv_drop(const struct vmt_config *conf);
 
 #endif

@@ -222,8 +222,8 @@ static const struct yamlconf_key retention_keys[] = {
 	{ "max_age", ret_max_age },
 };
 
-/* useradd's rule for names, so a group that cannot exist is a typo. */
-static bool group_is_valid(const char *s)
+/* useradd's rule for names, so a user or group that cannot exist is a typo. */
+static bool account_is_valid(const char *s)
 {
 	size_t len = strlen(s);
 
@@ -241,18 +241,22 @@ static bool group_is_valid(const char *s)
 	return true;
 }
 
-static int group_parse(struct yamlconf *y, yaml_node_t *n, const char *field, char *dst)
+/* A user or group name (what: "user", "group") into dst of GROUP_MAX + 1. */
+static int account_parse(struct yamlconf *y, yaml_node_t *n, const char *field, const char *what,
+			 char *dst)
 {
 	const char *s = NULL;
+	char expect[32];
 	int r;
 
-	r = yamlconf_read_scalar(y, n, field, "a group name", true, &s);
+	snprintf(expect, sizeof(expect), "a %s name", what);
+	r = yamlconf_read_scalar(y, n, field, expect, true, &s);
 	if (r < 0)
 		return r;
-	if (!group_is_valid(s))
+	if (!account_is_valid(s))
 		return yamlconf_error(y, n, field,
-				      "%s is not a group name ([a-z_][a-z0-9_-]*, optionally ending in $, at most %d characters)",
-				      SHOW(s), GROUP_MAX);
+				      "%s is not a %s name ([a-z_][a-z0-9_-]*, optionally ending in $, at most %d characters)",
+				      SHOW(s), what, GROUP_MAX);
 	strcpy(dst, s);
 	return 0;
 }
@@ -261,14 +265,14 @@ static int ctl_group(struct yamlconf *y, yaml_node_t *v, const char *field, void
 {
 	struct vmt_control_conf *ctl = obj;
 
-	return group_parse(y, v, field, ctl->group);
+	return account_parse(y, v, field, "group", ctl->group);
 }
 
 static int ctl_read_group(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_control_conf *ctl = obj;
 
-	return group_parse(y, v, field, ctl->read_group);
+	return account_parse(y, v, field, "group", ctl->read_group);
 }
 
 static int ctl_idle(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
@@ -505,9 +509,17 @@ static int top_sandbox(struct yamlconf *y, yaml_node_t *v, const char *field, vo
 	return yamlconf_read_bool(y, v, field, &p->c->sandbox);
 }
 
+static int top_user(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct cfg_parser *p = obj;
+
+	return account_parse(y, v, field, "user", p->c->user);
+}
+
 static const struct yamlconf_key top_keys[] = {
 	{ "state_dir", top_state_dir },
 	{ "sandbox", top_sandbox },
+	{ "user", top_user },
 	{ "control_socket", top_control_socket },
 	{ "log_level", top_log_level },
 	{ "compression_level", top_compression },

@@ -118,6 +118,7 @@ struct vmt_config {
 	int log_level;		/* VMT_LOG_* */
 	int zstd_level;
 	int sandbox;		/* a system call filter once set up (daemon/sandbox.c) */
+	char user[64];		/* run as this user once set up (daemon/priv.c), "" = stay */
 	uint64_t memory_max;	/* all rings together, 0 = no cap, VMT_AUTO */
 	uint64_t dump_reserve;	/* pages dumps may borrow, counted in memory_max */
 	bool dump_reserve_set;	/* written in the file, not the default */

@@ -103,6 +103,9 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fprintf(f, "\nlog_level: %s\n", config_log_level_name(c->log_level));
 	fprintf(f, "compression_level: %d\n", c->zstd_level);
 	fprintf(f, "sandbox: %s\n", c->sandbox ? "true" : "false");
+	fputs("user: ", f);
+	print_str(f, c->user);
+	fputc('\n', f);
 	if (c->memory_max == VMT_AUTO)
 		fputs("memory_max: auto\n", f);
 	else

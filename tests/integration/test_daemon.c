@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -874,6 +875,9 @@ START_TEST(privilege_dropped)
 		  1ull << 1 | 1ull << 2 | 1ull << 34 | 1ull << 38 | 1ull << 39 },
 	};
 
+	const char *sb = getenv("VMT_TEST_SANDBOX");
+	bool sandboxed = sb && !strcmp(sb, "1");
+
 	if (!test_have_root())
 		VMT_SKIP("not root: nothing to drop");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -901,6 +905,10 @@ START_TEST(privilege_dropped)
 			ck_assert_uint_eq(task_status(d.pid, de->d_name, "CapInh", 16), 0);
 			ck_assert_uint_eq(task_status(d.pid, de->d_name, "CapAmb", 16), 0);
 			ck_assert_uint_eq(task_status(d.pid, de->d_name, "NoNewPrivs", 10), 1);
+			/* under the sandbox suite, every thread is under the filter
+			 * (2: SECCOMP_MODE_FILTER), and under none otherwise */
+			ck_assert_uint_eq(task_status(d.pid, de->d_name, "Seccomp", 10),
+					  sandboxed ? 2 : 0);
 		}
 		closedir(tasks);
 		ck_assert_uint_ge(threads, 2);	/* the loop's and the writer's */
@@ -909,6 +917,161 @@ START_TEST(privilege_dropped)
 		test_rmtree(dir);
 		free(dir);
 	}
+}
+END_TEST
+
+/*
+ * With user: in the configuration, the daemon started as root gives its
+ * state folder to that user (what a root-owned earlier run left in it too),
+ * becomes it with no capability left (no detector, no host source), and
+ * records and dumps through channels that belong to that user, as QEMU's
+ * belong to QEMU's user and vmtraced is in its group.
+ */
+START_TEST(privilege_user)
+{
+	static const char top[] =
+		"user: nobody\n"
+		"detectors:\n  process_death: {enabled: false}\n  vcpu_starvation: {enabled: false}\n"
+		"  kvm_exit: {enabled: false}\n  oom: {enabled: false}\n";
+	struct itest_run r;
+	char path[4400], sample[4400], want[64], tid[16];
+	struct passwd *pw;
+	struct stat st;
+	FILE *f;
+	char line[256];
+	bool uid_seen = false;
+
+	NEED_INPUT();
+	if (!test_have_root())
+		VMT_SKIP("not root: cannot become another user");
+	pw = getpwnam("nobody");
+	if (!pw)
+		VMT_SKIP("no user nobody");
+	itest_run_init(&r, &in, "user");
+	/* nobody reaches the test folder, owns the guest's channels, and finds
+	 * a state folder root made (as an earlier run as root would have) */
+	ck_assert_int_eq(chmod(r.dir, 0711), 0);
+	itest_run_guest(&r, 0);
+	ck_assert_int_eq(itest_sh("chown -R nobody '%s'", r.chan[0]), 0);
+	snprintf(path, sizeof(path), "%s/state/g1", r.dir);
+	ck_assert_int_eq(itest_sh("mkdir -p -m 0700 '%s' && echo old >'%s/stray'", path, path), 0);
+	itest_run_daemon(&r, top, 1);
+	ck_assert(ITEST_WAIT(testd_log_count(&r.d, "privilege: running as nobody") == 1, 10000));
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)r.d.pid);
+	snprintf(want, sizeof(want), "Uid:\t%u\t%u\t%u\t%u\n", (unsigned)pw->pw_uid,
+		 (unsigned)pw->pw_uid, (unsigned)pw->pw_uid, (unsigned)pw->pw_uid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Uid:", 4)) {
+			ck_assert_str_eq(line, want);
+			uid_seen = true;
+		}
+	fclose(f);
+	ck_assert(uid_seen);
+	snprintf(tid, sizeof(tid), "%d", (int)r.d.pid);
+	ck_assert_uint_eq(task_status(r.d.pid, tid, "CapEff", 16), 0);
+	ck_assert_uint_eq(task_status(r.d.pid, tid, "CapPrm", 16), 0);
+	ck_assert_uint_eq(task_status(r.d.pid, tid, "CapBnd", 16), 0);
+
+	/* every page arrives and lands in a sample of nobody's */
+	itest_expect_streaming(&r.d, "g1", 10000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	ck_assert_int_eq(stat(sample, &st), 0);
+	ck_assert_uint_eq(st.st_uid, pw->pw_uid);
+	ck_assert_uint_eq(st.st_mode & 0077, 0);
+	snprintf(path, sizeof(path), "%s/state/g1/stray", r.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_uid, pw->pw_uid);
+	snprintf(path, sizeof(path), "%s/state", r.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_uid, pw->pw_uid);
+	ck_assert_int_eq(itest_samples_check(path), 0);
+	itest_run_end(&r);
+}
+END_TEST
+
+/*
+ * As vmtraced.service runs it, but without systemd as PID 1: the unit's
+ * SystemCallFilter= from the first instruction (tests/tools/unitfilter
+ * expands it with systemd-analyze), its User= and AmbientCapabilities=
+ * (setpriv), its folder given to that user (StateDirectory=). The detectors
+ * load, a guest streams, a dump, a reload and a stop all pass under the
+ * filter, and once set up the daemon keeps only CAP_BPF and CAP_PERFMON.
+ */
+START_TEST(service_unit)
+{
+	char unit[4200], filter[4200], regid[32], caps[128], bound[160], tid[16], sample[4400];
+	const char *argv_[16];
+	const char *env[] = { "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1", NULL };
+	struct testd_opts o = { .env = env };
+	struct itest_run r;
+	struct passwd *pw;
+	FILE *f;
+	char line[512];
+	bool ambient = false;
+	int n = 0;
+
+	NEED_INPUT();
+	if (!test_have_root())
+		VMT_SKIP("not root: cannot become another user");
+	if (itest_sh("command -v systemd-analyze >/dev/null && command -v setpriv >/dev/null"))
+		VMT_SKIP("no systemd-analyze or setpriv");
+	pw = getpwnam("nobody");
+	if (!pw)
+		VMT_SKIP("no user nobody");
+	snprintf(unit, sizeof(unit), "%s/units/vmtraced.service", test_srcdir());
+	/* the capabilities below are the unit's */
+	f = fopen(unit, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (!strcmp(line, "AmbientCapabilities=CAP_BPF CAP_PERFMON CAP_DAC_OVERRIDE CAP_SYSLOG\n"))
+			ambient = true;
+	fclose(f);
+	ck_assert_msg(ambient, "the unit's AmbientCapabilities= changed: change this test with it");
+
+	snprintf(filter, sizeof(filter), "%s/%s/tests/tools/unitfilter", test_srcdir(),
+		 test_builddir());
+	snprintf(regid, sizeof(regid), "--regid=%u", (unsigned)pw->pw_gid);
+	snprintf(caps, sizeof(caps), "+bpf,+perfmon,+dac_override,+syslog");
+	snprintf(bound, sizeof(bound), "--bounding-set=-all,%s", caps);
+	argv_[n++] = filter;
+	argv_[n++] = unit;
+	argv_[n++] = "setpriv";
+	argv_[n++] = "--reuid=nobody";
+	argv_[n++] = regid;
+	argv_[n++] = "--init-groups";
+	argv_[n++] = "--inh-caps=+bpf,+perfmon,+dac_override,+syslog";
+	argv_[n++] = "--ambient-caps=+bpf,+perfmon,+dac_override,+syslog";
+	argv_[n++] = bound;
+	argv_[n] = NULL;
+	o.wrapper = argv_;
+
+	itest_run_init(&r, &in, "unit");
+	itest_run_guest(&r, 0);
+	/* the test's folder is the service's: its state, socket and channels */
+	ck_assert_int_eq(itest_sh("chown -R nobody '%s'", r.dir), 0);
+	snprintf(r.body, sizeof(r.body), "guests:\n");
+	itest_guest_yaml(line, sizeof(line), &r, 0);
+	strncat(r.body, line, sizeof(r.body) - strlen(r.body) - 1);
+	ck_assert_msg(testd_start_opts(&r.d, r.dir, r.body, &o) == 0, "log: %s", r.d.log);
+	ck_assert(ITEST_WAIT(testd_log_count(&r.d, "privilege: running with") == 1, 10000));
+	/* BPF as nobody, with the unit's capabilities */
+	ck_assert_int_eq(testd_log_count(&r.d, "detector process_death loaded"), 1);
+	snprintf(tid, sizeof(tid), "%d", (int)r.d.pid);
+	ck_assert_uint_eq(task_status(r.d.pid, tid, "Uid", 10), pw->pw_uid);
+	ck_assert_uint_eq(task_status(r.d.pid, tid, "CapEff", 16), 1ull << 38 | 1ull << 39);
+	ck_assert_uint_eq(task_status(r.d.pid, tid, "CapAmb", 16), 0);
+	ck_assert_uint_eq(task_status(r.d.pid, tid, "Seccomp", 10), 2);
+
+	itest_expect_streaming(&r.d, "g1", 10000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "reload"), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "status"), 0);
+	itest_run_end(&r);	/* exit status 0: nothing was killed */
 }
 END_TEST
 
@@ -2272,6 +2435,8 @@ int main(void)
 	TEST_ADD(t, control_status_guests_reload);
 	TEST_ADD(t, control_unauthorised_peer);
 	TEST_ADD(t, privilege_dropped);
+	TEST_ADD(t, privilege_user);
+	TEST_ADD(t, service_unit);
 	TEST_ADD(t, control_malformed_packets);
 	TEST_ADD(t, ctl_without_daemon);
 	TEST_ADD(t, dump_window_by_time);
