@@ -88,7 +88,7 @@ $(LIBVMT): $(LIB_OBJS)
 DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null)
 $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
 
 $(O)/vmtracectl: $(CTL_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
@@ -224,8 +224,9 @@ $(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c daemon/qemu
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -DVMT_HAVE_BPF -I$(O)/bpf -Itests/lib -o $@ $< \
-		$(TESTLIB_OBJS) $(LIBVMT) $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
-LDLIBS += $(shell $(PKG_CONFIG) --libs libbpf)
+		$(TESTLIB_OBJS) $(LIBVMT) $(TCMD_LIBS) $(LDLIBS) $(BPF_LIBS) $(CHECK_LIBS)
+# the daemon alone loads BPF programs: vmtracectl and the tests link no libbpf
+BPF_LIBS := $(shell $(PKG_CONFIG) --libs libbpf)
 endif
 
 $(O)/bpf/vmlinux.h:

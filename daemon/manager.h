@@ -3,7 +3,8 @@
  * manager: the daemon's state. Owns the event loop, the configuration, the
  * guests, the file writer and the control socket, and runs dumps:
  * trigger -> ask every connected agent to FLUSH (bounded wait) -> freeze
- * each guest's window into a private copy -> hand it to the writer ->
+ * each guest's window where it is (its pages held in the rings) -> hand
+ * it to the writer ->
  * answer whoever asked. Triggers that arrive while a dump is still
  * flushing join it; later ones wait for the next.
  */

@@ -36,21 +36,6 @@ void clock_info_free(struct vmt_clock_info *ci)
 	ci->npoints = 0;
 }
 
-int clock_info_copy(struct vmt_clock_info *dst, const struct vmt_clock_info *src)
-{
-	struct vmt_sync_point *p = NULL;
-
-	if (src->npoints) {
-		p = malloc(src->npoints * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		memcpy(p, src->points, src->npoints * sizeof(*p));
-	}
-	*dst = *src;
-	dst->points = p;
-	return 0;
-}
-
 struct measured {
 	uint64_t rtt;
 	int64_t offset;

@@ -63,8 +63,6 @@ struct vmt_clock_info {
 };
 
 void clock_info_free(struct vmt_clock_info *ci);
-/* Deep copy; -ENOMEM. */
-int clock_info_copy(struct vmt_clock_info *dst, const struct vmt_clock_info *src);
 
 /* One probe as measured: host t1, t4 and guest t2, t3. */
 struct vmt_sync_probe {

@@ -40,11 +40,6 @@ void pagepool_free(struct vmt_pagepool *p)
 	memset(p, 0, sizeof(*p));
 }
 
-bool pagepool_owns(const struct vmt_pagepool *p, const uint8_t *page)
-{
-	return p && p->mem && page >= p->mem && page < p->mem + p->bytes;
-}
-
 static uint32_t unit_of(const struct vmt_pagepool *p, const uint8_t *page)
 {
 	return (uint32_t)((size_t)(page - p->mem) / VMT_POOL_UNIT);

@@ -45,7 +45,6 @@ struct vmt_pagepool {
 int pagepool_init(struct vmt_pagepool *p, size_t bytes);
 void pagepool_free(struct vmt_pagepool *p);
 
-bool pagepool_owns(const struct vmt_pagepool *p, const uint8_t *page);
 /* Pages of size bytes that pagepool_get() can hand out now. */
 uint32_t pagepool_available(const struct vmt_pagepool *p, uint32_t size);
 /* A page for a ring slot (marked in_slot), or NULL when the reserve is used up. */

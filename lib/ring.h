@@ -3,8 +3,8 @@
  * ring: a fixed-size per-CPU overwrite ring of whole ftrace pages.
  *
  * Memory is allocated once (nr_pages + 1 page slots and a small record per
- * slot) and never grows. Bytes are read straight into the fill slot, which
- * is never one of the valid pages, so a page being assembled from partial
+ * slot) and never grows. Bytes are read straight into the fill slot's page
+ * (ring_fill_space), which is never one of the valid pages, so a page being assembled from partial
  * reads cannot tear a page a snapshot may copy. A completed page is checked
  * with page_scan(); a bad page is dropped and its bytes counted as rejected.
  * When the ring is full the oldest page is overwritten and counted.

@@ -117,24 +117,6 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t len)
 	return ~crc;
 }
 
-ssize_t read_full(int fd, void *buf, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = read(fd, (uint8_t *)buf + got, n - got);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
 int write_full(int fd, const void *buf, size_t n)
 {
 	size_t done = 0;

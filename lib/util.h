@@ -72,9 +72,7 @@ void buf_free(struct vmt_buf *b);
 
 uint32_t crc32c(uint32_t crc, const void *data, size_t len);
 
-/* Retry EINTR and short counts. read_full returns the bytes read (fewer
- * than n only at EOF) or -errno; write_full returns 0 or -errno. */
-ssize_t read_full(int fd, void *buf, size_t n);
+/* Retry EINTR and short writes: 0 or -errno. */
 int write_full(int fd, const void *buf, size_t n);
 /* Reads a whole file (at most max bytes, -EFBIG beyond) into a malloc'd
  * buffer with a NUL after it. */
