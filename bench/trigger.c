@@ -186,14 +186,24 @@ static int run_daemon(unsigned n, bool streaming, struct trig_run *out)
 		goto out;
 	r = daemon_wait_streaming(&d, 1, 60);
 	snprintf(gdir, sizeof(gdir), "%s/g0", d.state);
-	/* the folder exists once the aux file is written, at the session's start */
-	for (int i = 0; r == 0 && i < 200 && access(gdir, F_OK); i++)
-		bench_sleep(0.025);
+	/* the daemon makes the folder with the first sample (and its aux
+	 * file): made here, so that it can be watched before */
+	if (r == 0 && ((mkdir(d.state, 0750) < 0 && errno != EEXIST) ||
+		       (mkdir(gdir, 0750) < 0 && errno != EEXIST)))
+		r = -errno;
 	ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (r == 0 && (ifd < 0 || inotify_add_watch(ifd, gdir, IN_MOVED_TO) < 0))
 		r = -errno;
 	if (r < 0)
 		goto stop;
+	/* a first dump, not measured: it writes the aux file too */
+	kill(d.pid, SIGUSR1);
+	r = wait_sample(ifd, gdir, path, sizeof(path), 10000);
+	if (r < 0) {
+		fprintf(stderr, "vmtb-trigger: first dump: no sample within 10 s; log: %s\n", d.log);
+		goto stop;
+	}
+	unlink(path);
 	if (!streaming)
 		producer_pause(p, true);
 	bench_sleep(0.5);

@@ -136,7 +136,7 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 		}
 		g->m->mem_used -= guest_mem(g);
 		guest_free_rings(g);
-		g->have_aux = false;
+		guest_drop_aux(g);
 	}
 	if (!g->nrings) {
 		r = guest_setup_rings(g, h.ncpus, h.page_size);
@@ -266,7 +266,6 @@ static void bundle_clock(const struct vmt_guest *g, char *out, size_t n)
 	}
 }
 
-/* The version an aux of this id has on disk, or the next free one. */
 /*
  * What decoding the pages depends on: the machine, the boot and every
  * metadata file but the task-name tables, which move on with every session
@@ -339,6 +338,15 @@ static void aux_index_build(struct vmt_guest *g)
 	closedir(d);
 }
 
+/* The aux files a guest's index remembers at most (agentmsg.c). */
+#define AUX_INDEX_MAX 1024
+
+/*
+ * The version this content id was given (its file on disk, or not written
+ * yet: a version is given out at META_END, the file written only when a
+ * sample needs it), or the next free one. *exists says whether its file is
+ * on disk now: the index itself never claims that.
+ */
 uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
 {
 	struct vmt_aux_entry *e;
@@ -363,6 +371,16 @@ uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
 		if (dfd >= 0)
 			close(dfd);
 		return g->aux_index[i].version;
+	}
+	/*
+	 * A version given out is never given to other content, written or
+	 * not, so forgetting an entry is always safe: that content would get
+	 * a new version. A guest that boots again and again would grow the
+	 * index a little each time; past AUX_INDEX_MAX the oldest goes.
+	 */
+	if (g->aux_nindex >= AUX_INDEX_MAX) {
+		memmove(g->aux_index, g->aux_index + 1, (g->aux_nindex - 1) * sizeof(*g->aux_index));
+		g->aux_nindex--;
 	}
 	e = realloc(g->aux_index, (g->aux_nindex + 1) * sizeof(*e));
 	if (!e)
@@ -441,15 +459,18 @@ static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		aux_free(&g->aux);
 		g->aux = a;
 		g->have_aux = true;
-		/* the guest keeps the bundle until the aux file is on disk */
+		/* a job queued for the aux replaced has its own copy */
+		g->aux_pending = false;
+		/*
+		 * Nothing is written yet: a guest that says HELLO again and
+		 * again must not leave an aux file each time. The bundle stays
+		 * here (within metadata_max and memory_max) and freeze_guest()
+		 * queues the file ahead of the first sample that names it; the
+		 * writer leaves a file that is there as it is. Even one on
+		 * disk now is not trusted to be there then: a retention pass
+		 * queued before this session may delete it.
+		 */
 		g->meta = (struct vmt_buf){ 0 };
-		if (!exists) {
-			manager_submit_aux(g->m, g);
-		} else {
-			free(g->aux.meta);
-			g->aux.meta = NULL;
-			g->aux.meta_len = 0;
-		}
 		guest_log(g, VMT_LOG_INFO, 0, "aux version %u (%s)", g->aux.version,
 			  exists ? "already on disk" : "new");
 	} else {

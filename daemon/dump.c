@@ -279,7 +279,12 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	free(first);
 	free(end);
 	g->last_freeze_ns = now_monotonic_ns();
-	/* an aux file that could not be written: again, before this sample */
+	/*
+	 * Aux files are written only for samples: the first sample of a
+	 * session (or the next, after a failed write) queues its aux ahead of
+	 * it; the writer is FIFO, so the file is there first, or the sample
+	 * fails with it. Once written, the bundle is dropped.
+	 */
 	if (g->have_aux && g->aux.meta && !g->aux_pending)
 		manager_submit_aux(m, g);
 	return job;
@@ -776,7 +781,11 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 			log_full(VMT_LOG_ERR, job->error, NULL, "cannot write aux file %s: %m%s", path,
 				 mine && g->aux.meta ? "; the next dump tries again" : "");
 		} else {
-			log_info("wrote %s (%llu bytes)", path, (unsigned long long)job->bytes);
+			if (job->existed)
+				log_debug("%s is on disk already (%llu bytes)", path,
+					  (unsigned long long)job->bytes);
+			else
+				log_info("wrote %s (%llu bytes)", path, (unsigned long long)job->bytes);
 			if (mine) {
 				free(g->aux.meta);
 				g->aux.meta = NULL;

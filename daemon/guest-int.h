@@ -33,6 +33,8 @@ void guest_disconnect(struct vmt_guest *g, const char *why);
 void guest_drain_data(struct vmt_guest *g);
 void guest_free_rings(struct vmt_guest *g);
 bool guest_rings_empty(const struct vmt_guest *g);
+/* No aux in force (the rings it decoded are gone); its bundle is freed. */
+void guest_drop_aux(struct vmt_guest *g);
 void guest_end_flush(struct vmt_guest *g);
 
 /* agentmsg.c */

@@ -487,6 +487,19 @@ void guest_free_rings(struct vmt_guest *g)
 	g->nrings = 0;
 }
 
+/*
+ * The aux in force goes with the rings whose pages it decodes. Its bundle,
+ * if no sample needed its file, goes too: what a job queued has is a copy.
+ */
+void guest_drop_aux(struct vmt_guest *g)
+{
+	g->have_aux = false;
+	g->aux_pending = false;
+	free(g->aux.meta);
+	g->aux.meta = NULL;
+	g->aux.meta_len = 0;
+}
+
 bool guest_rings_empty(const struct vmt_guest *g)
 {
 	for (uint32_t i = 0; i < g->nrings; i++)
@@ -770,7 +783,7 @@ bool guest_forget(struct vmt_guest *g, uint64_t forget_after_ns)
 			  (unsigned long long)(guest_mem(g) >> 10));
 		g->m->mem_used -= guest_mem(g);
 		guest_free_rings(g);
-		g->have_aux = false;
+		guest_drop_aux(g);
 	}
 	return true;
 }

@@ -163,7 +163,8 @@ void guest_stop(struct vmt_guest *g);
 int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size);
 /* A dump was written: rings take their own pages back, paused reading goes on. */
 void guest_resume(struct vmt_guest *g);
-/* The version an aux of this content id has on disk, or the next free one. */
+/* The version given to this content id (written or not), or the next free
+ * one; *exists: its file is on disk now. */
 uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists);
 /* Memory the rings take. */
 uint64_t guest_mem(const struct vmt_guest *g);

@@ -718,13 +718,7 @@ static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
 	a->created_ns = now_realtime_ns();
 	a->version = guest_aux_version(g, a->id, &exists);
 	g->have_aux = true;
-	if (!exists) {
-		manager_submit_aux(m, g);	/* a copy: the bundle stays until written */
-	} else {
-		free(a->meta);
-		a->meta = NULL;
-		a->meta_len = 0;
-	}
+	/* the bundle stays: the aux file is written ahead of the first sample */
 	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "aux version %u (%s)", a->version,
 		  exists ? "already on disk" : "new");
 

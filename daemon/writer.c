@@ -52,6 +52,7 @@ static int mkdir_p(const char *dir)
 
 static int job_run(struct vmt_job *job)
 {
+	char path[PATH_MAX + 400];
 	struct vmt_afile a;
 	struct stat st;
 	int r;
@@ -59,6 +60,19 @@ static int job_run(struct vmt_job *job)
 	r = mkdir_p(job->dir);
 	if (r < 0)
 		return r;
+	/*
+	 * An aux file is queued ahead of each session's first sample, also
+	 * when its version is on disk already (a reconnecting agent, a
+	 * restarted daemon): here, after every retention pass queued before
+	 * it, is where that can be known. A version always names the same
+	 * content, so the file there is the one; it is not written again.
+	 */
+	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
+	if (job->kind == VMT_JOB_AUX && lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+		job->existed = 1;
+		job->bytes = (uint64_t)st.st_size;
+		return 0;
+	}
 	r = afile_create(&a, job->dir, job->name);
 	if (r < 0)
 		return r;

@@ -3,7 +3,8 @@
  * writer: the one thread that writes files, so the event loop never waits
  * on compression or fsync. Jobs (a sample, or an aux file) are done
  * in submission order, so an aux file is on disk before any sample that
- * needs it. Finished jobs come back to the loop through an eventfd and the
+ * needs it (an aux job whose file is there already leaves it as it is).
+ * Finished jobs come back to the loop through an eventfd and the
  * done callback runs there.
  */
 #ifndef VMT_WRITER_H
@@ -46,6 +47,7 @@ struct vmt_job {
 	int ret_error;
 	int retried;		/* the write failed, retention ran, it was tried again */
 	int aux_missing;	/* a sample not written: its aux file is not there */
+	int existed;		/* an aux file already there, left as it was */
 	int error;		/* result, -errno */
 	uint64_t bytes;		/* file size written */
 	uint64_t duration_ns;

@@ -82,6 +82,7 @@ void config_init(struct vmt_config *c)
 	c->zstd_level = 3;
 	c->memory_max = VMT_AUTO;
 	c->retention.max_bytes = VMT_AUTO;
+	c->retention.max_aux = 8;
 	c->dump_reserve = 32 * MiB;
 	c->forget_after_s = 3600;
 	record_init(&c->rec);
@@ -90,7 +91,7 @@ void config_init(struct vmt_config *c)
 	c->triggers.cooldown_ms = 10000;
 	c->triggers.max_per_minute = 12;
 	c->triggers.per_guest_per_minute = 4;
-	/* retention and control: all zero, no limit and root only */
+	/* the rest of retention and control: all zero, no limit and root only */
 	c->host.enabled = 0;
 	strcpy(c->host.events, "kvm:*,sched:sched_switch,sched:sched_wakeup,sched:sched_waking");
 	strcpy(c->host.clock, "mono");
@@ -209,6 +210,19 @@ static int ret_max_samples(struct yamlconf *y, yaml_node_t *v, const char *field
 	return 0;
 }
 
+static int ret_max_aux(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_retention_conf *rt = obj;
+	long long n;
+	int r;
+
+	r = yamlconf_read_int(y, v, field, 0, RETAIN_SAMPLES_MAX, &n);
+	if (r < 0)
+		return r;
+	rt->max_aux = (uint32_t)n;
+	return 0;
+}
+
 static int ret_max_age(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_retention_conf *rt = obj;
@@ -219,6 +233,7 @@ static int ret_max_age(struct yamlconf *y, yaml_node_t *v, const char *field, vo
 static const struct yamlconf_key retention_keys[] = {
 	{ "max_bytes", ret_max_bytes },
 	{ "max_samples", ret_max_samples },
+	{ "max_aux", ret_max_aux },
 	{ "max_age", ret_max_age },
 };
 

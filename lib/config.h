@@ -68,6 +68,7 @@ struct vmt_trigger_conf {
 struct vmt_retention_conf {
 	uint64_t max_bytes;	/* samples and aux files on disk, 0 = no limit, VMT_AUTO */
 	uint32_t max_samples;	/* per guest, 0 = no limit */
+	uint32_t max_aux;	/* aux files per guest, 0 = no limit */
 	uint64_t max_age_s;	/* 0 = no limit */
 };
 

@@ -128,6 +128,7 @@ void config_print(const struct vmt_config *c, FILE *f)
 	else
 		fprintf(f, "  max_bytes: %" PRIu64 "\n", c->retention.max_bytes);
 	fprintf(f, "  max_samples: %" PRIu32 "\n", c->retention.max_samples);
+	fprintf(f, "  max_aux: %" PRIu32 "\n", c->retention.max_aux);
 	fprintf(f, "  max_age: %" PRIu64 "s\n", c->retention.max_age_s);
 	fputs("record:\n", f);
 	print_record(f, &c->rec, "  ");

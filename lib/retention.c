@@ -432,6 +432,8 @@ struct plan {
 	size_t *aux_of;		/* per sample: index in st->aux, or SIZE_MAX */
 	uint32_t *count;	/* per guest: samples remaining */
 	uint32_t *held;		/* per guest: unreadable samples remaining */
+	uint32_t *live;		/* per guest: aux files still needed (aux_live) */
+	uint32_t *npinned;	/* per guest: of those, pinned */
 	size_t *aux_first;	/* per guest: its aux files are aux_first[g]..aux_first[g + 1] */
 	uint64_t total;		/* bytes of remaining samples and live aux files */
 };
@@ -449,6 +451,8 @@ static void plan_free(struct plan *p)
 	free(p->aux_of);
 	free(p->count);
 	free(p->held);
+	free(p->live);
+	free(p->npinned);
 	free(p->aux_first);
 }
 
@@ -476,9 +480,11 @@ static int plan_init(struct plan *p, const struct vmt_store *st, const struct vm
 	p->refs = calloc(na + 1, sizeof(*p->refs));
 	p->count = calloc(ng + 1, sizeof(*p->count));
 	p->held = calloc(ng + 1, sizeof(*p->held));
+	p->live = calloc(ng + 1, sizeof(*p->live));
+	p->npinned = calloc(ng + 1, sizeof(*p->npinned));
 	p->aux_first = calloc(ng + 1, sizeof(*p->aux_first));
 	if (!p->gone || !p->aux_of || !p->pinned || !p->refs || !p->count || !p->held ||
-	    !p->aux_first)
+	    !p->live || !p->npinned || !p->aux_first)
 		return -ENOMEM;
 
 	for (size_t g = 0, a = 0; g <= ng; g++) {
@@ -505,9 +511,13 @@ static int plan_init(struct plan *p, const struct vmt_store *st, const struct vm
 			p->held[s->guest]++;
 		}
 	}
-	for (size_t a = 0; a < na; a++)
-		if (aux_live(p, a))
+	for (size_t a = 0; a < na; a++) {
+		p->npinned[st->aux[a].guest] += p->pinned[a];
+		if (aux_live(p, a)) {
 			p->total += st->aux[a].bytes;
+			p->live[st->aux[a].guest]++;
+		}
+	}
 	return 0;
 }
 
@@ -524,16 +534,30 @@ static void plan_drop(struct plan *p, size_t i)
 	p->total -= s->bytes;
 	if (a != SIZE_MAX) {
 		p->refs[a]--;
-		if (!aux_live(p, a))
+		if (!aux_live(p, a)) {
 			p->total -= p->st->aux[a].bytes;
+			p->live[s->guest]--;
+		}
 	} else if (s->info_error != 0 && s->info_error != -EBADMSG) {
 		p->held[s->guest]--;
 		if (p->held[s->guest])
 			return;
 		for (a = p->aux_first[s->guest]; a < p->aux_first[s->guest + 1]; a++)
-			if (!aux_live(p, a))
+			if (!aux_live(p, a)) {
 				p->total -= p->st->aux[a].bytes;
+				p->live[s->guest]--;
+			}
 	}
+}
+
+/*
+ * max_aux: while more of a guest's aux files are needed than that, its
+ * oldest sample goes, which may free one. A pinned aux file cannot go:
+ * once every one still needed is pinned, dropping samples frees nothing.
+ */
+static bool aux_over(const struct plan *p, const struct vmt_retention_conf *rc, uint32_t g)
+{
+	return rc->max_aux && p->live[g] > rc->max_aux && p->live[g] > p->npinned[g];
 }
 
 /* Unlink a regular file of the folder; 1 if it was, 0 if already gone. */
@@ -661,12 +685,16 @@ int retention_apply(const char *state_dir, const struct vmt_retention_conf *rc,
 	if (r < 0)
 		goto out;
 
-	/* oldest first: by age, then by count per guest, then by bytes over all */
+	/* oldest first: by age, then by count per guest, then by the aux files
+	 * per guest, then by bytes over all */
 	for (size_t i = 0; i < st.nsamples; i++)
 		if (too_old(rc, st.samples[i].created_ns, now_s))
 			plan_drop(&p, i);
 	for (size_t i = 0; rc->max_samples && i < st.nsamples; i++)
 		if (!p.gone[i] && p.count[st.samples[i].guest] > rc->max_samples)
+			plan_drop(&p, i);
+	for (size_t i = 0; rc->max_aux && i < st.nsamples; i++)
+		if (!p.gone[i] && aux_over(&p, rc, st.samples[i].guest))
 			plan_drop(&p, i);
 	for (size_t i = 0; rc->max_bytes && i < st.nsamples && p.total > rc->max_bytes; i++)
 		plan_drop(&p, i);
@@ -695,9 +723,16 @@ int retention_apply(const char *state_dir, const struct vmt_retention_conf *rc,
 		res->kept_aux++;
 		res->kept_bytes += st.aux[a].bytes;
 	}
-	for (uint32_t g = 0; g < st.nguests; g++)
+	for (uint32_t g = 0; g < st.nguests; g++) {
+		uint32_t live = 0;
+
 		if (rc->max_samples && p.count[g] > rc->max_samples)
 			res->unmet = 1;
+		for (size_t a = p.aux_first[g]; a < p.aux_first[g + 1]; a++)
+			live += aux_live(&p, a);
+		if (rc->max_aux && live > rc->max_aux)
+			res->unmet = 1;
+	}
 	if (rc->max_bytes && res->kept_bytes > rc->max_bytes)
 		res->unmet = 1;
 out:

@@ -116,7 +116,9 @@ struct vmt_retention_result {
 };
 
 /*
- * Delete samples oldest first until rc's limits hold, then every aux file
+ * Delete samples oldest first until rc's limits hold (max_aux: until no
+ * more of a guest's aux files are needed, by its remaining samples or a
+ * pin, than that, or all those left are pinned), then every aux file
  * that no remaining sample of its guest needs and no pin holds, then
  * temporaries older than VMT_RETENTION_TEMP_AGE_S. now_s is CLOCK_REALTIME
  * in seconds. Each guest folder touched is fsync'd. A file that cannot be

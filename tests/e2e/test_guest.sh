@@ -300,12 +300,18 @@ merge_reboot() {
 	VMT_QEMU_PIDS=""
 	sleep 1
 	vmt_boot "$run" pipe -s 2 -a vmt.load=forkloop -T "$(vmt_scale 300)" >/dev/null || { fail $name "boot 2 failed"; vmt_cleanup; return; }
+	# the second boot's aux version is given at its META_END; its file is
+	# written with the first sample that needs it
 	for _ in $(seq 1 "$(vmt_scale 300)"); do
-		[ "$(ls "$d/state/mr/"aux-*.vmtaux 2>/dev/null | wc -l)" = 2 ] && vmt_wait_streaming 1 && break
+		vmt_ctl --json status 2>/dev/null | grep -q '"aux_version": 2[,}]' && vmt_wait_streaming 1 && break
 		sleep 0.5
 	done
+	n=$(ls "$d/state/mr/"aux-*.vmtaux 2>/dev/null | wc -l)
+	[ "$n" = 1 ] || { fail $name "$n aux files before the dump of boot 2, 1 expected"; vmt_cleanup; return; }
 	sleep 2
 	vmt_ctl dump --reason "after the reboot" >/dev/null 2>&1 || { fail $name "dump 2"; vmt_cleanup; return; }
+	n=$(ls "$d/state/mr/"aux-*.vmtaux 2>/dev/null | wc -l)
+	[ "$n" = 2 ] || { fail $name "$n aux files after the dump of boot 2, 2 expected"; vmt_cleanup; return; }
 	vmt_cleanup
 	m=$(vmt_ctl merge -o "$out" "$d"/state/mr/*.vmts 2>&1) || { fail $name "merge: $m"; return; }
 	echo "$m" | sed 's/^/  /'

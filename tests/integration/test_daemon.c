@@ -100,6 +100,25 @@ static bool file_exists(const char *fmt_dir, const char *name)
 	return access(p, F_OK) == 0;
 }
 
+/* Aux files (aux-NNNNNN.vmtaux) in a guest folder. */
+static int aux_files(const char *gdir)
+{
+	DIR *d = opendir(gdir);
+	struct dirent *de;
+	unsigned v;
+	int n = 0;
+
+	while (d && (de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+
+		n += sscanf(de->d_name, "aux-%u.vmtaux", &v) == 1 && l > 7 &&
+		     !strcmp(de->d_name + l - 7, ".vmtaux");
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 /* ---- 2. a guest reboot gives a new aux version ----------------------------------- */
 
 START_TEST(reboot_new_aux_version)
@@ -120,9 +139,11 @@ START_TEST(reboot_new_aux_version)
 	itest_expect_streaming(&r.d, "g1", 5000);
 	itest_expect_pages_in(&r.d, "g1", fed_pages());
 	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
-	ck_assert(ITEST_WAIT(file_exists(gdir, "aux-000001.vmtaux"), 5000));
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "aux_version"), 1);
 	ck_assert_int_eq(guest_samples(&r, "g1", &list), 0);
+	/* no sample needs it yet: not written (aux_on_demand waits for the
+	 * writer to be sure; here the sample after the reboot shows it) */
+	ck_assert(!file_exists(gdir, "aux-000001.vmtaux"));
 
 	/* the guest reboots: the same channels, another boot id, half the pages */
 	itest_run_guest_stop(&r, 0);
@@ -135,11 +156,15 @@ START_TEST(reboot_new_aux_version)
 		half_events += itest_events_of(r.fc[0].pages[c], half[c]);
 	}
 	itest_run_guest(&r, 0);
-	ck_assert_msg(ITEST_WAIT(file_exists(gdir, "aux-000002.vmtaux"), 8000),
-		      "no aux-000002.vmtaux after the reboot (log: %s)", r.d.log);
 	ck_assert_msg(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n), n == 1),
-				 5000),
+				 8000),
 		      "no sample of the old window (log: %s)", r.d.log);
+	/* the old window's sample brought aux 1 with it */
+	ck_assert_msg(file_exists(gdir, "aux-000001.vmtaux"), "no aux-000001.vmtaux beside the old "
+		      "window's sample (log: %s)", r.d.log);
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, "g1", "aux_version") == 2, 5000),
+		      "aux_version %llu after the reboot (log: %s)",
+		      (unsigned long long)itest_num(&r.d, "g1", "aux_version"), r.d.log);
 
 	/* the old window, written on its own with the old aux */
 	n = guest_samples(&r, "g1", &list);
@@ -167,10 +192,14 @@ START_TEST(reboot_new_aux_version)
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 2);
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "pages"), half_pages);
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+	/* aux 2 waits for a sample that needs it */
+	ck_assert(!file_exists(gdir, "aux-000002.vmtaux"));
 	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
 	s = itest_read_sample(sample);
 	ck_assert_uint_eq(s->aux_version, 2);
 	ck_assert_uint_ne(s->aux_id, old->aux_id);
+	ck_assert_msg(file_exists(gdir, "aux-000002.vmtaux"), "the dump did not write aux 2 (log: %s)",
+		      r.d.log);
 	for (unsigned c = 0; c < in.ncpus; c++)
 		ck_assert_uint_eq(s->cpus[c].npages, half[c]);
 	snprintf(dat, sizeof(dat), "%s/new.dat", r.dir);
@@ -180,6 +209,89 @@ START_TEST(reboot_new_aux_version)
 	ck_assert_int_ge(testd_log_count(&r.d, "aux version 2 (new)"), 1);
 	sample_free(s);
 	sample_free(old);
+	itest_run_end(&r);
+}
+END_TEST
+
+/*
+ * Aux files are written for samples only: a session that is never dumped
+ * leaves none, a dump brings the aux its sample names; and retention's
+ * max_aux keeps a guest's aux files (with the samples that need them) to
+ * its limit. A dump of g2 is the barrier: the writer is FIFO, so an aux
+ * file of g1 queued when its session began would be written before g2's
+ * sample.
+ */
+START_TEST(aux_on_demand)
+{
+	struct itest_run r;
+	char gdir[400], g2dir[400], sample[4400], aux[64], **list;
+	struct vmt_sample *s;
+	int n;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "auxdemand");
+	r.fc[0].boot_id = "boot-1111";
+	itest_run_guest(&r, 0);
+	itest_run_guest(&r, 1);
+	itest_run_daemon(&r, "record:\n  ring_size: 16MiB\n  flush_timeout: 5000ms\n"
+			 "triggers:\n  cooldown: 60s\nretention:\n  max_aux: 1\n", 2);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_streaming(&r.d, "g2", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	snprintf(g2dir, sizeof(g2dir), "%s/g2", r.d.state);
+
+	itest_dump_one(&r.d, "g2", sample, sizeof(sample));
+	s = itest_read_sample(sample);
+	snprintf(aux, sizeof(aux), "aux-%06u.vmtaux", s->aux_version);
+	sample_free(s);
+	ck_assert_msg(file_exists(g2dir, aux), "%s names %s, not on disk", sample, aux);
+	ck_assert_int_eq(aux_files(g2dir), 1);
+	/* g1: a session, no dump: no aux file */
+	ck_assert_msg(aux_files(gdir) == 0, "%d aux files of g1 before any dump of it (log: %s)",
+		      aux_files(gdir), r.d.log);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "aux_version"), 1);
+
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	s = itest_read_sample(sample);
+	ck_assert_uint_eq(s->aux_version, 1);
+	sample_free(s);
+	ck_assert_msg(file_exists(gdir, "aux-000001.vmtaux"), "the dump of g1 wrote no aux file "
+		      "(log: %s)", r.d.log);
+	ck_assert_int_eq(aux_files(gdir), 1);
+
+	/* g1 boots again: aux 2, not written (its old window's dump waits
+	 * for the cooldown, so nothing needs aux 2 yet) */
+	itest_run_guest_stop(&r, 0);
+	r.fc[0].boot_id = "boot-2222";
+	itest_run_guest(&r, 0);
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, "g1", "aux_version") == 2, 8000),
+		      "aux_version %llu after the reboot (log: %s)",
+		      (unsigned long long)itest_num(&r.d, "g1", "aux_version"), r.d.log);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", 2 * fed_pages());
+	itest_dump_one(&r.d, "g2", sample, sizeof(sample));
+	ck_assert(!file_exists(gdir, "aux-000002.vmtaux"));
+	ck_assert_int_eq(aux_files(gdir), 1);
+
+	/* its dump writes aux 2; max_aux 1: the older sample goes, and aux 1
+	 * with it, after the new sample is written */
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	s = itest_read_sample(sample);
+	ck_assert_uint_eq(s->aux_version, 2);
+	sample_free(s);
+	ck_assert(file_exists(gdir, "aux-000002.vmtaux"));
+	ck_assert_msg(!file_exists(gdir, "aux-000001.vmtaux") && aux_files(gdir) == 1,
+		      "max_aux 1: %d aux files of g1 (log: %s)", aux_files(gdir), r.d.log);
+	n = guest_samples(&r, "g1", &list);
+	ck_assert_int_eq(n, 1);
+	ck_assert_str_eq(strrchr(list[0], '/'), strrchr(sample, '/'));
+	itest_free_list(list, n);
+	/* g2's own aux is its own business: one, with its two samples */
+	ck_assert_int_eq(aux_files(g2dir), 1);
+	n = guest_samples(&r, "g2", &list);
+	itest_free_list(list, n);
+	ck_assert_int_eq(n, 2);
 	itest_run_end(&r);
 }
 END_TEST
@@ -225,7 +337,7 @@ START_TEST(agent_restart_keeps_window)
 	itest_expect_streaming(&r.d, "g1", 5000);
 	itest_expect_pages_in(&r.d, "g1", fed_pages());
 	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
-	ck_assert(ITEST_WAIT(file_exists(gdir, "aux-000001.vmtaux"), 5000));
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "aux_version"), 1);
 
 	itest_run_guest_stop(&r, 0);
 	r.fc[0].bundle = b2.data;
@@ -238,8 +350,9 @@ START_TEST(agent_restart_keeps_window)
 		half_events += itest_events_of(r.fc[0].pages[c], half[c]);
 	}
 	itest_run_guest(&r, 0);
-	ck_assert_msg(ITEST_WAIT(file_exists(gdir, "aux-000002.vmtaux"), 8000),
-		      "no aux-000002.vmtaux after the restart (log: %s)", r.d.log);
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, "g1", "aux_version") == 2, 8000),
+		      "aux_version %llu after the restart (log: %s)",
+		      (unsigned long long)itest_num(&r.d, "g1", "aux_version"), r.d.log);
 	ck_assert_msg(itest_wait_state(&r.d, "g1", "streaming", 5000, st, sizeof(st)), "state %s", st);
 	itest_expect_pages_in(&r.d, "g1", fed_pages() + half_pages);
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
@@ -252,6 +365,9 @@ START_TEST(agent_restart_keeps_window)
 	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
 	s = itest_read_sample(sample);
 	ck_assert_uint_eq(s->aux_version, 2);
+	/* written for the sample; aux 1 was never needed by one */
+	ck_assert(file_exists(gdir, "aux-000002.vmtaux"));
+	ck_assert(!file_exists(gdir, "aux-000001.vmtaux"));
 	snprintf(dat, sizeof(dat), "%s/all.dat", r.dir);
 	ck_assert_int_eq(itest_merge(&r.d, sample, dat), 0);
 	ck_assert_int_eq(tdread_counts(dat, per_cpu, ITEST_MAX_CPUS, &total), 0);
@@ -538,8 +654,9 @@ START_TEST(memory_cap_refuses_second_guest)
 	itest_run_guest(&r, 0);
 	itest_run_daemon(&r, top, 2);
 	itest_expect_streaming(&r.d, "g1", 5000);
-	/* the metadata counts until its aux file is written */
-	ck_assert(ITEST_WAIT(itest_num(&r.d, NULL, "mem_used") == need, 5000));
+	/* the metadata counts until its aux file is written: held until a
+	 * sample needs it */
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "mem_used"), need + in.bundle.len);
 
 	itest_run_guest(&r, 1);
 	ck_assert_msg(itest_wait_state(&r.d, "g2", "failed", 6000, st, sizeof(st)),
@@ -556,7 +673,7 @@ START_TEST(memory_cap_refuses_second_guest)
 	ck_assert_ptr_nonnull(g2);
 	ck_assert_uint_eq(ijson_u64(dm, "guests_refused"), 1);
 	ck_assert_uint_eq(ijson_u64(dm, "mem_cap"), cap);
-	ck_assert_uint_eq(ijson_u64(dm, "mem_used"), need);
+	ck_assert_uint_eq(ijson_u64(dm, "mem_used"), need + in.bundle.len);
 	ck_assert_str_eq(ijson_str(g2, "state"), "failed");
 	ck_assert_uint_eq(ijson_u64(g2, "mem_used"), 0);
 	ck_assert_uint_eq(ijson_u64(g2, "capacity"), 0);
@@ -574,6 +691,8 @@ START_TEST(memory_cap_refuses_second_guest)
 	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "dump"), 0);
 	ck_assert_ptr_nonnull(strstr(out, "/g1/g1-"));
 	ck_assert_ptr_null(strstr(out, "/g2/"));
+	/* g1's aux file came with it: its bundle is no longer held */
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "mem_used"), need);
 	itest_run_end(&r);
 }
 END_TEST
@@ -675,9 +794,10 @@ START_TEST(control_status_guests_reload)
 			      "guests printed '%s'", gout);
 		ijson_free(&groot);
 	}
-	/* the metadata counts until its aux file is written */
-	ck_assert(ITEST_WAIT(itest_num(&r.d, NULL, "mem_used") ==
-			     ring_mem_size((uint32_t)cap_pages, PS) * in.ncpus, 5000));
+	/* the metadata counts until its aux file is written: held, since no
+	 * sample has needed it yet */
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "mem_used"),
+			  ring_mem_size((uint32_t)cap_pages, PS) * in.ncpus + in.bundle.len);
 	ck_assert_uint_eq(ijson_u64(dm, "reserve"), 32u << 20);
 	g1 = itest_guest(&root, "g1");
 	ck_assert_ptr_nonnull(g1);
@@ -1922,8 +2042,11 @@ START_TEST(dump_on_full_disk)
 	itest_run_daemon(&r, "record:\n  ring_size: 4MiB\n  flush_timeout: 5000ms\n", 1);
 	itest_expect_streaming(&r.d, "g1", 5000);
 	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
-	ck_assert_msg(ITEST_WAIT(file_exists(gdir, "aux-000001.vmtaux"), 8000),
-		      "no aux file on the small tmpfs (log: %s)", r.d.log);
+	/* a first dump writes the aux file: then the sample alone meets the
+	 * full disk (aux_on_full_disk has the aux file meet it) */
+	itest_dump_one(&r.d, "", sample, sizeof(sample));
+	ck_assert_msg(file_exists(gdir, "aux-000001.vmtaux"), "no aux file on the small tmpfs (log: %s)",
+		      r.d.log);
 
 	snprintf(filler, sizeof(filler), "%s/filler", r.d.state);
 	ck_assert_int_eq(fill_up(filler), 0);
@@ -1931,10 +2054,13 @@ START_TEST(dump_on_full_disk)
 	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "dump 2>&1"), 1);
 	ck_assert_msg(strstr(out, "No space left on device") != NULL, "dump on a full disk said: %s", out);
 	ck_assert_int_eq(testd_log_count(&r.d, "cannot write sample"), 1);
+	ck_assert_int_eq(testd_log_count(&r.d, "cannot write aux file"), 0);
 	ck_assert_int_ge(testd_log_count(&r.d, "No space left on device"), 1);
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "dump_errors"), 1);
 	n = itest_samples(gdir, &list);
-	ck_assert_msg(n == 0, "a sample under its final name after a failed write: %s", list[0]);
+	ck_assert_msg(n == 1, "%d samples under a final name after a failed write (the first dump's "
+		      "is the one)", n);
+	itest_free_list(list, n);
 	ck_assert_int_eq(itest_count_tmp(gdir), 0);
 	/* recording goes on */
 	ck_assert_msg(itest_wait_num_ge(&r.d, "g1", "pages_in", p1 + 50, 5000),
@@ -1947,21 +2073,22 @@ START_TEST(dump_on_full_disk)
 	itest_dump_one(&r.d, "", sample, sizeof(sample));
 	sample_free(itest_read_sample(sample));
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "dump_errors"), 1);
-	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps"), 2);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps"), 3);
 	ck_assert_int_eq(itest_count_tmp(gdir), 0);
 	itest_run_end(&r);	/* the fixture unmounts, then removes the folder */
 }
 END_TEST
 
-/* The aux file cannot be written when the guest's metadata comes: once
- * there is room, samples must still come with the aux file they name, or
- * no one can ever decode them. */
+/* The aux file cannot be written when the first dump needs it: that
+ * sample fails with it; once there is room, samples must still come with
+ * the aux file they name, or no one can ever decode them. */
 START_TEST(aux_on_full_disk)
 {
 	struct itest_run r;
-	char gdir[400], filler[400], sample[4400], aux[64], dat[400];
+	char gdir[400], filler[400], sample[4400], aux[64], dat[400], out[4096], **list;
 	uint64_t per_cpu[ITEST_MAX_CPUS], total;
 	struct vmt_sample *s;
+	int n;
 
 	NEED_INPUT();
 	if (!full_mounted)
@@ -1972,18 +2099,28 @@ START_TEST(aux_on_full_disk)
 	itest_run_guest(&r, 0);
 	itest_run_daemon(&r, "record:\n  ring_size: 16MiB\n  flush_timeout: 5000ms\n", 1);
 	itest_expect_streaming(&r.d, "g1", 5000);
-	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "cannot write aux file") == 1, 5000),
-		      "no 'cannot write aux file' with the disk full (log: %s)", r.d.log);
 	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	/* nothing written yet: no sample asked for the aux file */
+	ck_assert_int_eq(testd_log_count(&r.d, "cannot write aux file"), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "dump 2>&1"), 1);
+	ck_assert_msg(strstr(out, "No space left on device") != NULL, "dump on a full disk said: %s", out);
+	ck_assert_int_eq(testd_log_count(&r.d, "cannot write aux file"), 1);
+	ck_assert_msg(testd_log_count(&r.d, "could not be written") == 1,
+		      "the sample did not fail with its aux file (log: %s)", r.d.log);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "dump_errors"), 1);
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	n = itest_samples(gdir, &list);
+	itest_free_list(list, n);
+	ck_assert_int_eq(n, 0);
+	ck_assert_int_eq(itest_count_tmp(gdir), 0);
 
 	ck_assert_int_eq(unlink(filler), 0);
 	itest_dump_one(&r.d, "", sample, sizeof(sample));
 	s = itest_read_sample(sample);
-	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
 	snprintf(aux, sizeof(aux), "aux-%06u.vmtaux", s->aux_version);
 	sample_free(s);
-	ck_assert_msg(ITEST_WAIT(file_exists(gdir, aux), 2000),
-		      "%s names %s, which was never written (log: %s)", sample, aux, r.d.log);
+	ck_assert_msg(file_exists(gdir, aux), "%s names %s, which was never written (log: %s)", sample,
+		      aux, r.d.log);
 	snprintf(dat, sizeof(dat), "%s/aux.dat", r.dir);
 	ck_assert_int_eq(itest_merge(&r.d, sample, dat), 0);
 	ck_assert_int_eq(tdread_counts(dat, per_cpu, ITEST_MAX_CPUS, &total), 0);
@@ -2070,7 +2207,8 @@ END_TEST
  * a few pages each time. Each new boot would dump the old window; those
  * dumps are the guest's own and wait for its cooldown and budget: the rest
  * are counted (suppressed, pages discarded), and every sample written has
- * its aux file.
+ * its aux file. Aux files come with samples only: as many as the samples
+ * (each old window its own boot), not one per boot.
  */
 START_TEST(reboot_storm_is_bounded)
 {
@@ -2079,7 +2217,7 @@ START_TEST(reboot_storm_is_bounded)
 	const unsigned cycles = 60;
 	uint64_t t0, ms, discarded, suppressed, sampled = 0;
 	struct ijson root;
-	int n, nsamples;
+	int n, nsamples, naux;
 
 	NEED_INPUT();
 	itest_run_init(&r, &in, "rstorm");
@@ -2088,10 +2226,12 @@ START_TEST(reboot_storm_is_bounded)
 	snprintf(boot, sizeof(boot), "boot-0");
 	r.fc[0].boot_id = boot;
 	itest_run_guest(&r, 0);
-	/* sessions unbounded: here the dumps of the old windows are bounded */
+	/* sessions unbounded: here the dumps of the old windows are bounded;
+	 * max_aux unbounded: the aux files are bounded by the samples alone */
 	itest_run_daemon(&r, "record:\n  ring_size: 4MiB\n  flush_timeout: 5000ms\n"
 			 "  sessions_per_minute: 0\n"
-			 "triggers:\n  coalesce: 0ms\n  cooldown: 2s\n  per_guest_per_minute: 4\n", 1);
+			 "triggers:\n  coalesce: 0ms\n  cooldown: 2s\n  per_guest_per_minute: 4\n"
+			 "retention:\n  max_aux: 0\n", 1);
 	t0 = itest_now_ms();
 	for (unsigned i = 0; i < cycles; i++) {
 		ck_assert_msg(itest_wait_num_ge(&r.d, "g1", "sessions", i + 1, 10000),
@@ -2124,6 +2264,17 @@ START_TEST(reboot_storm_is_bounded)
 		sample_free(s);
 	}
 	itest_free_list(list, n);
+	/* 61 boots, each with its own aux version: on disk only those a
+	 * sample needed, one per sample (each sample is an old window of its
+	 * own boot); the live session's waits for a sample of its own */
+	naux = aux_files(gdir);
+	ck_assert_msg(naux == nsamples, "%d aux files for %d samples after %u boots (log: %s)", naux,
+		      nsamples, cycles + 1, r.d.log);
+	/* and no more were ever written (retention would delete those no
+	 * sample names, but not undo the writes) */
+	ck_assert_msg(testd_log_count(&r.d, ".vmtaux (") == nsamples,
+		      "%d aux files written for %d samples (log: %s)",
+		      testd_log_count(&r.d, ".vmtaux ("), nsamples, r.d.log);
 	/* one snapshot: two requests could fall on either side of a change */
 	ck_assert_int_eq(itest_status(&r.d, &root), 0);
 	discarded = ijson_u64(itest_guest(&root, "g1"), "pages_discarded");
@@ -2140,9 +2291,9 @@ START_TEST(reboot_storm_is_bounded)
 		      (unsigned long long)sampled, (unsigned long long)discarded,
 		      (unsigned long long)(cycles * fed_pages_of(&r.fc[0])));
 	printf("reboot_storm_is_bounded: %u new boots in %.1f s: %d samples of old windows, each "
-	       "with its aux; %llu held back (cooldown 2 s, 4 a minute), %llu pages discarded; "
-	       "%llu + %llu of %llu old pages accounted for\n",
-	       cycles, ms / 1000.0, nsamples, (unsigned long long)suppressed,
+	       "with its aux (%d aux files); %llu held back (cooldown 2 s, 4 a minute), %llu pages "
+	       "discarded; %llu + %llu of %llu old pages accounted for\n",
+	       cycles, ms / 1000.0, nsamples, naux, (unsigned long long)suppressed,
 	       (unsigned long long)discarded, (unsigned long long)sampled,
 	       (unsigned long long)discarded,
 	       (unsigned long long)(cycles * fed_pages_of(&r.fc[0])));
@@ -2425,6 +2576,7 @@ int main(void)
 
 	TEST_ADD(t, reboot_new_aux_version);
 	TEST_ADD(t, agent_restart_keeps_window);
+	TEST_ADD(t, aux_on_demand);
 	TEST_ADD(t, guest_process_death_dumps);
 	TEST_ADD(t, kvm_tsc_offsets_become_clock_points);
 	TEST_ADD(t, no_sync_is_said);

@@ -176,6 +176,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.triggers.max_per_minute, 12);
 	ck_assert_uint_eq(c.retention.max_bytes, VMT_AUTO);
 	ck_assert_uint_eq(c.retention.max_samples, 0);
+	ck_assert_uint_eq(c.retention.max_aux, 8);
 	ck_assert_uint_eq(c.retention.max_age_s, 0);
 	ck_assert_int_eq(c.host.enabled, 0);
 	ck_assert_str_eq(c.host.events, "kvm:*,sched:sched_switch,sched:sched_wakeup,sched:sched_waking");

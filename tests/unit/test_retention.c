@@ -171,7 +171,21 @@ static struct vmt_retention_result apply(const char *dir, uint64_t max_bytes, ui
 					 uint64_t max_age, const struct vmt_aux_pin *pins,
 					 size_t npins)
 {
-	struct vmt_retention_conf rc = { max_bytes, max_samples, max_age };
+	struct vmt_retention_conf rc = { .max_bytes = max_bytes, .max_samples = max_samples,
+					 .max_age_s = max_age };
+	struct vmt_retention_result res;
+
+	ck_assert_int_eq(retention_apply(dir, &rc, pins, npins, NOW, &res), 0);
+	ck_assert_int_eq(res.errors, 0);
+	ck_assert_int_eq(res.first_error, 0);
+	return res;
+}
+
+/* max_aux alone */
+static struct vmt_retention_result apply_aux(const char *dir, uint32_t max_aux,
+					     const struct vmt_aux_pin *pins, size_t npins)
+{
+	struct vmt_retention_conf rc = { .max_aux = max_aux };
 	struct vmt_retention_result res;
 
 	ck_assert_int_eq(retention_apply(dir, &rc, pins, npins, NOW, &res), 0);
@@ -552,6 +566,108 @@ START_TEST(test_pinned)
 }
 END_TEST
 
+/*
+ * max_aux: a guest's oldest samples go while it needs more aux files than
+ * that; an aux file a kept sample needs stays, and so does a pinned one.
+ */
+START_TEST(test_max_aux)
+{
+	char *dir = test_mkdtemp("ret");
+	struct vmt_aux_pin pin = { "vm1", 4 };
+	struct vmt_retention_result r;
+
+	ck_assert_ptr_nonnull(dir);
+	for (uint32_t v = 1; v <= 4; v++)
+		put_aux(dir, "vm1", v, 10);
+	put_sample(dir, "vm1", T0 + 1, 0, 1, 0, NULL);
+	put_sample(dir, "vm1", T0 + 2, 0, 1, 0, NULL);
+	put_sample(dir, "vm1", T0 + 3, 0, 2, 0, NULL);
+	put_sample(dir, "vm1", T0 + 4, 0, 3, 0, NULL);
+	put_sample(dir, "vm1", T0 + 5, 0, 4, 0, NULL);
+	put_sample(dir, "vm1", T0 + 6, 0, 2, 0, NULL);	/* aux 2 again, newer */
+	/* vm2 is older and within the limit: none of vm1's business */
+	put_aux(dir, "vm2", 1, 10);
+	put_aux(dir, "vm2", 2, 10);
+	put_sample(dir, "vm2", T0 - 100, 0, 1, 0, NULL);
+	put_sample(dir, "vm2", T0 - 99, 0, 2, 0, NULL);
+
+	/* no limit: nothing goes */
+	nothing_more(dir, 0, 0, 0, NULL, 0);
+	/* 2: vm1's four oldest go; aux 1 and 3 with them, aux 2 stays for
+	 * T0 + 6 although T0 + 3 went */
+	r = apply_aux(dir, 2, NULL, 0);
+	ck_assert_uint_eq(r.samples, 4);
+	ck_assert_uint_eq(r.aux, 2);
+	ck_assert_uint_eq(r.kept_samples, 4);
+	ck_assert_uint_eq(r.kept_aux, 4);
+	ck_assert_int_eq(r.unmet, 0);
+	for (uint64_t t = 1; t <= 4; t++)
+		ck_assert(!has_sample(dir, "vm1", T0 + t, 0));
+	ck_assert(has_sample(dir, "vm1", T0 + 5, 0) && has_sample(dir, "vm1", T0 + 6, 0));
+	ck_assert(!has_aux(dir, "vm1", 1) && !has_aux(dir, "vm1", 3));
+	ck_assert(has_aux(dir, "vm1", 2) && has_aux(dir, "vm1", 4));
+	ck_assert(has_sample(dir, "vm2", T0 - 100, 0) && has_sample(dir, "vm2", T0 - 99, 0));
+	ck_assert(has_aux(dir, "vm2", 1) && has_aux(dir, "vm2", 2));
+	r = apply_aux(dir, 2, NULL, 0);
+	ck_assert_uint_eq(r.samples + r.aux, 0);
+
+	/* 1 with aux 4 pinned (the version the next sample is written with):
+	 * it counts, and stays; the samples go oldest first until aux 2 is
+	 * free */
+	r = apply_aux(dir, 1, &pin, 1);
+	ck_assert_uint_eq(r.samples, 2 + 1);	/* vm1's two, vm2's older one */
+	ck_assert_uint_eq(r.aux, 2);		/* vm1's aux 2, vm2's aux 1 */
+	ck_assert_int_eq(r.unmet, 0);
+	ck_assert(!has_sample(dir, "vm1", T0 + 5, 0) && !has_sample(dir, "vm1", T0 + 6, 0));
+	ck_assert(has_aux(dir, "vm1", 4) && !has_aux(dir, "vm1", 2));
+	ck_assert(!has_sample(dir, "vm2", T0 - 100, 0) && has_sample(dir, "vm2", T0 - 99, 0));
+	ck_assert(!has_aux(dir, "vm2", 1) && has_aux(dir, "vm2", 2));
+	r = apply_aux(dir, 1, &pin, 1);
+	ck_assert_uint_eq(r.samples + r.aux, 0);
+	test_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
+/* Pinned aux files over max_aux: their samples stay, since dropping them
+ * frees nothing; the limit is said to be unmet. */
+START_TEST(test_max_aux_pinned)
+{
+	char *dir = test_mkdtemp("ret");
+	struct vmt_aux_pin pins[] = { { "vm1", 1 }, { "vm1", 2 } };
+	struct vmt_retention_result r;
+
+	ck_assert_ptr_nonnull(dir);
+	put_aux(dir, "vm1", 1, 10);
+	put_aux(dir, "vm1", 2, 10);
+	put_aux(dir, "vm1", 3, 10);
+	put_sample(dir, "vm1", T0 + 1, 0, 3, 0, NULL);
+	put_sample(dir, "vm1", T0 + 2, 0, 1, 0, NULL);
+	put_sample(dir, "vm1", T0 + 3, 0, 2, 0, NULL);
+	r = apply_aux(dir, 1, pins, 2);
+	ck_assert_uint_eq(r.samples, 1);	/* the one with aux 3: it freed it */
+	ck_assert_uint_eq(r.aux, 1);
+	ck_assert_int_eq(r.unmet, 1);
+	ck_assert_uint_eq(r.kept_samples, 2);
+	ck_assert_uint_eq(r.kept_aux, 2);
+	ck_assert(!has_sample(dir, "vm1", T0 + 1, 0) && !has_aux(dir, "vm1", 3));
+	ck_assert(has_sample(dir, "vm1", T0 + 2, 0) && has_sample(dir, "vm1", T0 + 3, 0));
+	ck_assert(has_aux(dir, "vm1", 1) && has_aux(dir, "vm1", 2));
+	r = apply_aux(dir, 1, pins, 2);
+	ck_assert_uint_eq(r.samples + r.aux, 0);
+	ck_assert_int_eq(r.unmet, 1);
+	/* one pin left: aux 1 is needed by its sample alone, which goes */
+	r = apply_aux(dir, 1, &pins[1], 1);
+	ck_assert_uint_eq(r.samples, 1);
+	ck_assert_uint_eq(r.aux, 1);
+	ck_assert_int_eq(r.unmet, 0);
+	ck_assert(!has_aux(dir, "vm1", 1) && has_aux(dir, "vm1", 2));
+	ck_assert(has_sample(dir, "vm1", T0 + 3, 0));
+	test_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
 START_TEST(test_temps)
 {
 	char *dir = test_mkdtemp("ret"), good[VMT_STORE_NAME_MAX], t1[200], t2[200];
@@ -886,6 +1002,8 @@ int main(void)
 	tcase_add_test(tc, test_age);
 	tcase_add_test(tc, test_aux_needed);
 	tcase_add_test(tc, test_pinned);
+	tcase_add_test(tc, test_max_aux);
+	tcase_add_test(tc, test_max_aux_pinned);
 	tcase_add_test(tc, test_temps);
 	tcase_add_test(tc, test_symlinks);
 	tcase_add_test(tc, test_corrupt);
