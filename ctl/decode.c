@@ -487,6 +487,77 @@ struct tep_event *decode_find(struct vmt_decoder *d, int id)
 	return d->events[id];
 }
 
+/*
+ * A dynamic field libtraceevent reads other than as the u32 it is (report
+ * refuses every record of such a format, dynamic_fields_inside()).
+ */
+static bool dynamic_field_odd(const struct tep_format_field *f)
+{
+	for (; f; f = f->next)
+		if ((f->flags & TEP_FIELD_IS_DYNAMIC) && f->size != 4)
+			return true;
+	return false;
+}
+
+int decode_unsafe_entries(const uint8_t *bundle, size_t len, const struct vmt_page_layout *layout,
+			  bool *unsafe, struct vmt_decode_unsafe *u, const char **why)
+{
+	struct vmt_decoder d = { .layout = *layout };
+	struct vmt_meta_entry e;
+	size_t pos = 0, n = 0;
+	uint32_t k = 0;
+	int r = 0;
+
+	memset(u, 0, sizeof(*u));
+	if (meta_validate(bundle, len, why) < 0)
+		return -EBADMSG;
+	while (meta_next(bundle, len, &pos, &e) > 0)
+		n++;
+	memset(unsafe, 0, n * sizeof(*unsafe));
+	dec_probe(bundle, len, layout, unsafe, &u->crashed);
+	d.tep = dec_tep(layout);
+	if (!d.tep)
+		return -ENOMEM;
+	for (pos = 0; r == 0 && meta_next(bundle, len, &pos, &e) > 0; k++) {
+		char sys[VMT_META_NAME_MAX + 1], *text;
+		struct tep_event *ev = NULL;
+		enum tep_errno te;
+
+		if (unsafe[k]) {
+			if (entry_is(&e, "events/header_page")) {
+				*why = "events/header_page crashes libtraceevent";
+				r = -EBADMSG;
+			}
+			continue;
+		}
+		if (!format_system(&e, sys, sizeof(sys)))
+			continue;
+		text = dec_text(&d, &e);
+		if (!text) {
+			r = -ENOMEM;
+			break;
+		}
+		/* one that fails to parse is still kept, flagged, with the fields it had */
+		te = tep_parse_format(d.tep, &ev, text, e.data_len, sys);
+		if (te == TEP_ERRNO__MEM_ALLOC_FAILED) {
+			r = -ENOMEM;
+			break;
+		}
+		if (ev && (fields_end(ev->format.common_fields, 0, layout->page_size) == DEC_BAD_EXTENT ||
+			   fields_end(ev->format.fields, 0, layout->page_size) == DEC_BAD_EXTENT ||
+			   dynamic_field_odd(ev->format.common_fields) ||
+			   dynamic_field_odd(ev->format.fields))) {
+			unsafe[k] = true;
+			u->outside++;
+		}
+	}
+	tep_free(d.tep);
+	for (size_t i = 0; i < d.ntexts; i++)
+		free(d.texts[i]);
+	free(d.texts);
+	return r;
+}
+
 /* Every __data_loc / __rel_loc field of the record points inside it. */
 static bool dynamic_fields_inside(const struct tep_format_field *f, const uint8_t *data, size_t n)
 {

@@ -130,6 +130,24 @@ struct tep_event *decode_record(struct vmt_decoder *d, const struct vmt_raw_even
 /* The format of an id, NULL if unknown (cached). */
 struct tep_event *decode_find(struct vmt_decoder *d, int id);
 
+/*
+ * For a bundle that goes where its formats are trusted (a trace.dat, read
+ * by trace-cmd and KernelShark through libtraceevent, with no bounds
+ * checks): unsafe[k] is set for each entry k (by its place in the bundle;
+ * as many flags as entries) that crashes libtraceevent's parser (found in
+ * a child, as decode_open() does), and for each format with a field
+ * outside any record a page can hold, or a dynamic field that is not a
+ * u32 (report shows each record of those as invalid). 0; -EBADMSG
+ * with why if the bundle is malformed or its header_page crashes the
+ * parser; -ENOMEM.
+ */
+struct vmt_decode_unsafe {
+	uint32_t crashed;	/* entries that crash the parser */
+	uint32_t outside;	/* formats with a field outside any record */
+};
+int decode_unsafe_entries(const uint8_t *bundle, size_t len, const struct vmt_page_layout *layout,
+			  bool *unsafe, struct vmt_decode_unsafe *u, const char **why);
+
 /* ---- filters ---- */
 
 /* "0,2-3" into cpus[0..ncpus); -EINVAL for anything else (or a CPU >= ncpus). */

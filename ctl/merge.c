@@ -22,6 +22,8 @@
 
 #include "commands.h"
 #include "config.h"
+#include "decode.h"
+#include "meta.h"
 #include "sampleset.h"
 #include "tracedat.h"
 #include "util.h"
@@ -88,7 +90,43 @@ static const char *shift_refused(const struct vmt_sset_group *g)
 	return NULL;
 }
 
-static void print_summary(const char *path, const struct vmt_sset_group *g, bool shifted)
+/*
+ * The guest wrote its formats, and trace-cmd and KernelShark read those of
+ * a trace.dat through libtraceevent, trusting them: an entry that crashes
+ * its parser, or a format with a field outside any record (read out of
+ * bounds for every event of it), is left out of the file, as report
+ * leaves it out (decode_unsafe_entries()); those events show as unknown.
+ * *out gets the bundle to write. 0, -EBADMSG with why, -ENOMEM.
+ */
+static int safe_meta(const struct vmt_sset_group *g, struct vmt_buf *out,
+		     struct vmt_decode_unsafe *u, const char **why)
+{
+	struct vmt_meta_entry e;
+	size_t pos = 0, n = 0;
+	uint32_t k = 0;
+	bool *unsafe;
+	int r;
+
+	while (meta_next(g->meta, g->meta_len, &pos, &e) > 0)
+		n++;
+	unsafe = calloc(n + 1, sizeof(*unsafe));
+	if (!unsafe)
+		return -ENOMEM;
+	r = decode_unsafe_entries(g->meta, g->meta_len, &g->layout, unsafe, u, why);
+	for (pos = 0; r == 0 && meta_next(g->meta, g->meta_len, &pos, &e) > 0; k++) {
+		char name[VMT_META_NAME_MAX + 1];
+
+		if (unsafe[k])
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)e.name_len, e.name);
+		r = meta_add(out, name, e.data, e.data_len);
+	}
+	free(unsafe);
+	return r;
+}
+
+static void print_summary(const char *path, const struct vmt_sset_group *g, bool shifted,
+			  const struct vmt_decode_unsafe *u)
 {
 	const struct vmt_sample *last = g->samples[g->nsamples - 1];
 	uint64_t pages = 0, dups = 0, events = 0, first = UINT64_MAX, lastts = 0;
@@ -120,6 +158,10 @@ static void print_summary(const char *path, const struct vmt_sset_group *g, bool
 			printf("  clock: not shifted to the host's: %s\n", shift_refused(g));
 		}
 	}
+	if (u->crashed || u->outside)
+		printf("  formats: %u left out (%u crash libtraceevent's parser, %u with a field "
+		       "outside any record): their events show as unknown\n",
+		       u->crashed + u->outside, u->crashed, u->outside);
 	for (uint32_t c = 0; c < g->ncpus; c++) {
 		const struct vmt_sset_cpu *sc = &g->cpus[c];
 		const struct vmt_sample_cpu *lc = c < last->ncpus ? &last->cpus[c] : NULL;
@@ -154,10 +196,25 @@ static int write_group(const char *path, const struct vmt_sset_group *g, const s
 	char uname[256], why[512];
 	bool shifted = false;
 	struct vmt_afile af = { .fd = -1, .dirfd = -1 };
+	struct vmt_decode_unsafe u;
+	struct vmt_buf meta = { 0 };
+	const char *bad = NULL;
 	int r = -ENOMEM;
 
 	if (!cpus || !stats)
 		goto done;
+	r = safe_meta(g, &meta, &u, &bad);
+	if (r < 0) {
+		fprintf(stderr, "vmtracectl: cannot write %s: %s\n", path,
+			r == -EBADMSG && bad ? bad : strerror(-r));
+		goto done;
+	}
+	if (u.crashed || u.outside)
+		fprintf(stderr, "vmtracectl: %s: guest %s, aux %u: %u metadata entr%s crash "
+			"libtraceevent's parser, %u event format(s) have a field outside any record: "
+			"left out of the trace\n", path, g->guest, g->aux_version, u.crashed,
+			u.crashed == 1 ? "y" : "ies", u.outside);
+	r = -ENOMEM;
 	for (uint32_t c = 0; c < g->ncpus; c++) {
 		cpus[c] = (struct vmt_tracedat_cpu){ .cpu = c, .pages = g->cpus[c].pages,
 						     .npages = g->cpus[c].npages };
@@ -171,8 +228,8 @@ static int write_group(const char *path, const struct vmt_sset_group *g, const s
 	}
 	snprintf(uname, sizeof(uname), "Linux %s %s", g->guest, g->aux.release);
 	struct vmt_tracedat_input in = {
-		.meta = g->meta,
-		.meta_len = g->meta_len,
+		.meta = meta.data,
+		.meta_len = meta.len,
 		.page_size = g->page_size,
 		.ncpus = g->ncpus,
 		.clock = g->aux.clock,
@@ -221,8 +278,9 @@ static int write_group(const char *path, const struct vmt_sset_group *g, const s
 		goto done;
 	}
 	if (!quiet)
-		print_summary(path, g, shifted);
+		print_summary(path, g, shifted, &u);
 done:
+	buf_free(&meta);
 	for (uint32_t c = 0; stats && c < g->ncpus; c++)
 		free(stats[c]);
 	free(stats);

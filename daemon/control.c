@@ -18,7 +18,7 @@
 #include "log.h"
 #include "manager.h"
 #include "probe.h"
-#include "retention.h"
+#include "sindex.h"
 #include "vfile.h"
 
 #define MAX_CLIENTS 256
@@ -320,48 +320,48 @@ static void handle_dump(struct vmt_client *cl, uint32_t id, const uint8_t *p, ui
 		client_error(cl, id, -r, strerror(-r));
 }
 
+/* From the index the writer keeps (sindex.h): no file is opened here, in
+ * the loop, whatever a read-only client asks and however many samples. */
 static void handle_samples(struct vmt_client *cl, uint32_t id, const uint8_t *p, uint32_t len)
 {
-	struct vmt_manager *m = cl->ctl->m;
+	const struct vmt_sindex *ix = &cl->ctl->m->samples;
 	char guest[VMT_NAME_MAX] = "";
-	struct vmt_store st;
 	struct vmt_buf b = { 0 };
 	struct vmt_tlv tv;
 	size_t pos = 0;
-	int r;
 
 	while (tlv_next(p, len, &pos, &tv) > 0)
 		if (tv.tag == VMT_CTAG_GUEST && (tlv_str(&tv, guest, sizeof(guest)) < 0 || !name_is_valid(guest))) {
 			client_error(cl, id, EINVAL, "invalid guest name");
 			return;
 		}
-	r = retention_list(m->conf.state_dir, guest[0] ? guest : NULL, &st);
-	if (r < 0 && r != -ENOENT) {
-		retention_store_free(&st);
-		client_error(cl, id, -r, strerror(-r));
+	if (!ix->built && ix->error < 0) {
+		client_error(cl, id, -ix->error, strerror(-ix->error));
 		return;
 	}
-	for (size_t i = 0; r >= 0 && i < st.nsamples; i++) {
-		const struct vmt_store_sample *sm = &st.samples[i];
+	/* newest first */
+	for (size_t i = ix->n; i-- > 0;) {
+		const struct vmt_sindex_entry *sm = &ix->v[i];
 
+		if (guest[0] && strcmp(guest, sm->guest))
+			continue;
 		ctl_msg_begin(&b, VMT_CTL_FILE, id);
 		tlv_put_str(&b, VMT_CTAG_PATH, sm->path);
-		tlv_put_str(&b, VMT_CTAG_GUEST, st.guests[sm->guest].name);
+		tlv_put_str(&b, VMT_CTAG_GUEST, sm->guest);
 		tlv_put_u64(&b, VMT_CTAG_CREATED_NS, sm->created_ns);
 		tlv_put_u64(&b, VMT_CTAG_BYTES, sm->bytes);
 		if (!sm->info_error) {
 			tlv_put_u32(&b, VMT_CTAG_AUX_VERSION, sm->aux_version);
-			if (sm->ntriggers)
-				tlv_put_str(&b, VMT_CTAG_REASON, sm->triggers[0].reason);
+			if (sm->text)
+				tlv_put_str(&b, VMT_CTAG_REASON, sm->text);
 		} else {
-			tlv_put_str(&b, VMT_CTAG_MESSAGE, sm->why);
+			tlv_put_str(&b, VMT_CTAG_MESSAGE, sm->text ? sm->text : "");
 		}
 		if (b.len > VMT_CTL_MAX_MSG - 64)
 			continue;
 		client_send(cl, &b);
 	}
 	buf_free(&b);
-	retention_store_free(&st);
 	client_end(cl, id);
 }
 

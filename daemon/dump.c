@@ -85,21 +85,62 @@ static void log_retention(struct vmt_manager *m, const struct vmt_job *job)
 }
 
 /*
+ * The index SAMPLES answers from, from what the writer saw: the list a
+ * retention pass left, else the sample it just wrote. Jobs come back in
+ * the order they were done, so the index follows the folder. A job queued
+ * before a reload moved state_dir says nothing of the new one.
+ */
+static void index_update(struct vmt_manager *m, struct vmt_job *job)
+{
+	const struct vmt_sample *s = &job->sample;
+	char path[PATH_MAX + 400];
+	struct vmt_sindex_entry e = { .path = path };
+
+	if (!job->state_dir[0] || strcmp(job->state_dir, m->conf.state_dir))
+		return;
+	if (job->have_index) {
+		sindex_take(&m->samples, &job->index);
+		job->have_index = 0;
+		return;
+	}
+	if (job->ret_error < 0)
+		m->samples.error = job->ret_error;
+	if (job->kind != VMT_JOB_SAMPLE || job->error < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
+	snprintf(e.guest, sizeof(e.guest), "%s", s->guest);
+	e.created_ns = s->created_ns / 1000 * 1000;	/* as the name says it */
+	e.bytes = job->bytes;
+	e.aux_version = s->aux_version;
+	e.text = s->ntriggers ? (char *)s->triggers[0].reason : NULL;
+	if (sindex_add(&m->samples, &e) < 0)
+		log_error_errno(-ENOMEM, "%s is not in the sample index until the next retention "
+			       "pass: %m", path);
+}
+
+/*
  * At start, before any guest connects and anything is written: a daemon
  * killed between a sample's rename and the retention pass after it left
  * one sample too many, and its next dump must not add another. Run here,
  * in the loop's thread while the writer is idle, so that no session looks
- * up an aux file the pass is deleting.
+ * up an aux file the pass is deleting. What it leaves is the first index
+ * SAMPLES answers from.
  */
 void manager_apply_retention_now(struct vmt_manager *m)
 {
 	struct vmt_job job = { .kind = VMT_JOB_RETENTION };
+	struct vmt_store kept;
 
 	job_set_retention(m, &job);
-	job.ret_error = retention_apply(job.state_dir, &job.retention, job.pins, job.npins,
-					now_realtime_ns() / 1000000000, &job.ret);
+	job.ret_error = retention_apply_kept(job.state_dir, &job.retention, job.pins, job.npins,
+					     now_realtime_ns() / 1000000000, &job.ret, &kept);
+	if (job.ret_error == 0)
+		job.have_index = sindex_from_store(&job.index, &kept) == 0;
+	retention_store_free(&kept);
 	log_retention(m, &job);
+	index_update(m, &job);
 	free(job.pins);
+	sindex_free(&job.index);
 }
 
 /* ---- freezing ----------------------------------------------------------- */
@@ -767,6 +808,8 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 
 	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
 	log_retention(m, job);
+	/* before the dump's answer: who got it may ask for SAMPLES at once */
+	index_update(m, job);
 	if (job->kind == VMT_JOB_RETENTION) {
 		job_free(job);
 		return;

@@ -166,7 +166,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	struct vmt_config nc;
 	struct vmt_guest **ng;
 	uint32_t n = 0, kept = 0, added = 0, removed = 0;
-	bool host_kept = false, detectors_changed;
+	bool host_kept = false, detectors_changed, state_moved;
 	int r;
 
 	sd_notify(0, "RELOADING=1");
@@ -259,8 +259,14 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	m->guests = ng;
 	m->nguests = n;
 	detectors_changed = memcmp(&m->conf.detectors, &nc.detectors, sizeof(nc.detectors)) != 0;
+	state_moved = strcmp(m->conf.state_dir, nc.state_dir) != 0;
 	config_free(&m->conf);
 	m->conf = nc;
+	if (state_moved) {
+		/* SAMPLES lists the new folder once a retention pass has seen it */
+		sindex_free(&m->samples);
+		manager_submit_retention(m);
+	}
 	if (detectors_changed) {
 		probe_free(m->probe);
 		m->probe = NULL;
@@ -455,6 +461,7 @@ void manager_free(struct vmt_manager *m)
 		guest_free(m->guests[i]);
 	free(m->guests);
 	manager_free_dumps(m);
+	sindex_free(&m->samples);
 	pagepool_free(&m->pool);
 	config_free(&m->conf);
 	sd_event_unref(m->event);

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "sample.h"
 #include "pagepool.h"
+#include "sindex.h"
 #include "writer.h"
 
 struct vmt_guest;
@@ -99,6 +100,7 @@ struct vmt_manager {
 	uint64_t samples_written;
 	uint64_t mem_used;	/* rings; metadata held: manager_meta_held() */
 	struct vmt_pagepool pool;	/* the dump reserve, conf.dump_reserve at start */
+	struct vmt_sindex samples;	/* on disk, as the writer last saw: SAMPLES */
 	char hostname[65];
 };
 
@@ -137,7 +139,8 @@ int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, st
 void manager_writer_done(struct vmt_job *job, void *userdata);
 /* Apply the retention rules (and clear stale temporaries) in the writer. */
 void manager_submit_retention(struct vmt_manager *m);
-/* The retention rules applied now, in the caller's thread (at start). */
+/* The retention rules applied now, in the caller's thread (at start);
+ * the sample index is built from what they leave. */
 void manager_apply_retention_now(struct vmt_manager *m);
 void manager_free_dumps(struct vmt_manager *m);
 /* Re-read the configuration file; err says why it was refused. */

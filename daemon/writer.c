@@ -28,6 +28,7 @@ void job_free(struct vmt_job *job)
 	free(job->sample.tasks);
 	clock_info_free(&job->sample.clock);
 	free(job->pins);
+	sindex_free(&job->index);
 	aux_free(&job->aux);
 	free(job);
 }
@@ -89,13 +90,23 @@ static int job_run(struct vmt_job *job)
 	return afile_commit(&a);
 }
 
+/* The pass reads every sample's INFO anyway: what it leaves becomes the
+ * index SAMPLES is answered from, here, out of the event loop. */
 static void job_retention(struct vmt_job *job)
 {
+	struct vmt_store kept;
+
 	if (!job->state_dir[0])
 		return;
 	memset(&job->ret, 0, sizeof(job->ret));
-	job->ret_error = retention_apply(job->state_dir, &job->retention, job->pins, job->npins,
-					 now_realtime_ns() / 1000000000, &job->ret);
+	sindex_free(&job->index);
+	job->have_index = 0;
+	job->ret_error = retention_apply_kept(job->state_dir, &job->retention, job->pins,
+					      job->npins, now_realtime_ns() / 1000000000, &job->ret,
+					      &kept);
+	if (job->ret_error == 0)
+		job->have_index = sindex_from_store(&job->index, &kept) == 0;
+	retention_store_free(&kept);
 }
 
 /*

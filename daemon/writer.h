@@ -19,6 +19,7 @@
 #include "retention.h"
 #include "ring.h"
 #include "sample.h"
+#include "sindex.h"
 #include "vfile.h"
 
 enum vmt_job_kind { VMT_JOB_SAMPLE, VMT_JOB_AUX, VMT_JOB_RETENTION };
@@ -45,6 +46,9 @@ struct vmt_job {
 	size_t npins;
 	struct vmt_retention_result ret;
 	int ret_error;
+	/* the samples the pass left, for the loop's index (when have_index) */
+	struct vmt_sindex index;
+	int have_index;
 	int retried;		/* the write failed, retention ran, it was tried again */
 	int aux_missing;	/* a sample not written: its aux file is not there */
 	int existed;		/* an aux file already there, left as it was */

@@ -667,15 +667,47 @@ static void apply_guest(struct plan *p, int sfd, uint32_t g, uint64_t now_s,
 	close(gfd);
 }
 
+/* st's samples that are still there move to *kept, oldest first. */
+static void store_keep(struct vmt_store *st, const bool *gone, struct vmt_store *kept)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < st->nsamples; i++) {
+		struct vmt_store_sample *s = &st->samples[i];
+
+		if (!gone[i]) {
+			st->samples[k++] = *s;
+			continue;
+		}
+		st->sample_bytes -= s->bytes;
+		st->guests[s->guest].nsamples--;
+		st->guests[s->guest].bytes -= s->bytes;
+		free(s->path);
+		free(s->triggers);
+	}
+	st->nsamples = k;
+	*kept = *st;
+	memset(st, 0, sizeof(*st));
+}
+
 int retention_apply(const char *state_dir, const struct vmt_retention_conf *rc,
 		    const struct vmt_aux_pin *pins, size_t npins, uint64_t now_s,
 		    struct vmt_retention_result *res)
+{
+	return retention_apply_kept(state_dir, rc, pins, npins, now_s, res, NULL);
+}
+
+int retention_apply_kept(const char *state_dir, const struct vmt_retention_conf *rc,
+			 const struct vmt_aux_pin *pins, size_t npins, uint64_t now_s,
+			 struct vmt_retention_result *res, struct vmt_store *kept)
 {
 	struct vmt_store st;
 	struct plan p;
 	int sfd, r;
 
 	memset(res, 0, sizeof(*res));
+	if (kept)
+		memset(kept, 0, sizeof(*kept));
 	r = retention_scan(state_dir, &st);
 	if (r < 0) {
 		retention_store_free(&st);
@@ -735,6 +767,8 @@ int retention_apply(const char *state_dir, const struct vmt_retention_conf *rc,
 	}
 	if (rc->max_bytes && res->kept_bytes > rc->max_bytes)
 		res->unmet = 1;
+	if (kept)
+		store_keep(&st, p.gone, kept);
 out:
 	plan_free(&p);
 	retention_store_free(&st);

@@ -130,5 +130,15 @@ struct vmt_retention_result {
 int retention_apply(const char *state_dir, const struct vmt_retention_conf *rc,
 		    const struct vmt_aux_pin *pins, size_t npins, uint64_t now_s,
 		    struct vmt_retention_result *res);
+/*
+ * The same, and what is left: *kept gets the samples still there (oldest
+ * first, with their guests; the aux and temporary lists as scanned), so a
+ * caller can know what is stored without scanning again. kept NULL: as
+ * retention_apply(). On error *kept is empty; freed with
+ * retention_store_free().
+ */
+int retention_apply_kept(const char *state_dir, const struct vmt_retention_conf *rc,
+			 const struct vmt_aux_pin *pins, size_t npins, uint64_t now_s,
+			 struct vmt_retention_result *res, struct vmt_store *kept);
 
 #endif

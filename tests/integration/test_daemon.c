@@ -31,6 +31,7 @@
 #include "fakeguest.h"
 #include "itest.h"
 #include "page.h"
+#include "retention.h"
 #include "ring.h"
 #include "meta.h"
 #include "sample.h"
@@ -1688,6 +1689,146 @@ START_TEST(dump_window_by_time)
 }
 END_TEST
 
+/* ---- SAMPLES: answered from the writer's index ------------------------------------------- */
+
+/* `vmtracectl --json samples ARGS` into out, parsed into *root; its "samples" array. */
+static const struct ijson *samples_of(struct itest_run *r, const char *args, char *out, size_t n,
+				      struct ijson *root)
+{
+	char err[128];
+	const struct ijson *a;
+	int rc = itest_ctl(&r->d, out, n, "--json samples %s", args);
+
+	ck_assert_msg(rc == 0, "vmtracectl samples %s: exit %d: %s (log: %s)", args, rc, out, r->d.log);
+	ck_assert_msg(ijson_parse(out, root, err, sizeof(err)) == 0, "%s: %s", err, out);
+	a = ijson_get(root, "samples");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(a->type, IJ_ARR);
+	return a;
+}
+
+/* The answer says what a scan of the folder (the old way) says, in its order. */
+static void samples_as_scanned(struct itest_run *r, const struct ijson *a)
+{
+	struct vmt_store st;
+
+	ck_assert_int_eq(retention_list(r->d.state, NULL, &st), 0);
+	ck_assert_uint_eq(a->n, st.nsamples);
+	for (size_t i = 0; i < st.nsamples; i++) {
+		const struct vmt_store_sample *sm = &st.samples[i];
+		const struct ijson *e = &a->items[i];
+
+		ck_assert_str_eq(ijson_str(e, "path"), sm->path);
+		ck_assert_str_eq(ijson_str(e, "guest"), st.guests[sm->guest].name);
+		ck_assert_uint_eq(ijson_u64(e, "created_ns"), sm->created_ns);
+		ck_assert_uint_eq(ijson_u64(e, "bytes"), sm->bytes);
+		if (sm->info_error) {
+			ck_assert_str_eq(ijson_str(e, "message"), sm->why);
+			ck_assert_ptr_null(ijson_get(e, "aux_version"));
+		} else {
+			ck_assert_uint_eq(ijson_u64(e, "aux_version"), sm->aux_version);
+			ck_assert_ptr_null(ijson_get(e, "message"));
+			if (sm->ntriggers)
+				ck_assert_str_eq(ijson_str(e, "reason"), sm->triggers[0].reason);
+		}
+	}
+	retention_store_free(&st);
+}
+
+/*
+ * SAMPLES is answered from an index the writer keeps (built by the start's
+ * retention pass, updated by each sample and each pass), with no file
+ * opened in the loop: a sample is listed once its dump is answered, one
+ * the retention rules deleted is not, the answer is the one a scan gives,
+ * and it stays the same while the state folder cannot even be opened.
+ */
+START_TEST(samples_from_the_index)
+{
+	struct itest_run r;
+	char path[800], moved[800], stranger[900], s1[4400], s2[4400], s3[4400];
+	char *out = malloc(65536), *before = malloc(65536);
+	const struct ijson *a;
+	struct ijson root;
+	struct stat st;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "sindex");
+	/* a file that looks like a sample, there before the daemon */
+	snprintf(path, sizeof(path), "%s/state", r.dir);
+	ck_assert_int_eq(mkdir(path, 0750), 0);
+	snprintf(path, sizeof(path), "%s/state/g1", r.dir);
+	ck_assert_int_eq(mkdir(path, 0750), 0);
+	snprintf(stranger, sizeof(stranger), "%s/g1-20200101T000000.000000Z.vmts", path);
+	ck_assert_int_eq(itest_write_file(stranger, "not a sample\n"), 0);
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 16MiB\nretention:\n  max_samples: 2\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+
+	/* the start's pass saw it, and could not read it */
+	a = samples_of(&r, "", out, 65536, &root);
+	ck_assert_uint_eq(a->n, 1);
+	ck_assert_str_eq(ijson_str(&a->items[0], "path"), stranger);
+	ck_assert_ptr_nonnull(ijson_str(&a->items[0], "message"));
+	samples_as_scanned(&r, a);
+	ijson_free(&root);
+
+	/* listed as soon as the dump is answered, newest first */
+	itest_dump_one(&r.d, "--reason first", s1, sizeof(s1));
+	a = samples_of(&r, "", out, 65536, &root);
+	ck_assert_uint_eq(a->n, 2);
+	ck_assert_str_eq(ijson_str(&a->items[0], "path"), s1);
+	ck_assert_ptr_nonnull(strstr(ijson_str(&a->items[0], "reason"), "first (vmtracectl"));
+	ck_assert_uint_eq(ijson_u64(&a->items[0], "aux_version"), 1);
+	ck_assert_int_eq(stat(s1, &st), 0);
+	ck_assert_uint_eq(ijson_u64(&a->items[0], "bytes"), (uint64_t)st.st_size);
+	ck_assert_str_eq(ijson_str(&a->items[1], "path"), stranger);
+	samples_as_scanned(&r, a);
+	ijson_free(&root);
+
+	/* max_samples 2: the oldest goes with each new one, and leaves the list */
+	itest_dump_one(&r.d, "--reason second", s2, sizeof(s2));
+	ck_assert_int_ne(access(stranger, F_OK), 0);
+	a = samples_of(&r, "", out, 65536, &root);
+	ck_assert_uint_eq(a->n, 2);
+	ck_assert_str_eq(ijson_str(&a->items[0], "path"), s2);
+	ck_assert_str_eq(ijson_str(&a->items[1], "path"), s1);
+	ijson_free(&root);
+	itest_dump_one(&r.d, "--reason third", s3, sizeof(s3));
+	ck_assert_int_ne(access(s1, F_OK), 0);
+	a = samples_of(&r, "g1", out, 65536, &root);
+	ck_assert_uint_eq(a->n, 2);
+	ck_assert_str_eq(ijson_str(&a->items[0], "path"), s3);
+	ck_assert_ptr_nonnull(strstr(ijson_str(&a->items[0], "reason"), "third (vmtracectl"));
+	ck_assert_str_eq(ijson_str(&a->items[1], "path"), s2);
+	samples_as_scanned(&r, a);
+	ijson_free(&root);
+	a = samples_of(&r, "g2", out, 65536, &root);
+	ck_assert_uint_eq(a->n, 0);
+	ijson_free(&root);
+
+	/* the point: the state folder moved away and a file in its place
+	 * (retention passes meanwhile cannot scan it and leave the index be);
+	 * SAMPLES, in text and JSON, says exactly what it said */
+	ck_assert_int_eq(itest_ctl(&r.d, before, 65536, "samples"), 0);
+	snprintf(moved, sizeof(moved), "%s/state.away", r.dir);
+	ck_assert_int_eq(rename(r.d.state, moved), 0);
+	ck_assert_int_eq(itest_write_file(r.d.state, "not a folder\n"), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, out, 65536, "samples"), 0);
+	ck_assert_str_eq(out, before);
+	ck_assert_ptr_nonnull(strstr(out, s3));
+	ck_assert_int_eq(itest_ctl(&r.d, before, 65536, "--json samples"), 0);
+	ck_assert_ptr_nonnull(strstr(before, s2));
+	ck_assert_int_eq(unlink(r.d.state), 0);
+	ck_assert_int_eq(rename(moved, r.d.state), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, out, 65536, "--json samples"), 0);
+	ck_assert_str_eq(out, before);
+	free(out);
+	free(before);
+	itest_run_end(&r);
+}
+END_TEST
+
 /* ---- 6. --post: recording goes on after the request ------------------------------------- */
 
 START_TEST(dump_post_trigger)
@@ -2592,6 +2733,7 @@ int main(void)
 	TEST_ADD(t, control_malformed_packets);
 	TEST_ADD(t, ctl_without_daemon);
 	TEST_ADD(t, dump_window_by_time);
+	TEST_ADD(t, samples_from_the_index);
 	TEST_ADD(t, dump_post_trigger);
 	TEST_ADD(t, triggers_coalesce);
 	TEST_ADD(t, guest_triggers_cooldown);

@@ -814,6 +814,126 @@ START_TEST(format_that_crashes_the_parser)
 }
 END_TEST
 
+/* In dir: vmtracectl merge -o DAT SAMPLE (its aux beside it); the exit
+ * code, with stdout and stderr into *out and *err. */
+static int merge_to(const char *dir, const char *dat, const char *sample, char **out, char **err)
+{
+	char cmd[20000], o[4200], e[4200];
+	int rc;
+
+	snprintf(o, sizeof(o), "%s/merge-out.txt", dir);
+	snprintf(e, sizeof(e), "%s/merge-err.txt", dir);
+	snprintf(cmd, sizeof(cmd), "cd %s && %s/%s/vmtracectl merge -o %s %s >%s 2>%s", dir,
+		 test_srcdir(), test_builddir(), dat, sample, o, e);
+	rc = system(cmd);
+	*out = slurp_path(o);
+	*err = slurp_path(e);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+/* trace-cmd report -i DAT in a child (libtraceevent parses what the guest
+ * wrote: a crash must not take the test with it); its exit code, 128 +
+ * signal, or -1 with no trace-cmd. stdout and stderr into *out and *err. */
+static int trace_cmd_report(const char *dir, const char *dat, char **out, char **err)
+{
+	char cmd[20000], o[4200], e[4200];
+	int rc;
+
+	if (system("command -v trace-cmd >/dev/null 2>&1") != 0)
+		return -1;
+	snprintf(o, sizeof(o), "%s/tc-out.txt", dir);
+	snprintf(e, sizeof(e), "%s/tc-err.txt", dir);
+	snprintf(cmd, sizeof(cmd), "cd %s && trace-cmd report -i %s >%s 2>%s", dir, dat, o, e);
+	rc = system(cmd);
+	*out = slurp_path(o);
+	*err = slurp_path(e);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+/*
+ * vmtracectl merge on the pairs of crafted_formats and
+ * format_that_crashes_the_parser. merge copies the formats into the
+ * trace.dat, where trace-cmd and KernelShark trust them (trace-cmd 3.1
+ * dies of both): the format with a field 2 GiB in and the text that
+ * crashes the parser are left out and said, every page is kept, and
+ * trace-cmd report reads the file, showing those events as unknown and
+ * the rest as before. Under the ASan build, merge reads nothing out of
+ * bounds either.
+ */
+START_TEST(merge_crafted_formats)
+{
+	static const struct aux_edit crafted[] = {
+		{ "events/sched/sched_switch/format", "offset:8;", "offset:2147483600;" },
+		{ "events/irq/irq_handler_entry/format", "__data_loc char[] name", "__rel_loc char[] name" },
+	};
+	static struct aux_edit crash[1] = { { "events/sched/sched_switch/format", NULL, NULL } };
+	char path[4200], auxp[2200], dat[2200], s2[4200], want[256], *text;
+	const char *said[2] = { "0 metadata entries crash libtraceevent's parser, 1 event format(s) "
+				"have a field outside any record: left out of the trace",
+				"1 metadata entry crash libtraceevent's parser, 0 event format(s) "
+				"have a field outside any record: left out of the trace" };
+	uint64_t sw, swake;
+	uint8_t *input;
+	size_t n;
+	int rc, fd;
+	SETUP();
+
+	(void)id;
+	snprintf(path, sizeof(path), "%s/tests/fuzz/regress/decode/print-fmt-cut-short", test_srcdir());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	input = test_slurp(fd, &n);
+	close(fd);
+	ck_assert_uint_ge(n, 2);
+	text = strndup((const char *)input + 2, get_le16(input));
+	crash[0].to = text;
+	sw = stats_of(expected, "sched_switch");
+	swake = stats_of(expected, "sched_wakeup");
+	ck_assert(sw > 0 && swake > 0);
+	edited_pair(dir, "crafted", crafted, 2, auxp, sizeof(auxp), s1, sizeof(s1));
+	edited_pair(dir, "crash", crash, 1, auxp, sizeof(auxp), s2, sizeof(s2));
+	for (int i = 0; i < 2; i++) {
+		free(out);
+		free(err);
+		snprintf(dat, sizeof(dat), "%s/m%d.dat", dir, i);
+		rc = merge_to(dir, dat, i ? s2 : s1, &out, &err);
+		ck_assert_msg(rc == 0, "merge %d: exit %d: %s", i, rc, err);
+		ck_assert_msg(strstr(err, said[i]) != NULL, "merge %d: stderr: %s", i, err);
+		ck_assert_msg(strstr(out, "  formats: 1 left out (") != NULL, "merge %d: %s", i, out);
+		snprintf(want, sizeof(want), "pages %zu (0 duplicates dropped), events %llu,",
+			 npages[0] + npages[1], (unsigned long long)expected_total);
+		ck_assert_msg(strstr(out, want) != NULL, "merge %d: %s", i, out);
+
+		free(out);
+		free(err);
+		rc = trace_cmd_report(dir, dat, &out, &err);
+		if (rc == -1) {
+			out = err = NULL;
+			printf("merge_crafted_formats: trace-cmd is not installed: the files merged are "
+			       "not opened with it\n");
+			continue;
+		}
+		ck_assert_msg(rc == 0, "trace-cmd report of merge %d: exit %d: %s", i, rc, err);
+		/* "cpus=N", then one line an event */
+		ck_assert_uint_eq(count_lines(out), expected_total + 1);
+		ck_assert_ptr_null(strstr(out, " sched_switch:"));
+		{
+			size_t unknown = 0, wakeups = 0;
+			for (const char *p = out; (p = strstr(p, "[UNKNOWN EVENT]")); p += 15)
+				unknown += p == out || p[-1] == '\n';
+			for (const char *p = out; (p = strstr(p, " sched_wakeup: ")); p++)
+				wakeups++;
+			ck_assert_msg(unknown == sw, "merge %d: %zu unknown events, %llu sched_switch", i,
+				      unknown, (unsigned long long)sw);
+			ck_assert_uint_eq(wakeups, swake);
+		}
+	}
+	free(text);
+	free(input);
+	TEARDOWN();
+}
+END_TEST
+
 START_TEST(unknown_format)
 {
 	struct range rg = all_pages();
@@ -982,6 +1102,7 @@ int main(void)
 	tcase_add_test(t, crafted_formats);
 	tcase_add_test(t, merge_output_not_followed);
 	tcase_add_test(t, format_that_crashes_the_parser);
+	tcase_add_test(t, merge_crafted_formats);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

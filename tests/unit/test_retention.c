@@ -959,6 +959,59 @@ START_TEST(test_list)
 }
 END_TEST
 
+/* What retention_apply_kept() says is left is what a scan finds after it. */
+START_TEST(test_kept)
+{
+	char *dir = test_mkdtemp("ret"), none[PATH_MAX];
+	struct vmt_retention_conf rc = { 0, 2, 0 };
+	struct vmt_retention_result r;
+	struct vmt_store kept, st;
+
+	ck_assert_ptr_nonnull(dir);
+	put_aux(dir, "a", 1, 10);
+	put_aux(dir, "b", 2, 10);
+	for (uint32_t i = 0; i < 4; i++)
+		put_sample(dir, "a", T0 + 10 * i, 0, 1, 1, i == 3 ? "last" : NULL);
+	put_sample(dir, "b", T0 + 5, 0, 2, 1, "b's");
+	put_file(dir, "b", "b-20261122T121320.000000Z.vmts", "not a sample");
+
+	ck_assert_int_eq(retention_apply_kept(dir, &rc, NULL, 0, NOW, &r, &kept), 0);
+	ck_assert_uint_eq(r.samples, 2);
+	ck_assert_int_eq(retention_scan(dir, &st), 0);
+	ck_assert_uint_eq(kept.nsamples, 4);
+	ck_assert_uint_eq(kept.nsamples, st.nsamples);
+	ck_assert_uint_eq(kept.sample_bytes, st.sample_bytes);
+	for (size_t i = 0; i < st.nsamples; i++) {
+		ck_assert_str_eq(kept.samples[i].path, st.samples[i].path);
+		ck_assert_str_eq(kept.guests[kept.samples[i].guest].name,
+				 st.guests[st.samples[i].guest].name);
+		ck_assert_uint_eq(kept.samples[i].created_ns, st.samples[i].created_ns);
+		ck_assert_uint_eq(kept.samples[i].bytes, st.samples[i].bytes);
+		ck_assert_int_eq(kept.samples[i].info_error, st.samples[i].info_error);
+		ck_assert_str_eq(kept.samples[i].why, st.samples[i].why);
+		ck_assert_uint_eq(kept.samples[i].aux_version, st.samples[i].aux_version);
+		ck_assert_uint_eq(kept.samples[i].ntriggers, st.samples[i].ntriggers);
+	}
+	for (size_t g = 0; g < st.nguests; g++) {
+		ck_assert_uint_eq(kept.guests[g].nsamples, st.guests[g].nsamples);
+		ck_assert_str_eq(kept.guests[g].name, st.guests[g].name);
+	}
+	ck_assert_int_eq(kept.samples[0].info_error, 0);	/* b's, the oldest */
+	ck_assert_int_eq(kept.samples[1].info_error, -EBADMSG);	/* b's garbage */
+	ck_assert_str_eq(kept.samples[3].triggers[0].reason, "last");
+	retention_store_free(&kept);
+	retention_store_free(&st);
+
+	/* no state dir: nothing stored, nothing kept */
+	snprintf(none, sizeof(none), "%s/none", dir);
+	ck_assert_int_eq(retention_apply_kept(none, &rc, NULL, 0, NOW, &r, &kept), 0);
+	ck_assert_uint_eq(kept.nsamples, 0);
+	retention_store_free(&kept);
+	test_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
 START_TEST(test_idempotent)
 {
 	char *dir = test_mkdtemp("ret");
@@ -1011,6 +1064,7 @@ int main(void)
 	tcase_add_test(tc, test_unmet);
 	tcase_add_test(tc, test_list);
 	tcase_add_test(tc, test_idempotent);
+	tcase_add_test(tc, test_kept);
 	suite_add_tcase(s, tc);
 	return test_run_suite(s);
 }
