@@ -963,7 +963,7 @@ END_TEST
 START_TEST(test_kept)
 {
 	char *dir = test_mkdtemp("ret"), none[PATH_MAX];
-	struct vmt_retention_conf rc = { 0, 2, 0 };
+	struct vmt_retention_conf rc = { .max_samples = 2 };
 	struct vmt_retention_result r;
 	struct vmt_store kept, st;
 
