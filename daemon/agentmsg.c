@@ -14,7 +14,6 @@
 
 #include "guest-int.h"
 #include "log.h"
-#include "manager.h"
 #include "sync.h"
 #include "meta.h"
 #include "page.h"
@@ -32,9 +31,9 @@ static void guest_save_window(struct vmt_guest *g, const char *why)
 	struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
 	uint64_t pages = 0;
 
-	if (manager_guest_may_dump(g->m, g)) {
+	if (g->env->ev->may_dump(g->env->owner, g)) {
 		snprintf(t.reason, sizeof(t.reason), "%s", why);
-		manager_dump_guest_now(g->m, g, &t);
+		g->env->ev->dump_now(g->env->owner, g, &t);
 		return;
 	}
 	for (uint32_t i = 0; i < g->nrings; i++)
@@ -134,7 +133,7 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 				 h.ncpus);
 			guest_save_window(g, why);
 		}
-		g->m->mem_used -= guest_mem(g);
+		mem_give_rings(g->env->mem, guest_mem(g));
 		guest_free_rings(g);
 		guest_drop_aux(g);
 	}
@@ -203,17 +202,17 @@ static void guest_on_meta_begin(struct vmt_guest *g, const struct vmt_msg *msg)
 	}
 	{
 		/* metadata is held in memory too, until its aux file is written */
-		uint64_t cap = g->m->conf.memory_max, held = manager_meta_held(g->m);
+		struct vmt_mem *mem = g->env->mem;
 
-		if (cap && g->m->mem_used + g->m->pool.bytes + held + total > cap) {
+		if (!mem_meta_fits(mem, total)) {
 			char why[256];
 			g->c.meta_rejected++;
 			snprintf(why, sizeof(why),
 				 "metadata of %llu KiB does not fit under memory_max now (rings %llu KiB, "
 				 "dump_reserve %llu KiB, metadata held %llu KiB, memory_max %llu KiB)",
-				 (unsigned long long)(total >> 10), (unsigned long long)(g->m->mem_used >> 10),
-				 (unsigned long long)(g->m->pool.bytes >> 10), (unsigned long long)(held >> 10),
-				 (unsigned long long)(cap >> 10));
+				 (unsigned long long)(total >> 10), (unsigned long long)(mem->rings >> 10),
+				 (unsigned long long)(mem->reserve.bytes >> 10),
+				 (unsigned long long)(mem->meta >> 10), (unsigned long long)(mem->max >> 10));
 			guest_fail(g, why);
 			return;
 		}
@@ -312,7 +311,7 @@ static void aux_index_build(struct vmt_guest *g)
 	DIR *d;
 
 	g->aux_index_built = true;
-	snprintf(dir, sizeof(dir), "%s/%s", g->m->conf.state_dir, g->conf.name);
+	snprintf(dir, sizeof(dir), "%s/%s", g->env->conf->state_dir, g->conf.name);
 	d = opendir(dir);
 	if (!d)
 		return;
@@ -364,7 +363,7 @@ uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
 			continue;
 		/* retention may have deleted it since: then it is written again,
 		 * under the same version */
-		snprintf(dir, sizeof(dir), "%s/%s", g->m->conf.state_dir, g->conf.name);
+		snprintf(dir, sizeof(dir), "%s/%s", g->env->conf->state_dir, g->conf.name);
 		aux_file_name(name, sizeof(name), g->aux_index[i].version);
 		dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		*exists = dfd >= 0 && faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
@@ -506,7 +505,7 @@ void guest_check_flushed(struct vmt_guest *g)
 			return;
 	g->flush_wait = false;
 	g->flushed = true;
-	manager_guest_flushed(g->m, g);
+	g->env->ev->flush_done(g->env->owner, g);
 }
 
 static void guest_on_flushed(struct vmt_guest *g, const struct vmt_msg *msg)
@@ -561,12 +560,10 @@ static void guest_on_text(struct vmt_guest *g, const struct vmt_msg *msg, uint32
 }
 
 /* The guest asks for its own dump: untrusted, so the cooldown and the rate
- * limit apply (manager_request_dump), and complaints are rate-limited. */
+ * limit apply (the owner's trigger policy), and complaints are rate-limited. */
 static void guest_on_trigger(struct vmt_guest *g, const struct vmt_msg *msg)
 {
 	struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
-	char *names[1] = { g->conf.name };
-	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t };
 	char text[VMT_REASON_MAX - 16];
 	uint32_t n = VMT_MIN(msg->len, sizeof(text) - 1);
 	int r;
@@ -582,7 +579,7 @@ static void guest_on_trigger(struct vmt_guest *g, const struct vmt_msg *msg)
 	}
 	text[n] = 0;
 	snprintf(t.reason, sizeof(t.reason), "guest: %s", n ? text : "(no reason given)");
-	r = manager_request_dump(g->m, &rq);
+	r = g->env->ev->trigger(g->env->owner, g, &t);
 	if (r == -EBUSY)
 		guest_log(g, VMT_LOG_DEBUG, 0, "trigger suppressed: %s", t.reason);
 	else if (r < 0)
@@ -677,5 +674,7 @@ void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 		guest_complain(g, 0, "unexpected %s message ignored", proto_msg_name(msg->type));
 		break;
 	}
+	/* what it holds in metadata may have changed with any of them */
+	guest_settle_meta(g);
 }
 

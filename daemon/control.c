@@ -215,18 +215,18 @@ static void handle_status(struct vmt_client *cl, uint32_t id, bool with_daemon)
 		ctl_msg_begin(&b, VMT_CTL_DAEMON, id);
 		tlv_put_str(&b, VMT_CTAG_VERSION, VMT_VERSION);
 		tlv_put_u64(&b, VMT_CTAG_UPTIME_NS, now_monotonic_ns() - m->start_ns);
-		tlv_put_u64(&b, VMT_CTAG_MEM_USED, m->mem_used + manager_meta_held(m));
+		tlv_put_u64(&b, VMT_CTAG_MEM_USED, mem_used(&m->mem));
 		tlv_put_u64(&b, VMT_CTAG_DUMPS, m->dumps);
 		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dump_errors);
 		tlv_put_str(&b, VMT_CTAG_PATH, m->conf.state_dir);
 		tlv_put_u64(&b, VMT_CTAG_MEM_CAP, m->conf.memory_max);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE, m->pool.bytes);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE_USED, m->pool.in_use);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE_PEAK, m->pool.peak);
+		tlv_put_u64(&b, VMT_CTAG_RESERVE, m->mem.reserve.bytes);
+		tlv_put_u64(&b, VMT_CTAG_RESERVE_USED, m->mem.reserve.in_use);
+		tlv_put_u64(&b, VMT_CTAG_RESERVE_PEAK, m->mem.reserve.peak);
 		tlv_put_u64(&b, VMT_CTAG_TRIGGERS, m->triggers_total);
 		tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, m->triggers_suppressed);
 		tlv_put_u64(&b, VMT_CTAG_REFUSED, cl->ctl->refused + cl->ctl->bad_requests);
-		tlv_put_u64(&b, VMT_CTAG_GUESTS_REFUSED, m->guests_refused);
+		tlv_put_u64(&b, VMT_CTAG_GUESTS_REFUSED, m->mem.rings_refused);
 		client_send(cl, &b);
 	}
 	for (uint32_t i = 0; i < m->nguests; i++) {

@@ -370,6 +370,7 @@ void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g)
 	job->aux.have_clock = sync_clock_info(g, 0, 0, &job->aux.sync) == 0;
 	memcpy(job->aux.meta, g->aux.meta, g->aux.meta_len);
 	g->aux_pending = true;
+	guest_settle_meta(g);	/* the job's copy counts too */
 	writer_submit(&m->writer, job);
 	return;
 fail:
@@ -818,23 +819,17 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 		struct vmt_guest *g = manager_find_guest(m, job->aux.guest);
 		bool mine = g && g->have_aux && g->aux.id == job->aux.id;
 
-		if (mine)
-			g->aux_pending = false;
 		if (job->error < 0) {
 			log_full(VMT_LOG_ERR, job->error, NULL, "cannot write aux file %s: %m%s", path,
 				 mine && g->aux.meta ? "; the next dump tries again" : "");
+		} else if (job->existed) {
+			log_debug("%s is on disk already (%llu bytes)", path,
+				  (unsigned long long)job->bytes);
 		} else {
-			if (job->existed)
-				log_debug("%s is on disk already (%llu bytes)", path,
-					  (unsigned long long)job->bytes);
-			else
-				log_info("wrote %s (%llu bytes)", path, (unsigned long long)job->bytes);
-			if (mine) {
-				free(g->aux.meta);
-				g->aux.meta = NULL;
-				g->aux.meta_len = 0;
-			}
+			log_info("wrote %s (%llu bytes)", path, (unsigned long long)job->bytes);
 		}
+		if (g)
+			guest_aux_done(g, job->aux.id, job->error >= 0);
 		job_free(job);
 		return;
 	}

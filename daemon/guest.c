@@ -8,10 +8,7 @@
 #include <unistd.h>
 
 #include "guest-int.h"
-#include "hostsrc.h"
 #include "log.h"
-#include "probe.h"
-#include "manager.h"
 #include "meta.h"
 #include "page.h"
 
@@ -103,7 +100,7 @@ void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s)
 		guest_log(g, VMT_LOG_DEBUG, 0, "%s -> %s", guest_state_name(g->state),
 			  guest_state_name(s));
 	if ((g->state == GUEST_OFFLINE) != (s == GUEST_OFFLINE))
-		probe_sync_guests(g->m->probe);	/* its QEMU pid comes or goes */
+		g->env->ev->qemu_changed(g->env->owner, g);	/* its QEMU pid comes or goes */
 	if (g->state == GUEST_STREAMING && s != GUEST_STREAMING)
 		sync_session_end(g);
 	g->state = s;
@@ -121,7 +118,7 @@ void guest_arm(struct vmt_guest *g, uint64_t usec)
 		sd_event_source_set_enabled(g->timer, SD_EVENT_ONESHOT);
 		return;
 	}
-	r = sd_event_add_time_relative(g->m->event, &g->timer, CLOCK_MONOTONIC, usec, 100000,
+	r = sd_event_add_time_relative(g->env->event, &g->timer, CLOCK_MONOTONIC, usec, 100000,
 				       guest_timer_cb, g);
 	if (r < 0)
 		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot arm timer: %m");
@@ -140,7 +137,7 @@ static void guest_arm_partial(struct vmt_guest *g)
 		sd_event_source_set_enabled(g->partial_timer, SD_EVENT_ONESHOT);
 		return;
 	}
-	r = sd_event_add_time_relative(g->m->event, &g->partial_timer, CLOCK_MONOTONIC, usec, 100000,
+	r = sd_event_add_time_relative(g->env->event, &g->partial_timer, CLOCK_MONOTONIC, usec, 100000,
 				       guest_partial_cb, g);
 	if (r < 0)
 		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot arm timer: %m");
@@ -252,8 +249,8 @@ void guest_resume(struct vmt_guest *g)
 {
 	for (uint32_t i = 0; i < g->nrings; i++)
 		ring_settle(&g->rings[i]);
-	if (g->host)
-		hostsrc_resume(g->host);
+	if (g->src)
+		g->src_ops->resume(g->src);
 	/* only guest_pause switches a data source off */
 	for (uint32_t i = 0; g->npaused && i < g->nchan; i++)
 		if (g->data_src[i])
@@ -280,7 +277,7 @@ void guest_end_flush(struct vmt_guest *g)
 		return;
 	g->flush_wait = false;
 	g->flushed = false;
-	manager_guest_flushed(g->m, g);
+	g->env->ev->flush_done(g->env->owner, g);
 }
 
 void guest_disconnect(struct vmt_guest *g, const char *why)
@@ -300,7 +297,7 @@ void guest_disconnect(struct vmt_guest *g, const char *why)
 
 void guest_check_channels(struct vmt_guest *g)
 {
-	if (!g->host && channel_replaced(&g->ctl))
+	if (!g->src && channel_replaced(&g->ctl))
 		guest_disconnect(g, "its FIFOs were made anew (QEMU restarted)");
 }
 
@@ -367,14 +364,14 @@ static int guest_open_channels(struct vmt_guest *g)
 	}
 	r = channel_open(&g->ctl);
 	if (r >= 0)
-		r = sd_event_add_io(g->m->event, &g->ctl_src, g->ctl.rfd, EPOLLIN, guest_ctl_cb, g);
+		r = sd_event_add_io(g->env->event, &g->ctl_src, g->ctl.rfd, EPOLLIN, guest_ctl_cb, g);
 	if (r >= 0)	/* FLUSHED must not wait behind bulk page reads */
 		r = sd_event_source_set_priority(g->ctl_src, SD_EVENT_PRIORITY_IMPORTANT);
 	g->ctl_demoted = false;
 	for (uint32_t i = 0; r >= 0 && i < n; i++) {
 		r = channel_open(&g->data[i]);
 		if (r >= 0)
-			r = sd_event_add_io(g->m->event, &g->data_src[i], g->data[i].rfd, EPOLLIN,
+			r = sd_event_add_io(g->env->event, &g->data_src[i], g->data[i].rfd, EPOLLIN,
 					    guest_data_cb, g);
 	}
 	if (r < 0)
@@ -393,7 +390,7 @@ void guest_connect(struct vmt_guest *g)
 {
 	int r;
 
-	if (g->host || channel_is_open(&g->ctl))
+	if (g->src || channel_is_open(&g->ctl))
 		return;
 	r = guest_open_channels(g);
 	if (r == -ELOOP || r == -EBADFD) {
@@ -498,6 +495,44 @@ void guest_drop_aux(struct vmt_guest *g)
 	free(g->aux.meta);
 	g->aux.meta = NULL;
 	g->aux.meta_len = 0;
+	guest_settle_meta(g);
+}
+
+uint64_t guest_meta_held(const struct vmt_guest *g)
+{
+	uint64_t n = g->tasks.len + g->tasks_rx.len;
+
+	if (g->meta_open)
+		n += g->meta_total;
+	if (g->aux.meta)
+		n += g->aux.meta_len * (g->aux_pending ? 2 : 1);
+	return n;
+}
+
+void guest_settle_meta(struct vmt_guest *g)
+{
+	mem_charge_meta(g->env->mem, &g->meta_charged, guest_meta_held(g));
+}
+
+void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok)
+{
+	if (!g->have_aux || g->aux.id != aux_id)
+		return;	/* an aux replaced since: its own job is its own */
+	g->aux_pending = false;
+	if (ok) {
+		free(g->aux.meta);
+		g->aux.meta = NULL;
+		g->aux.meta_len = 0;
+	}
+	guest_settle_meta(g);
+}
+
+struct vmt_guest *guest_list_find(const struct vmt_guest_list *l, const char *name)
+{
+	for (uint32_t i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i]->conf.name, name))
+			return l->v[i];
+	return NULL;
 }
 
 bool guest_rings_empty(const struct vmt_guest *g)
@@ -536,7 +571,7 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 		r = ring_init(&g->rings[i], (uint32_t)pages, &g->layout);
 		if (r < 0)
 			break;
-		g->rings[i].pool = &g->m->pool;
+		g->rings[i].pool = &g->env->mem->reserve;
 		g->nrings = i + 1;
 	}
 	if (r < 0) {
@@ -553,22 +588,23 @@ int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
 {
 	uint64_t pages = VMT_MAX(g->conf.rec.ring_size / page_size, 1);
 	uint64_t need = ring_mem_size((uint32_t)VMT_MIN(pages, UINT32_MAX), page_size) * ncpus;
-	uint64_t cap = g->m->conf.memory_max, reserve = g->m->pool.bytes;
+	struct vmt_mem *mem = g->env->mem;
 	int r;
 
-	if (cap && g->m->mem_used + reserve + need > cap) {
-		g->m->guests_refused++;
+	if (mem_take_rings(mem, need) < 0) {
 		log_guest(VMT_LOG_ERR, 0, g->conf.name,
 			  "refused: rings of %llu KiB do not fit under memory_max (%llu KiB used by rings, "
 			  "dump_reserve %llu KiB, memory_max %llu KiB)",
-			  (unsigned long long)(need >> 10), (unsigned long long)(g->m->mem_used >> 10),
-			  (unsigned long long)(reserve >> 10), (unsigned long long)(cap >> 10));
+			  (unsigned long long)(need >> 10), (unsigned long long)(mem->rings >> 10),
+			  (unsigned long long)(mem->reserve.bytes >> 10),
+			  (unsigned long long)(mem->max >> 10));
 		return -ENOSPC;
 	}
 	r = guest_alloc_rings(g, ncpus, page_size);
+	mem_give_rings(mem, need);	/* what was allocated counts, not the estimate */
 	if (r < 0)
 		return r;
-	g->m->mem_used += guest_mem(g);
+	mem->rings += guest_mem(g);
 	return 0;
 }
 
@@ -671,7 +707,7 @@ void guest_check_partial(struct vmt_guest *g)
 static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct vmt_guest *g = userdata;
-	uint8_t *buf = g->m->bounce;
+	uint8_t *buf = g->env->bounce;
 	uint32_t cpu = 0;
 
 	while (cpu < g->nchan && g->data_src[cpu] != s)
@@ -686,7 +722,7 @@ static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *use
 	 */
 	for (uint32_t done = 0; done < READ_BUDGET_BYTES;) {
 		bool stream = g->state == GUEST_STREAMING && cpu < g->nrings;
-		size_t want = stream ? ring_room(&g->rings[cpu], VMT_BOUNCE_SIZE) : VMT_BOUNCE_SIZE;
+		size_t want = stream ? ring_room(&g->rings[cpu], g->env->bounce_size) : g->env->bounce_size;
 		ssize_t n;
 
 		if (!want) {
@@ -753,9 +789,9 @@ bool guest_flush(struct vmt_guest *g, uint64_t id)
 
 	g->flushed = false;
 	g->have_target = false;
-	if (g->host) {
+	if (g->src) {
 		/* local: the pages are in the rings when this returns */
-		hostsrc_flush(g->host);
+		g->src_ops->flush(g->src);
 		return false;
 	}
 	if (g->state != GUEST_STREAMING)
@@ -781,7 +817,7 @@ bool guest_forget(struct vmt_guest *g, uint64_t forget_after_ns)
 		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "offline for %llu s: rings freed (%llu KiB)",
 			  (unsigned long long)(forget_after_ns / 1000000000),
 			  (unsigned long long)(guest_mem(g) >> 10));
-		g->m->mem_used -= guest_mem(g);
+		mem_give_rings(g->env->mem, guest_mem(g));
 		guest_free_rings(g);
 		guest_drop_aux(g);
 	}
@@ -794,7 +830,8 @@ void guest_stop(struct vmt_guest *g)
 		guest_send(g, VMT_MSG_STOP, NULL, 0);
 }
 
-int guest_new(struct vmt_manager *m, const struct vmt_guest_conf *conf, struct vmt_guest **out)
+int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf,
+	      struct vmt_guest **out)
 {
 	struct vmt_guest *g = calloc(1, sizeof(*g));
 
@@ -806,7 +843,7 @@ int guest_new(struct vmt_manager *m, const struct vmt_guest_conf *conf, struct v
 		return -ENOMEM;
 	}
 	proto_rx_init(g->rx);
-	g->m = m;
+	g->env = env;
 	g->conf = *conf;
 	g->state = GUEST_OFFLINE;
 	g->ctl.rfd = g->ctl.wfd = -1;
@@ -818,12 +855,13 @@ void guest_free(struct vmt_guest *g)
 {
 	if (!g)
 		return;
-	hostsrc_free(g->host);
+	if (g->src)
+		g->src_ops->free(g->src);
 	guest_close_channels(g);
 	g->timer = sd_event_source_disable_unref(g->timer);
 	g->partial_timer = sd_event_source_disable_unref(g->partial_timer);
 	sync_free(g);
-	g->m->mem_used -= guest_mem(g);
+	mem_give_rings(g->env->mem, guest_mem(g));
 	guest_free_rings(g);
 	free(g->data);
 	free(g->data_src);
@@ -834,5 +872,6 @@ void guest_free(struct vmt_guest *g)
 	aux_free(&g->aux);
 	free(g->aux_index);
 	free(g->rx);
+	mem_charge_meta(g->env->mem, &g->meta_charged, 0);
 	free(g);
 }

@@ -14,17 +14,70 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <systemd/sd-event.h>
 
 #include "aux.h"
 #include "channel.h"
 #include "config.h"
+#include "mem.h"
 #include "proto.h"
+#include "qemu.h"
 #include "ring.h"
+#include "sample.h"
 #include "sync.h"
 #include "util.h"
 
-struct vmt_manager;
+struct vmt_guest;
+
+/*
+ * What a guest tells its owner (the manager), given to it at creation. The
+ * guest owns its session, channels, rings and flush state; what follows
+ * from them for the daemon (dumps, the detectors) is the owner's to do.
+ */
+struct vmt_guest_events {
+	/* the flush asked for is over: FLUSHED came and its bytes are in, or
+	 * the session ended first */
+	void (*flush_done)(void *owner, struct vmt_guest *g);
+	/* The guest caused a dump (an oops line, a new boot, new events, a new
+	 * shape): may it happen now? Its cooldown and budgets decide; a no is
+	 * counted. */
+	bool (*may_dump)(void *owner, struct vmt_guest *g);
+	/* Write its window now, without a flush (may_dump said yes). */
+	void (*dump_now)(void *owner, struct vmt_guest *g, const struct vmt_trigger *t);
+	/* TRIGGER: a dump of this guest the usual way; -EBUSY held back. */
+	int (*trigger)(void *owner, struct vmt_guest *g, const struct vmt_trigger *t);
+	/* its QEMU came or went: the detectors follow QEMU's pid */
+	void (*qemu_changed)(void *owner, struct vmt_guest *g);
+	/* a line into the host's own trace (clock sync markers); may be NULL */
+	void (*host_mark)(void *owner, const char *text);
+};
+
+/* A source other than an agent behind channels (the host's own ftrace):
+ * what the guest asks of it instead of the agent. */
+struct vmt_source_ops {
+	void (*flush)(void *src);	/* the pages are in the rings when it returns */
+	void (*resume)(void *src);	/* a dump was written: read on */
+	void (*free)(void *src);
+};
+
+/* What every guest shares: the loop, the configuration in force, memory. */
+struct vmt_guest_env {
+	sd_event *event;
+	const struct vmt_config *conf;	/* the daemon's; a reload changes it in place */
+	struct vmt_mem *mem;
+	uint8_t *bounce;	/* guest data reads land here first */
+	size_t bounce_size;
+	const struct vmt_guest_events *ev;
+	void *owner;
+};
+
+/* Every guest (configured, discovered, the host's own), in one list. */
+struct vmt_guest_list {
+	struct vmt_guest **v;
+	uint32_t n;
+};
+struct vmt_guest *guest_list_find(const struct vmt_guest_list *l, const char *name);
 
 #define VMT_GUEST_STATES(X)   \
 	X(OFFLINE, "offline")      /* channels not there or not open */ \
@@ -63,12 +116,13 @@ struct vmt_guest_counters {
 };
 
 struct vmt_guest {
-	struct vmt_manager *m;
+	const struct vmt_guest_env *env;
 	struct vmt_guest_conf conf;
 	enum vmt_guest_state state;
 	bool discovered;	/* found in a discovery folder, not configured */
 	bool present;		/* discovered: its folder was there at the last rescan */
-	struct vmt_hostsrc *host;	/* the host's own ftrace instead of channels */
+	const struct vmt_source_ops *src_ops;	/* not an agent: the host's ftrace */
+	void *src;
 	bool keep, fresh;	/* bookkeeping of a reload */
 
 	struct vmt_channel ctl;
@@ -113,6 +167,7 @@ struct vmt_guest {
 	uint32_t aux_max_version;
 	bool aux_index_built;
 	bool aux_pending;	/* an aux job is queued */
+	uint64_t meta_charged;	/* metadata held, as told to env->mem */
 	uint64_t aux_decode_id;	/* aux id without the task-name tables */
 
 	/* flush for the dump in progress */
@@ -142,7 +197,8 @@ struct vmt_guest {
 	char last_dump[PATH_MAX + 400];
 };
 
-int guest_new(struct vmt_manager *m, const struct vmt_guest_conf *conf, struct vmt_guest **out);
+int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf,
+	      struct vmt_guest **out);
 void guest_free(struct vmt_guest *g);
 /* Try to open the channels now (and keep retrying on a timer). */
 void guest_connect(struct vmt_guest *g);
@@ -168,6 +224,21 @@ void guest_resume(struct vmt_guest *g);
 uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists);
 /* Memory the rings take. */
 uint64_t guest_mem(const struct vmt_guest *g);
+/* Metadata it holds in memory: a bundle being received, one whose aux file
+ * is not written yet (twice while a writer job holds a copy), task tables. */
+uint64_t guest_meta_held(const struct vmt_guest *g);
+/* Tell env->mem what guest_meta_held() is now. */
+void guest_settle_meta(struct vmt_guest *g);
+/* The aux job queued for its bundle came back: written (ok) or not. */
+void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok);
+/* Its QEMU's pid, as far as the host can tell (qemu_pid_find); 0 if
+ * unknown or the host's own source. */
+static inline pid_t guest_qemu_pid(const struct vmt_guest *g)
+{
+	if (g->src)
+		return 0;
+	return qemu_pid_find(g->conf.pidfile, g->ctl.peer_pid, g->discovered ? g->conf.name : NULL);
+}
 /* Ring bytes from the control rx. */
 uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g);
 uint64_t guest_ctl_rejected_msgs(const struct vmt_guest *g);

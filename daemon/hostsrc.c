@@ -758,6 +758,28 @@ static int hostsrc_layout(struct vmt_hostsrc *h, const struct vmt_buf *bundle,
 	return 0;
 }
 
+static void src_flush(void *h)
+{
+	hostsrc_flush(h);
+}
+
+static void src_resume(void *h)
+{
+	hostsrc_resume(h);
+}
+
+static void src_free(void *h)
+{
+	hostsrc_free(h);
+}
+
+/* What the "host" guest asks of its source instead of an agent. */
+static const struct vmt_source_ops hostsrc_ops = {
+	.flush = src_flush,
+	.resume = src_resume,
+	.free = src_free,
+};
+
 int hostsrc_new(struct vmt_manager *m, struct vmt_guest **out)
 {
 	struct vmt_hostsrc *h;
@@ -806,7 +828,8 @@ int hostsrc_new(struct vmt_manager *m, struct vmt_guest **out)
 		r = log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST, "tracing_on=1: %m");
 	if (r < 0)
 		goto fail;
-	h->g->host = h;
+	h->g->src = h;
+	h->g->src_ops = &hostsrc_ops;
 	*out = h->g;
 	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "recording %s in ftrace instance " INSTANCE
 		  " (%u CPUs, clock %s%s)", m->conf.host.events, h->ncpus, h->g->hello.clock,
@@ -830,7 +853,8 @@ void hostsrc_mark(struct vmt_manager *m, const char *text)
 	struct vmt_hostsrc *h = NULL;
 
 	for (uint32_t i = 0; i < m->nguests && !h; i++)
-		h = m->guests[i]->host;
+		if (m->guests[i]->src_ops == &hostsrc_ops)
+			h = m->guests[i]->src;
 	if (!h || !h->dir)
 		return;
 	if (h->marker_fd < 0) {

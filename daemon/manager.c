@@ -20,6 +20,52 @@
 #include "manager.h"
 #include "probe.h"
 
+/* ---- what guests tell the manager ----------------------------------------- */
+
+static void on_guest_flush_done(void *owner, struct vmt_guest *g)
+{
+	manager_guest_flushed(owner, g);
+}
+
+static bool on_guest_may_dump(void *owner, struct vmt_guest *g)
+{
+	return manager_guest_may_dump(owner, g);
+}
+
+static void on_guest_dump_now(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
+{
+	manager_dump_guest_now(owner, g, t);
+}
+
+static int on_guest_trigger(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
+{
+	char *names[1] = { g->conf.name };
+	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = t };
+
+	return manager_request_dump(owner, &rq);
+}
+
+static void on_guest_qemu_changed(void *owner, struct vmt_guest *g)
+{
+	struct vmt_manager *m = owner;
+
+	probe_sync_guests(m->probe);
+}
+
+static void on_host_mark(void *owner, const char *text)
+{
+	hostsrc_mark(owner, text);
+}
+
+static const struct vmt_guest_events guest_events = {
+	.flush_done = on_guest_flush_done,
+	.may_dump = on_guest_may_dump,
+	.dump_now = on_guest_dump_now,
+	.trigger = on_guest_trigger,
+	.qemu_changed = on_guest_qemu_changed,
+	.host_mark = on_host_mark,
+};
+
 struct vmt_guest *manager_find_guest(struct vmt_manager *m, const char *name)
 {
 	for (uint32_t i = 0; i < m->nguests; i++)
@@ -36,28 +82,12 @@ int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, st
 	if (!t)
 		return -ENOMEM;
 	m->guests = t;
-	r = guest_new(m, gc, &m->guests[m->nguests]);
+	r = guest_new(&m->genv, gc, &m->guests[m->nguests]);
 	if (r < 0)
 		return r;
 	*out = m->guests[m->nguests++];
 	probe_sync_guests(m->probe);
 	return 0;
-}
-
-uint64_t manager_meta_held(const struct vmt_manager *m)
-{
-	uint64_t n = 0;
-
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		const struct vmt_guest *g = m->guests[i];
-
-		if (g->meta_open)
-			n += g->meta_total;
-		if (g->aux.meta)
-			n += g->aux.meta_len * (g->aux_pending ? 2 : 1);
-		n += g->tasks.len + g->tasks_rx.len;
-	}
-	return n;
 }
 
 /* Every 5 s: forget guests offline too long; drop discovered ones gone;
@@ -96,7 +126,7 @@ static void manager_notify_status(struct vmt_manager *m)
 	for (uint32_t i = 0; i < m->nguests; i++)
 		streaming += m->guests[i]->state == GUEST_STREAMING;
 	sd_notifyf(0, "STATUS=%u guest(s), %u streaming, rings %.1f MiB, %llu dump(s), %llu failed",
-		   m->nguests, streaming, (double)m->mem_used / (1 << 20),
+		   m->nguests, streaming, (double)m->mem.rings / (1 << 20),
 		   (unsigned long long)m->dumps, (unsigned long long)m->dump_errors);
 }
 
@@ -212,7 +242,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 			kept++;
 			continue;
 		}
-		r = guest_new(m, &nc.guests[i], &ng[n]);
+		r = guest_new(&m->genv, &nc.guests[i], &ng[n]);
 		if (r < 0) {
 			log_error_errno(r, "reload: guest %s: %m", nc.guests[i].name);
 			continue;
@@ -239,7 +269,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 
 		for (uint32_t k = 0; k < n; k++)
 			taken |= !strcmp(ng[k]->conf.name, g->conf.name);
-		if (g->host && !taken && host_conf_equal(&m->conf.host, &nc.host)) {
+		if (g->src && !taken && host_conf_equal(&m->conf.host, &nc.host)) {
 			ng[n++] = g;
 			g->keep = true;
 			host_kept = true;
@@ -262,6 +292,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	state_moved = strcmp(m->conf.state_dir, nc.state_dir) != 0;
 	config_free(&m->conf);
 	m->conf = nc;
+	m->mem.max = m->conf.memory_max;
 	if (state_moved) {
 		/* SAMPLES lists the new folder once a retention pass has seen it */
 		sindex_free(&m->samples);
@@ -343,6 +374,9 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	*conf = (struct vmt_config){ 0 };	/* the manager owns it now */
 	m->config_path = config_path;
 	m->start_ns = now_monotonic_ns();
+	m->genv = (struct vmt_guest_env){ .conf = &m->conf, .mem = &m->mem, .bounce = m->bounce,
+					  .bounce_size = sizeof(m->bounce), .ev = &guest_events,
+					  .owner = m };
 	if (gethostname(m->hostname, sizeof(m->hostname) - 1) < 0)
 		snprintf(m->hostname, sizeof(m->hostname), "localhost");
 
@@ -358,6 +392,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	r = sd_event_default(&m->event);
 	if (r < 0)
 		goto fail;
+	m->genv.event = m->event;
 	r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_sigusr1, m);
 	if (r >= 0)
 		r = sd_event_add_signal(m->event, NULL, SIGTERM, on_exit_signal, m);
@@ -372,7 +407,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 					       status_timer_cb, m);
 	if (r < 0)
 		goto fail;
-	r = pagepool_init(&m->pool, m->conf.dump_reserve);
+	r = mem_init(&m->mem, m->conf.memory_max, m->conf.dump_reserve);
 	if (r < 0) {
 		log_error_errno(r, "cannot reserve dump_reserve (%llu KiB): %m",
 				(unsigned long long)(m->conf.dump_reserve >> 10));
@@ -398,7 +433,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 		goto fail;
 	}
 	for (uint32_t i = 0; i < m->conf.nguests; i++) {
-		r = guest_new(m, &m->conf.guests[i], &m->guests[i]);
+		r = guest_new(&m->genv, &m->conf.guests[i], &m->guests[i]);
 		if (r < 0)
 			goto fail;
 		m->nguests++;
@@ -462,7 +497,7 @@ void manager_free(struct vmt_manager *m)
 	free(m->guests);
 	manager_free_dumps(m);
 	sindex_free(&m->samples);
-	pagepool_free(&m->pool);
+	mem_free(&m->mem);
 	config_free(&m->conf);
 	sd_event_unref(m->event);
 	free(m);

@@ -16,8 +16,9 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
+#include "guest.h"
+#include "mem.h"
 #include "sample.h"
-#include "pagepool.h"
 #include "sindex.h"
 #include "writer.h"
 
@@ -92,14 +93,13 @@ struct vmt_manager {
 	/* daemon-wide counters */
 	uint64_t triggers_total;
 	uint64_t triggers_suppressed;
-	uint64_t guests_refused;	/* rings refused by memory_max */
 	uint64_t retention_deleted;	/* files deleted by the retention rules */
 	uint64_t housekeeping_runs;
 	uint64_t dumps;
 	uint64_t dump_errors;
 	uint64_t samples_written;
-	uint64_t mem_used;	/* rings; metadata held: manager_meta_held() */
-	struct vmt_pagepool pool;	/* the dump reserve, conf.dump_reserve at start */
+	struct vmt_mem mem;	/* rings, metadata, dump reserve against memory_max */
+	struct vmt_guest_env genv;	/* what every guest is given */
 	struct vmt_sindex samples;	/* on disk, as the writer last saw: SAMPLES */
 	char hostname[65];
 };
@@ -146,8 +146,5 @@ void manager_free_dumps(struct vmt_manager *m);
 /* Re-read the configuration file; err says why it was refused. */
 int manager_reload(struct vmt_manager *m, char *err, size_t err_len);
 
-/* Bytes of guest metadata in memory: bundles being received, and those
- * whose aux file is not written yet (twice while a writer job holds a copy). */
-uint64_t manager_meta_held(const struct vmt_manager *m);
 
 #endif

@@ -371,7 +371,7 @@ void probe_sync_guests_now(struct vmt_probe *p)
 		struct vmt_detect_pid vp = { 0 };
 		struct tid_ent *th = NULL;
 		uint32_t nth = 0, *tk;
-		pid_t pid = qemu_pid_of(g);
+		pid_t pid = guest_qemu_pid(g);
 
 		if (pid <= 0 || scan_threads(pid, &th, &nth) < 0)
 			continue;

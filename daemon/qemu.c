@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "guest.h"
 #include "qemu.h"
 
 static pid_t pid_from_file(const char *path)
@@ -30,19 +29,17 @@ static pid_t pid_from_file(const char *path)
 	return v > 0 && v < (1L << 22) ? (pid_t)v : 0;
 }
 
-pid_t qemu_pid_of(const struct vmt_guest *g)
+pid_t qemu_pid_find(const char *pidfile, pid_t peer, const char *libvirt_name)
 {
 	char path[PATH_MAX];
 	pid_t pid;
 
-	if (g->host)
-		return 0;
-	if (g->conf.pidfile[0] && (pid = pid_from_file(g->conf.pidfile)) > 0)
+	if (pidfile && pidfile[0] && (pid = pid_from_file(pidfile)) > 0)
 		return pid;
-	if (g->ctl.peer_pid > 0)
-		return g->ctl.peer_pid;
-	if (g->discovered) {
-		snprintf(path, sizeof(path), "/run/libvirt/qemu/%s.pid", g->conf.name);
+	if (peer > 0)
+		return peer;
+	if (libvirt_name) {
+		snprintf(path, sizeof(path), "/run/libvirt/qemu/%s.pid", libvirt_name);
 		return pid_from_file(path);
 	}
 	return 0;

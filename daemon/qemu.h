@@ -10,14 +10,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct vmt_guest;
-
 /*
- * The guest's QEMU: its pidfile: when configured (what the operator says
- * wins), else the socket's peer (the process that listens: QEMU with
- * server=on), else libvirt's pidfile for a discovered guest. 0 if unknown.
+ * A guest's QEMU: the pid in pidfile when there is one (what the operator
+ * says wins), else peer (a socket's: the process that listens, QEMU with
+ * server=on), else libvirt's pidfile for libvirt_name (a discovered guest).
+ * 0 if unknown.
  */
-pid_t qemu_pid_of(const struct vmt_guest *g);
+pid_t qemu_pid_find(const char *pidfile, pid_t peer, const char *libvirt_name);
 /* "CPU 3/KVM", "CPU 0/TCG" -> 3, 0; -1 otherwise. */
 int qemu_vcpu_of_comm(const char *comm);
 /*

@@ -8,9 +8,7 @@
 #include <string.h>
 
 #include "guest-int.h"
-#include "hostsrc.h"
 #include "log.h"
-#include "manager.h"
 #include "qemu.h"
 #include "sync.h"
 
@@ -26,7 +24,7 @@ static void sync_arm(struct vmt_guest *g, uint64_t ms)
 		sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
 		return;
 	}
-	r = sd_event_add_time_relative(g->m->event, &s->timer, CLOCK_MONOTONIC, ms * 1000, 1000,
+	r = sd_event_add_time_relative(g->env->event, &s->timer, CLOCK_MONOTONIC, ms * 1000, 1000,
 				       sync_timer_cb, g);
 	if (r < 0)
 		log_guest(VMT_LOG_WARNING, r, g->conf.name, "no clock sync timer: %m");
@@ -55,7 +53,7 @@ static void sync_none(struct vmt_guest *g, const char *fmt, ...)
  * offsets lead to that clock, and a host source records in it. */
 static const char *host_clock(const struct vmt_guest *g)
 {
-	return g->m->conf.host.clock;
+	return g->env->conf->host.clock;
 }
 
 static void push_point(struct vmt_guest *g, const struct vmt_sync_point *p)
@@ -97,7 +95,7 @@ static int read_s64(const char *path, int64_t *v)
 /* "<kvm_debugfs>/<pid>-<fd>": the VM of that QEMU process. */
 static int kvm_vm_dir(const struct vmt_guest *g, pid_t pid, char *out, size_t n)
 {
-	const char *root = g->m->conf.sync.kvm_debugfs;
+	const char *root = g->env->conf->sync.kvm_debugfs;
 	char prefix[16];
 	struct dirent *de;
 	DIR *d = opendir(root);
@@ -120,7 +118,7 @@ static int kvm_points(struct vmt_guest *g)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 64];
 	uint64_t now = trace_clock_now(g->sync.host_src), at = 0;
-	pid_t pid = qemu_pid_of(g);
+	pid_t pid = guest_qemu_pid(g);
 	uint32_t n = 0;
 	int r;
 
@@ -157,16 +155,17 @@ static void send_probe(struct vmt_guest *g)
 	struct vmt_sync p = { .id = ++s->probe_id };
 	struct vmt_buf b = { 0 };
 
-	if (g->m->conf.sync.markers) {
+	if (g->env->conf->sync.markers) {
 		char text[128];
 		snprintf(text, sizeof(text), "vmtraced-sync %s %" PRIu64 "\n", g->conf.name, p.id);
-		hostsrc_mark(g->m, text);
+		if (g->env->ev->host_mark)
+			g->env->ev->host_mark(g->env->owner, text);
 		p.flags |= VMT_SYNC_F_MARKER;
 	}
 	s->sent++;
 	s->c.probes++;
 	s->waiting = true;
-	sync_arm(g, g->m->conf.sync.timeout_ms);
+	sync_arm(g, g->env->conf->sync.timeout_ms);
 	if (proto_put_sync(&b, &p) == 0) {
 		/* t1 as late as can be: the write is all that follows */
 		s->t1 = trace_clock_now(s->host_src);
@@ -191,15 +190,15 @@ static void end_round(struct vmt_guest *g)
 		guest_complain(g, 0, "clock sync round without a usable answer (%u probes sent)", s->sent);
 	}
 	s->sent = s->answered = 0;
-	if (g->m->conf.sync.interval_ms)
-		sync_arm(g, g->m->conf.sync.interval_ms);
+	if (g->env->conf->sync.interval_ms)
+		sync_arm(g, g->env->conf->sync.interval_ms);
 	else if (s->timer)
 		sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
 }
 
 static void next_probe(struct vmt_guest *g)
 {
-	if (g->sync.sent < g->m->conf.sync.probes)
+	if (g->sync.sent < g->env->conf->sync.probes)
 		send_probe(g);
 	else
 		end_round(g);
@@ -215,8 +214,8 @@ static int sync_timer_cb(sd_event_source *src, uint64_t usec, void *userdata)
 	if (s->method == VMT_SYNC_KVM) {
 		if (kvm_points(g) == 0)
 			s->c.rounds++;
-		if (g->m->conf.sync.interval_ms)
-			sync_arm(g, g->m->conf.sync.interval_ms);
+		if (g->env->conf->sync.interval_ms)
+			sync_arm(g, g->env->conf->sync.interval_ms);
 		return 0;
 	}
 	if (s->waiting) {
@@ -249,10 +248,11 @@ void sync_on_synced(struct vmt_guest *g, const struct vmt_msg *m)
 	}
 	s->probes[s->answered++] = (struct vmt_sync_probe){ s->t1, a.t2, a.t3, s->rx_time };
 	s->waiting = false;
-	if (g->m->conf.sync.markers) {
+	if (g->env->conf->sync.markers) {
 		char text[128];
 		snprintf(text, sizeof(text), "vmtraced-synced %s %" PRIu64 "\n", g->conf.name, a.id);
-		hostsrc_mark(g->m, text);
+		if (g->env->ev->host_mark)
+			g->env->ev->host_mark(g->env->owner, text);
 	}
 	next_probe(g);
 }
@@ -265,7 +265,7 @@ void sync_session_start(struct vmt_guest *g)
 	s->waiting = false;
 	s->sent = s->answered = 0;
 	s->why[0] = 0;
-	if (g->host)
+	if (g->src)
 		return;	/* the host is the reference */
 	if (trace_clock_source(hc, &s->host_src) < 0) {
 		sync_none(g, "the host's trace clock '%s' cannot be read from user space", hc);
@@ -283,8 +283,8 @@ void sync_session_start(struct vmt_guest *g)
 	if (!strcmp(hc, "x86-tsc") && kvm_points(g) == 0) {
 		s->method = VMT_SYNC_KVM;
 		log_guest(VMT_LOG_INFO, 0, g->conf.name, "clock sync from KVM's TSC offsets");
-		if (g->m->conf.sync.interval_ms)
-			sync_arm(g, g->m->conf.sync.interval_ms);
+		if (g->env->conf->sync.interval_ms)
+			sync_arm(g, g->env->conf->sync.interval_ms);
 		return;
 	}
 	if (!(g->hello.flags & VMT_HELLO_SYNC)) {
@@ -318,9 +318,9 @@ int sync_clock_info(struct vmt_guest *g, uint64_t first, uint64_t last, struct v
 	snprintf(out->why, sizeof(out->why), "%s", s->why);
 	snprintf(out->guest_clock, sizeof(out->guest_clock), "%s", g->have_aux ? g->aux.clock : "");
 	snprintf(out->host_clock, sizeof(out->host_clock), "%s", host_clock(g));
-	if (g->host)
+	if (g->src)
 		snprintf(out->guest_clock, sizeof(out->guest_clock), "%s", out->host_clock);
-	pid = qemu_pid_of(g);
+	pid = guest_qemu_pid(g);
 	if (pid > 0) {
 		out->qemu_pid = (uint32_t)pid;
 		qemu_vcpu_threads(pid, out->vcpu_tid, VMT_MIN(g->nrings, (uint32_t)VMT_MAX_CPUS), &out->nvcpus);

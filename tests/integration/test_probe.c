@@ -84,7 +84,6 @@ static void tp_init(struct tp *t)
 	t->dir = test_mkdtemp("probe");
 	for (int i = 0; i < 2; i++) {
 		snprintf(t->guests[i].conf.name, sizeof(t->guests[i].conf.name), "vm%d", i + 1);
-		t->guests[i].m = t->m;
 		t->gp[i] = &t->guests[i];
 	}
 	t->m->guests = t->gp;
