@@ -27,7 +27,7 @@
 #include "guest.h"
 #include "log.h"
 #include "manager.h"
-#include "sync.h"
+#include "guest-sync.h"
 
 /* ---- retention ----------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * guest-int: what guest.c (channels, timers, rings) and agentmsg.c (the
+ * guest-int: what guest.c (channels, timers, rings) and guest-msg.c (the
  * agent's messages) share inside one guest. Not for other modules.
  */
 #ifndef VMT_GUEST_INT_H
@@ -37,7 +37,7 @@ bool guest_rings_empty(const struct vmt_guest *g);
 void guest_drop_aux(struct vmt_guest *g);
 void guest_end_flush(struct vmt_guest *g);
 
-/* agentmsg.c */
+/* guest-msg.c */
 void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg);
 void guest_check_flushed(struct vmt_guest *g);
 

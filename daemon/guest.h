@@ -25,7 +25,7 @@
 #include "qemu.h"
 #include "ring.h"
 #include "sample.h"
-#include "sync.h"
+#include "guest-sync.h"
 #include "util.h"
 
 struct vmt_guest;
@@ -162,7 +162,7 @@ struct vmt_guest {
 	struct vmt_aux_entry {
 		uint32_t version;
 		uint64_t id;
-	} *aux_index;		/* its aux files by content id (agentmsg.c) */
+	} *aux_index;		/* its aux files by content id (guest-msg.c) */
 	size_t aux_nindex;
 	uint32_t aux_max_version;
 	bool aux_index_built;
@@ -179,7 +179,7 @@ struct vmt_guest {
 	struct vmt_cpu_stats *stats;	/* last FLUSHED */
 	bool have_stats;
 
-	struct vmt_guest_sync sync;	/* clock relation to the host (sync.c) */
+	struct vmt_guest_sync sync;	/* clock relation to the host (guest-sync.c) */
 
 	uint64_t last_freeze_ns;	/* CLOCK_MONOTONIC of its last dump, for the cooldown */
 	double trig_tokens;	/* its own budget of dumps it causes (per_guest_per_minute) */

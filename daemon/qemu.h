@@ -2,7 +2,7 @@
 /*
  * qemu: what the host can tell of a guest's QEMU process: its pid and the
  * threads that run its vCPUs. Used by the detectors (probe.c) and by the
- * clock data of samples (sync.c: trace-cmd's vCPU -> host thread map).
+ * clock data of samples (guest-sync.c: trace-cmd's vCPU -> host thread map).
  */
 #ifndef VMT_QEMU_H
 #define VMT_QEMU_H

@@ -88,7 +88,7 @@ struct vmt_host_conf {
 	int qemu_only;		/* sched events filtered to QEMU processes' threads */
 };
 
-/* Clock sync with the guests' agents (daemon/sync.c). */
+/* Clock sync with the guests' agents (daemon/guest-sync.c). */
 struct vmt_sync_conf {
 	uint32_t interval_ms;	/* between rounds, 0 = one round per session */
 	uint32_t probes;	/* per round */

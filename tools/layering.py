@@ -3,8 +3,9 @@
 """Keeps vmtraced's shape: reads the #include graph of the sources and the
 link lines make would run, and fails (exit 1, one line a finding) on
 
-  - an include cycle among daemon/'s modules (NAME.c and NAME.h are one
-    module; an arrow A -> B when A's .c or .h includes B's header);
+  - an include cycle among daemon/'s modules (NAME.c, NAME.h and
+    NAME-PART.c/.h are one module: guest-msg.c and guest-int.h are the
+    guest's; an arrow A -> B when a file of A includes a header of B);
   - a forbidden edge: lib/ including a header of daemon/, ctl/ or agent/;
     ctl/ or agent/ including daemon/; daemon/ or agent/ including ctl/;
   - a program linked with what it must not: vmtracectl or the agent with
@@ -98,14 +99,17 @@ def main():
                     problems.append(f"{d}/{f} includes {to}/{inc}: {d}/ may not include {to}/")
 
     # cycles among daemon/'s modules
-    mods = {f[:-2] for f in os.listdir("daemon") if f.endswith((".c", ".h"))}
+    def module(name):
+        return name[:-2].split("-")[0]
+
+    mods = {module(f) for f in os.listdir("daemon") if f.endswith((".c", ".h"))}
     edges = {}
     for f in os.listdir("daemon"):
         if not f.endswith((".c", ".h")):
             continue
-        a = f[:-2]
+        a = module(f)
         for inc in includes(os.path.join("daemon", f)):
-            b = os.path.basename(inc)[:-2]
+            b = module(os.path.basename(inc))
             if inc.endswith(".h") and where.get(os.path.basename(inc)) == "daemon" and b != a \
                     and b in mods:
                 edges.setdefault(a, set()).add(b)

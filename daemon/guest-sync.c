@@ -10,7 +10,7 @@
 #include "guest-int.h"
 #include "log.h"
 #include "qemu.h"
-#include "sync.h"
+#include "guest-sync.h"
 
 static int sync_timer_cb(sd_event_source *s, uint64_t usec, void *userdata);
 

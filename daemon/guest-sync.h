@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sync: the clock relation of one guest to the host, measured while it
+ * guest-sync: the clock relation of one guest to the host, measured while it
  * streams (lib/clocksync.h has the method). A round of probes at the start
  * of every session and then every clock_sync.interval; each round gives one
  * point, kept in a fixed ring of VMT_SYNC_MAX_POINTS per guest. A dump takes
@@ -8,8 +8,8 @@
  * the vCPUs' TSC offsets and both sides trace in x86-tsc, points come from
  * there instead.
  */
-#ifndef VMT_SYNC_H
-#define VMT_SYNC_H
+#ifndef VMT_GUEST_SYNC_H
+#define VMT_GUEST_SYNC_H
 
 #include <stdbool.h>
 #include <stdint.h>

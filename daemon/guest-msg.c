@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agentmsg: what a guest's agent says on the control channel, checked and
+ * guest-msg: what a guest's agent says on the control channel, checked and
  * acted on: HELLO starts a session, STARTED and the metadata bundle settle
  * the aux version, FLUSHED marks where a dump's window ends, TRIGGER asks
  * for a dump. Everything here is untrusted input.
@@ -14,7 +14,7 @@
 
 #include "guest-int.h"
 #include "log.h"
-#include "sync.h"
+#include "guest-sync.h"
 #include "meta.h"
 #include "page.h"
 
@@ -337,7 +337,7 @@ static void aux_index_build(struct vmt_guest *g)
 	closedir(d);
 }
 
-/* The aux files a guest's index remembers at most (agentmsg.c). */
+/* The aux files a guest's index remembers at most (guest-msg.c). */
 #define AUX_INDEX_MAX 1024
 
 /*
