@@ -14,17 +14,13 @@
 
 #include "control.h"
 #include "ctlproto.h"
-#include "guest.h"
 #include "log.h"
-#include "manager.h"
-#include "probe.h"
-#include "sindex.h"
+#include "util.h"
 #include "vfile.h"
 
 #define MAX_CLIENTS 256
 #define ROOT_SLOTS 32		/* of MAX_CLIENTS, only root may take */
 #define PER_UID_CLIENTS 16	/* connections one other uid may hold */
-#define MAX_DUMP_GUESTS 64
 /* Group look-ups (NSS: files, or LDAP, slow) are cached per uid. */
 #define ACCESS_CACHE 64
 #define ACCESS_TTL_NS (10 * 1000000000ull)
@@ -45,7 +41,10 @@ struct vmt_client {
 };
 
 struct vmt_control {
-	struct vmt_manager *m;
+	sd_event *event;
+	const struct vmt_config *conf;	/* the daemon's, as reloads change it */
+	const struct vmt_control_ops *ops;
+	void *owner;
 	int fd;
 	char path[108];
 	sd_event_source *src;
@@ -68,7 +67,7 @@ struct vmt_control {
  * is hung up on after it. */
 static uint64_t idle_usec(const struct vmt_control *c)
 {
-	return (uint64_t)c->m->conf.control.idle_timeout_ms * 1000;
+	return (uint64_t)c->conf->control.idle_timeout_ms * 1000;
 }
 
 static void client_free(struct vmt_client *cl)
@@ -76,7 +75,7 @@ static void client_free(struct vmt_client *cl)
 	struct vmt_control *c = cl->ctl;
 	struct vmt_client **pp;
 
-	manager_forget_client(c->m, cl);
+	c->ops->gone(c->owner, cl);
 	for (pp = &c->clients; *pp; pp = &(*pp)->next)
 		if (*pp == cl) {
 			*pp = cl->next;
@@ -106,7 +105,7 @@ static int client_expire_cb(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
-static void client_send(struct vmt_client *cl, struct vmt_buf *b)
+void control_send(struct vmt_client *cl, struct vmt_buf *b)
 {
 	if (ctl_msg_end(b) < 0)
 		return;
@@ -115,277 +114,24 @@ static void client_send(struct vmt_client *cl, struct vmt_buf *b)
 		log_debug("control: answer to pid %d lost: %s", cl->pid, strerror(errno));
 }
 
-static void client_error(struct vmt_client *cl, uint32_t id, int err, const char *msg)
+void control_error(struct vmt_client *cl, uint32_t id, int err, const char *msg)
 {
 	struct vmt_buf b = { 0 };
 
 	ctl_msg_begin(&b, VMT_CTL_ERROR, id);
 	tlv_put_u32(&b, VMT_CTAG_ERRNO, (uint32_t)(err < 0 ? -err : err));
 	tlv_put_str(&b, VMT_CTAG_MESSAGE, msg);
-	client_send(cl, &b);
+	control_send(cl, &b);
 	buf_free(&b);
 }
 
-static void client_end(struct vmt_client *cl, uint32_t id)
+void control_end(struct vmt_client *cl, uint32_t id)
 {
 	struct vmt_buf b = { 0 };
 
 	ctl_msg_begin(&b, VMT_CTL_END, id);
-	client_send(cl, &b);
+	control_send(cl, &b);
 	buf_free(&b);
-}
-
-static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
-{
-	uint64_t now = now_monotonic_ns();
-	uint64_t pages = 0, cap = 0, in = 0, ow = 0, lost = 0, rej = 0, bytes = 0, ev = 0, prej = 0;
-	uint64_t elost = 0, back = 0;
-
-	for (uint32_t i = 0; i < g->nrings; i++) {
-		const struct vmt_ring *r = &g->rings[i];
-		pages += r->count;
-		cap += r->nr_pages;
-		in += r->c.pages_in;
-		ow += r->c.pages_overwritten;
-		lost += r->c.pages_guest_lost;
-		elost += r->c.events_guest_lost;
-		rej += r->c.bytes_rejected;
-		prej += r->c.pages_rejected;
-		bytes += r->c.bytes_in;
-		ev += r->c.events_in;
-		back += r->c.ts_backwards;
-	}
-	tlv_put_str(b, VMT_CTAG_GUEST, g->conf.name);
-	tlv_put_str(b, VMT_CTAG_STATE, guest_state_name(g->state));
-	tlv_put_u64(b, VMT_CTAG_UPTIME_NS, now - g->state_since_ns);
-	tlv_put_u32(b, VMT_CTAG_NCPUS, g->nrings);
-	if (g->have_hello)
-		tlv_put_str(b, VMT_CTAG_RELEASE, g->hello.release);
-	if (g->have_aux)
-		tlv_put_u32(b, VMT_CTAG_AUX_VERSION, g->aux.version);
-	tlv_put_u64(b, VMT_CTAG_PAGES, pages);
-	tlv_put_u64(b, VMT_CTAG_CAPACITY, cap);
-	tlv_put_u64(b, VMT_CTAG_MEM_USED, guest_mem(g));
-	tlv_put_u64(b, VMT_CTAG_BYTES_IN, bytes);
-	tlv_put_u64(b, VMT_CTAG_PAGES_IN, in);
-	tlv_put_u64(b, VMT_CTAG_EVENTS_IN, ev);
-	tlv_put_u64(b, VMT_CTAG_PAGES_OVERWRITTEN, ow);
-	tlv_put_u64(b, VMT_CTAG_PAGES_GUEST_LOST, lost);
-	tlv_put_u64(b, VMT_CTAG_EVENTS_GUEST_LOST, elost);
-	tlv_put_u64(b, VMT_CTAG_PAGES_REJECTED, prej);
-	tlv_put_u64(b, VMT_CTAG_BYTES_REJECTED, rej + g->c.stale_bytes);
-	tlv_put_u64(b, VMT_CTAG_CTL_REJECTED, guest_ctl_rejected_bytes(g));
-	tlv_put_u64(b, VMT_CTAG_TS_BACKWARDS, back);
-	/* the window: from the oldest page held to the newest, over all CPUs */
-	if (pages) {
-		uint64_t first = UINT64_MAX, last = 0;
-		for (uint32_t i = 0; i < g->nrings; i++) {
-			const struct vmt_ring *r = &g->rings[i];
-			if (!r->count)
-				continue;
-			first = VMT_MIN(first, ring_slot(r, 0)->first_ts);
-			last = VMT_MAX(last, ring_slot(r, r->count - 1)->last_ts);
-		}
-		tlv_put_u64(b, VMT_CTAG_FIRST_TS, first);
-		tlv_put_u64(b, VMT_CTAG_LAST_TS, last);
-	}
-	if (g->last_dump[0])
-		tlv_put_str(b, VMT_CTAG_LAST_DUMP, g->last_dump);
-	tlv_put_u64(b, VMT_CTAG_STALE_BYTES, g->c.stale_bytes);
-	tlv_put_u64(b, VMT_CTAG_FLUSH_TIMEOUTS, g->c.flush_timeouts);
-	tlv_put_u64(b, VMT_CTAG_SESSIONS, g->c.sessions);
-	tlv_put_u64(b, VMT_CTAG_META_REJECTED, g->c.meta_rejected);
-	tlv_put_u64(b, VMT_CTAG_TRIGGERS_SUPPRESSED, g->c.triggers_suppressed);
-	tlv_put_u64(b, VMT_CTAG_MSGS_UNEXPECTED, g->c.msgs_unexpected);
-	tlv_put_u64(b, VMT_CTAG_FLUSH_BAD, g->c.flush_bad);
-	tlv_put_u64(b, VMT_CTAG_AGENT_ERRORS, g->c.errors_from_agent);
-	tlv_put_u64(b, VMT_CTAG_READ_PAUSES, g->c.read_pauses);
-	tlv_put_u64(b, VMT_CTAG_PATHS_REFUSED, g->c.paths_refused);
-	tlv_put_u64(b, VMT_CTAG_PAGES_DISCARDED, g->c.pages_discarded);
-	tlv_put_u64(b, VMT_CTAG_HELLOS_DEFERRED, g->c.hellos_deferred);
-	tlv_put_u32(b, VMT_CTAG_FLAGS, g->discovered ? 1 : 0);
-}
-
-static void handle_status(struct vmt_client *cl, uint32_t id, bool with_daemon)
-{
-	struct vmt_manager *m = cl->ctl->m;
-	struct vmt_buf b = { 0 };
-
-	if (with_daemon) {
-		ctl_msg_begin(&b, VMT_CTL_DAEMON, id);
-		tlv_put_str(&b, VMT_CTAG_VERSION, VMT_VERSION);
-		tlv_put_u64(&b, VMT_CTAG_UPTIME_NS, now_monotonic_ns() - m->start_ns);
-		tlv_put_u64(&b, VMT_CTAG_MEM_USED, mem_used(&m->mem));
-		tlv_put_u64(&b, VMT_CTAG_DUMPS, m->dumps);
-		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dump_errors);
-		tlv_put_str(&b, VMT_CTAG_PATH, m->conf.state_dir);
-		tlv_put_u64(&b, VMT_CTAG_MEM_CAP, m->conf.memory_max);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE, m->mem.reserve.bytes);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE_USED, m->mem.reserve.in_use);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE_PEAK, m->mem.reserve.peak);
-		tlv_put_u64(&b, VMT_CTAG_TRIGGERS, m->triggers_total);
-		tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, m->triggers_suppressed);
-		tlv_put_u64(&b, VMT_CTAG_REFUSED, cl->ctl->refused + cl->ctl->bad_requests);
-		tlv_put_u64(&b, VMT_CTAG_GUESTS_REFUSED, m->mem.rings_refused);
-		client_send(cl, &b);
-	}
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		ctl_msg_begin(&b, VMT_CTL_GUEST, id);
-		put_guest(&b, m->guests[i]);
-		client_send(cl, &b);
-	}
-	if (with_daemon) {
-		struct vmt_probe_status st;
-
-		probe_status(m->probe, &st);
-		for (int k = 0; k < VMT_CONFIG_DETECTORS; k++) {
-			const struct vmt_probe_detector *d = &st.det[k];
-
-			ctl_msg_begin(&b, VMT_CTL_DETECTOR, id);
-			tlv_put_str(&b, VMT_CTAG_NAME, d->name);
-			tlv_put_u32(&b, VMT_CTAG_ENABLED, d->enabled);
-			tlv_put_u32(&b, VMT_CTAG_LOADED, d->loaded);
-			if (!d->loaded)
-				tlv_put_str(&b, VMT_CTAG_MESSAGE, !st.built ? "built without BPF" :
-						  !d->enabled ? "disabled in the configuration" : d->reason);
-			tlv_put_u64(&b, VMT_CTAG_EVENTS, d->events);
-			tlv_put_u64(&b, VMT_CTAG_SEEN, d->seen);
-			tlv_put_u64(&b, VMT_CTAG_FIRED, d->fired);
-			tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, d->suppressed);
-			tlv_put_u64(&b, VMT_CTAG_DROPPED, d->dropped);
-			client_send(cl, &b);
-		}
-	}
-	buf_free(&b);
-	client_end(cl, id);
-}
-
-static void handle_dump(struct vmt_client *cl, uint32_t id, const uint8_t *p, uint32_t len)
-{
-	struct vmt_trigger t = { .kind = VMT_TRIGGER_CONTROL, .pid = (uint32_t)cl->pid,
-				 .time_ns = now_realtime_ns() };
-	char names[MAX_DUMP_GUESTS][VMT_NAME_MAX];
-	char *ptrs[MAX_DUMP_GUESTS];
-	struct vmt_dump_req rq = { 0 };
-	uint32_t n = 0;
-	struct vmt_tlv tv;
-	size_t pos = 0;
-	int r;
-
-	snprintf(t.reason, sizeof(t.reason), "vmtracectl dump (pid %d)", cl->pid);
-	while (tlv_next(p, len, &pos, &tv) > 0) {
-		if (tv.tag == VMT_CTAG_GUEST) {
-			if (n == MAX_DUMP_GUESTS) {
-				client_error(cl, id, E2BIG, "too many guests in one request");
-				return;
-			}
-			if (tlv_str(&tv, names[n], sizeof(names[n])) < 0 || !name_is_valid(names[n])) {
-				client_error(cl, id, EINVAL, "invalid guest name");
-				return;
-			}
-			ptrs[n] = names[n];
-			n++;
-		} else if (tv.tag == VMT_CTAG_WINDOW_NS) {
-			if (tlv_u64(&tv, &rq.window_ns) < 0) {
-				client_error(cl, id, EINVAL, "invalid window");
-				return;
-			}
-		} else if (tv.tag == VMT_CTAG_POST_NS) {
-			if (tlv_u64(&tv, &rq.post_ns) < 0 || rq.post_ns > 3600 * 1000000000ull) {
-				client_error(cl, id, EINVAL, "invalid --post (at most an hour)");
-				return;
-			}
-		} else if (tv.tag == VMT_CTAG_REASON) {
-			char reason[VMT_REASON_MAX - 40];
-			if (tlv_str(&tv, reason, sizeof(reason)) < 0) {
-				client_error(cl, id, EINVAL, "invalid reason");
-				return;
-			}
-			snprintf(t.reason, sizeof(t.reason), "%s (vmtracectl, pid %d)", reason, cl->pid);
-		}
-	}
-	rq.names = ptrs;
-	rq.n = n;
-	rq.trigger = &t;
-	rq.client = cl;
-	rq.request_id = id;
-	r = manager_request_dump(cl->ctl->m, &rq);
-	if (r == 0)
-		cl->waiting++;
-	if (r == -ENOENT)
-		client_error(cl, id, ENOENT, "no such guest");
-	else if (r == -EBUSY)
-		client_error(cl, id, EBUSY, "suppressed by the cooldown or the rate limit");
-	else if (r < 0)
-		client_error(cl, id, -r, strerror(-r));
-}
-
-/* From the index the writer keeps (sindex.h): no file is opened here, in
- * the loop, whatever a read-only client asks and however many samples. */
-static void handle_samples(struct vmt_client *cl, uint32_t id, const uint8_t *p, uint32_t len)
-{
-	const struct vmt_sindex *ix = &cl->ctl->m->samples;
-	char guest[VMT_NAME_MAX] = "";
-	struct vmt_buf b = { 0 };
-	struct vmt_tlv tv;
-	size_t pos = 0;
-
-	while (tlv_next(p, len, &pos, &tv) > 0)
-		if (tv.tag == VMT_CTAG_GUEST && (tlv_str(&tv, guest, sizeof(guest)) < 0 || !name_is_valid(guest))) {
-			client_error(cl, id, EINVAL, "invalid guest name");
-			return;
-		}
-	if (!ix->built && ix->error < 0) {
-		client_error(cl, id, -ix->error, strerror(-ix->error));
-		return;
-	}
-	/* newest first */
-	for (size_t i = ix->n; i-- > 0;) {
-		const struct vmt_sindex_entry *sm = &ix->v[i];
-
-		if (guest[0] && strcmp(guest, sm->guest))
-			continue;
-		ctl_msg_begin(&b, VMT_CTL_FILE, id);
-		tlv_put_str(&b, VMT_CTAG_PATH, sm->path);
-		tlv_put_str(&b, VMT_CTAG_GUEST, sm->guest);
-		tlv_put_u64(&b, VMT_CTAG_CREATED_NS, sm->created_ns);
-		tlv_put_u64(&b, VMT_CTAG_BYTES, sm->bytes);
-		if (!sm->info_error) {
-			tlv_put_u32(&b, VMT_CTAG_AUX_VERSION, sm->aux_version);
-			if (sm->text)
-				tlv_put_str(&b, VMT_CTAG_REASON, sm->text);
-		} else {
-			tlv_put_str(&b, VMT_CTAG_MESSAGE, sm->text ? sm->text : "");
-		}
-		if (b.len > VMT_CTL_MAX_MSG - 64)
-			continue;
-		client_send(cl, &b);
-	}
-	buf_free(&b);
-	client_end(cl, id);
-}
-
-void control_answer_dump(struct vmt_control *c, struct vmt_client *cl, uint32_t id,
-			 char *const *files, uint32_t nfiles, int error)
-{
-	struct vmt_buf b = { 0 };
-
-	if (cl->waiting)
-		cl->waiting--;
-	if (!nfiles && error < 0) {
-		client_error(cl, id, error, strerror(-error));
-		return;
-	}
-	for (uint32_t i = 0; i < nfiles; i++) {
-		ctl_msg_begin(&b, VMT_CTL_FILE, id);
-		tlv_put_str(&b, VMT_CTAG_PATH, files[i]);
-		client_send(cl, &b);
-	}
-	buf_free(&b);
-	if (error < 0)
-		client_error(cl, id, error, "some samples could not be written");
-	else
-		client_end(cl, id);
 }
 
 static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -406,16 +152,16 @@ static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	}
 	if ((size_t)n > sizeof(buf)) {
 		cl->ctl->bad_requests++;
-		client_error(cl, 0, EMSGSIZE, "request too large");
+		control_error(cl, 0, EMSGSIZE, "request too large");
 		return 0;
 	}
 	if (ctl_msg_parse(buf, (size_t)n, &type, &id, &payload, &plen) < 0) {
 		cl->ctl->bad_requests++;
-		client_error(cl, 0, EBADMSG, "malformed request");
+		control_error(cl, 0, EBADMSG, "malformed request");
 		return 0;
 	}
 	if (cl->access == ACCESS_NONE) {
-		client_error(cl, id, cl->busy ? EBUSY : EACCES,
+		control_error(cl, id, cl->busy ? EBUSY : EACCES,
 			     cl->busy ? "too many connections of this user: close some"
 				      : "permission denied: vmtraced answers root and the "
 					"members of its control groups only");
@@ -427,36 +173,11 @@ static int client_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	if (cl->access != ACCESS_FULL && type != VMT_CTL_STATUS && type != VMT_CTL_GUESTS &&
 	    type != VMT_CTL_SAMPLES) {
 		cl->ctl->refused++;
-		client_error(cl, id, EACCES, "permission denied: this command needs root or the "
+		control_error(cl, id, EACCES, "permission denied: this command needs root or the "
 					     "control group");
 		return 0;
 	}
-	switch (type) {
-	case VMT_CTL_STATUS:
-		handle_status(cl, id, true);
-		break;
-	case VMT_CTL_GUESTS:
-		handle_status(cl, id, false);
-		break;
-	case VMT_CTL_DUMP:
-		handle_dump(cl, id, payload, plen);
-		break;
-	case VMT_CTL_SAMPLES:
-		handle_samples(cl, id, payload, plen);
-		break;
-	case VMT_CTL_RELOAD: {
-		char err[1024];
-		if (manager_reload(cl->ctl->m, err, sizeof(err)) < 0)
-			client_error(cl, id, EINVAL, err);
-		else
-			client_end(cl, id);
-		break;
-	}
-	default:
-		cl->ctl->bad_requests++;
-		client_error(cl, id, EOPNOTSUPP, "not a request");
-		break;
-	}
+	cl->ctl->ops->request(cl->ctl->owner, cl, type, id, payload, plen);
 	return 0;
 }
 
@@ -485,7 +206,7 @@ static bool in_group(const char *group, uid_t uid, gid_t gid)
  * may go to a slow directory service, in the loop), and anew after a reload. */
 static enum vmt_access peer_access(struct vmt_control *c, const struct ucred *cr)
 {
-	const struct vmt_config *conf = &c->m->conf;
+	const struct vmt_config *conf = c->conf;
 	uint64_t now = now_monotonic_ns();
 	enum vmt_access a;
 
@@ -507,6 +228,29 @@ static enum vmt_access peer_access(struct vmt_control *c, const struct ucred *cr
 	c->cache[c->cache_next].until_ns = now + ACCESS_TTL_NS;
 	c->cache_next = (c->cache_next + 1) % ACCESS_CACHE;
 	return a;
+}
+
+pid_t control_client_pid(const struct vmt_client *cl)
+{
+	return cl->pid;
+}
+
+void control_client_waits(struct vmt_client *cl, int delta)
+{
+	if (delta < 0 && cl->waiting)
+		cl->waiting--;
+	else if (delta > 0)
+		cl->waiting++;
+}
+
+uint64_t control_refused(const struct vmt_control *c)
+{
+	return c->refused + c->bad_requests;
+}
+
+void control_bad_request(struct vmt_client *cl)
+{
+	cl->ctl->bad_requests++;
 }
 
 void control_forget_access(struct vmt_control *c)
@@ -570,7 +314,7 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 				    cred.uid, cred.pid, clients_of(c, cred.uid), c->nclients);
 			c->busy_log_until_ns = now + 60 * 1000000000ull;
 		}
-		client_error(cl, 0, EBUSY, "too many connections of this user: close some");
+		control_error(cl, 0, EBUSY, "too many connections of this user: close some");
 	} else {
 		cl->access = peer_access(c, &cred);
 	}
@@ -580,12 +324,12 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		c->refused++;
 		log_warning("control: refused uid %u (pid %d): not root nor in the control groups",
 			    cred.uid, cred.pid);
-		client_error(cl, 0, EACCES, "permission denied: vmtraced answers root and the "
+		control_error(cl, 0, EACCES, "permission denied: vmtraced answers root and the "
 				      "members of its control groups only");
 	}
-	r = sd_event_add_io(c->m->event, &cl->src, cfd, EPOLLIN, client_cb, cl);
+	r = sd_event_add_io(c->event, &cl->src, cfd, EPOLLIN, client_cb, cl);
 	if (r >= 0)
-		r = sd_event_add_time_relative(c->m->event, &cl->expire, CLOCK_MONOTONIC,
+		r = sd_event_add_time_relative(c->event, &cl->expire, CLOCK_MONOTONIC,
 					       cl->access == ACCESS_NONE ? 2 * 1000000ull
 									 : idle_usec(c),
 					       100000, client_expire_cb, cl);
@@ -649,9 +393,11 @@ static int control_activated_fd(void)
 	return fd;
 }
 
-int control_new(struct vmt_control **out, struct vmt_manager *m, const char *path)
+int control_new(struct vmt_control **out, sd_event *e, const struct vmt_config *conf,
+		const struct vmt_control_ops *ops, void *owner)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = conf->control_socket;
 	struct vmt_control *c;
 	int r;
 
@@ -660,13 +406,16 @@ int control_new(struct vmt_control **out, struct vmt_manager *m, const char *pat
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->m = m;
+	c->event = e;
+	c->conf = conf;
+	c->ops = ops;
+	c->owner = owner;
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	c->fd = control_activated_fd();
 	if (c->fd >= 0) {
 		c->activated = true;
 		log_info("control socket passed by systemd");
-		r = sd_event_add_io(m->event, &c->src, c->fd, EPOLLIN, accept_cb, c);
+		r = sd_event_add_io(e, &c->src, c->fd, EPOLLIN, accept_cb, c);
 		if (r < 0)
 			goto fail;
 		*out = c;
@@ -685,7 +434,7 @@ int control_new(struct vmt_control **out, struct vmt_manager *m, const char *pat
 		goto fail;
 	}
 	chmod(path, 0660);
-	r = sd_event_add_io(m->event, &c->src, c->fd, EPOLLIN, accept_cb, c);
+	r = sd_event_add_io(e, &c->src, c->fd, EPOLLIN, accept_cb, c);
 	if (r < 0)
 		goto fail;
 	*out = c;

@@ -424,7 +424,7 @@ static void dump_finish(struct vmt_manager *m)
 	struct vmt_dump *d = m->cur;
 
 	for (struct vmt_waiter *w = d->waiters; w; w = w->next)
-		control_answer_dump(m->control, w->client, w->request_id, d->files, d->nfiles,
+		manager_answer_dump(w->client, w->request_id, d->files, d->nfiles,
 				    d->error);
 	log_info("dump %llu: done, %u file(s)", (unsigned long long)d->id, d->nfiles);
 	dump_free(d);

@@ -57,6 +57,11 @@ static void on_host_mark(void *owner, const char *text)
 	hostsrc_mark(owner, text);
 }
 
+static const struct vmt_control_ops manager_ctl_ops = {
+	.request = manager_ctl_request,
+	.gone = manager_ctl_gone,
+};
+
 static const struct vmt_guest_events guest_events = {
 	.flush_done = on_guest_flush_done,
 	.may_dump = on_guest_may_dump,
@@ -416,7 +421,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	r = writer_init(&m->writer, m->event, manager_writer_done, m);
 	if (r < 0)
 		goto fail;
-	r = control_new(&m->control, m, m->conf.control_socket);
+	r = control_new(&m->control, m->event, &m->conf, &manager_ctl_ops, m);
 	if (r < 0)
 		goto fail;
 	if (m->conf.ndiscovery) {

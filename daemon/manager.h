@@ -143,6 +143,13 @@ void manager_submit_retention(struct vmt_manager *m);
  * the sample index is built from what they leave. */
 void manager_apply_retention_now(struct vmt_manager *m);
 void manager_free_dumps(struct vmt_manager *m);
+/* manager-ctl.c: control requests (struct vmt_control_ops), and a dump's
+ * answer to a client that asked for it. */
+void manager_ctl_request(void *owner, struct vmt_client *cl, unsigned type, uint32_t id,
+			 const uint8_t *p, uint32_t len);
+void manager_ctl_gone(void *owner, struct vmt_client *cl);
+void manager_answer_dump(struct vmt_client *cl, uint32_t id, char *const *files, uint32_t nfiles,
+			 int error);
 /* Re-read the configuration file; err says why it was refused. */
 int manager_reload(struct vmt_manager *m, char *err, size_t err_len);
 
