@@ -22,14 +22,16 @@
 #include "discovery.h"
 #include "guest.h"
 #include "log.h"
-#include "manager.h"
 
 #define RESCAN_DELAY_USEC 200000ull
 #define RESCAN_PERIOD_USEC (10 * 1000000ull)
 #define WATCH_MASK (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_ATTRIB)
 
 struct vmt_discovery {
-	struct vmt_manager *m;
+	const struct vmt_config *conf;	/* the daemon's, as reloads change it */
+	struct vmt_guest_list *guests;
+	struct vmt_guest *(*add)(void *owner, const struct vmt_guest_conf *gc);
+	void *owner;
 	int ifd;
 	sd_event_source *io;
 	sd_event_source *timer;
@@ -61,7 +63,6 @@ bool discovery_guest_name(enum vmt_layout layout, const char *entry, char *name,
 
 static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discovery_conf *dc)
 {
-	struct vmt_manager *m = d->m;
 	struct dirent *de;
 	DIR *dir;
 
@@ -87,7 +88,7 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 			continue;
 		if (channel_probe(path, "agent-ctl-path", &t) < 0)
 			continue;
-		g = manager_find_guest(m, name);
+		g = guest_list_find(d->guests, name);
 		if (g && !g->discovered)
 			continue;	/* a configured guest of that name wins */
 		if (g) {
@@ -99,10 +100,11 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 			}
 			continue;
 		}
-		struct vmt_guest_conf gc = { .transport = dc->transport, .rec = m->conf.rec };
+		struct vmt_guest_conf gc = { .transport = dc->transport, .rec = d->conf->rec };
 		snprintf(gc.name, sizeof(gc.name), "%s", name);
 		snprintf(gc.path, sizeof(gc.path), "%s", path);
-		if (manager_add_guest(m, &gc, &g) < 0)
+		g = d->add(d->owner, &gc);
+		if (!g)
 			continue;
 		g->discovered = true;
 		g->present = true;
@@ -114,19 +116,19 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 
 void discovery_rescan(struct vmt_discovery *d)
 {
-	struct vmt_manager *m;
+	struct vmt_guest_list *l;
 
 	if (!d)
 		return;
-	m = d->m;
+	l = d->guests;
 	d->rescans++;
-	for (uint32_t i = 0; i < m->nguests; i++)
-		if (m->guests[i]->discovered)
-			m->guests[i]->present = false;
-	for (uint32_t i = 0; i < m->conf.ndiscovery; i++)
-		discovery_scan_root(d, &m->conf.discovery[i]);
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < l->n; i++)
+		if (l->v[i]->discovered)
+			l->v[i]->present = false;
+	for (uint32_t i = 0; i < d->conf->ndiscovery; i++)
+		discovery_scan_root(d, &d->conf->discovery[i]);
+	for (uint32_t i = 0; i < l->n; i++) {
+		struct vmt_guest *g = l->v[i];
 		if (g->discovered && !g->present && g->state != GUEST_OFFLINE)
 			guest_vanished(g);
 	}
@@ -155,23 +157,28 @@ static int discovery_io_cb(sd_event_source *s, int fd, uint32_t revents, void *u
 	return 0;
 }
 
-int discovery_new(struct vmt_discovery **out, struct vmt_manager *m)
+int discovery_new(struct vmt_discovery **out, sd_event *e, const struct vmt_config *conf,
+		  struct vmt_guest_list *guests,
+		  struct vmt_guest *(*add)(void *owner, const struct vmt_guest_conf *gc), void *owner)
 {
 	struct vmt_discovery *d = calloc(1, sizeof(*d));
 	int r;
 
 	if (!d)
 		return -ENOMEM;
-	d->m = m;
+	d->conf = conf;
+	d->guests = guests;
+	d->add = add;
+	d->owner = owner;
 	d->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (d->ifd < 0) {
 		r = -errno;
 		free(d);
 		return r;
 	}
-	r = sd_event_add_io(m->event, &d->io, d->ifd, EPOLLIN, discovery_io_cb, d);
+	r = sd_event_add_io(e, &d->io, d->ifd, EPOLLIN, discovery_io_cb, d);
 	if (r >= 0)
-		r = sd_event_add_time_relative(m->event, &d->timer, CLOCK_MONOTONIC, RESCAN_PERIOD_USEC,
+		r = sd_event_add_time_relative(e, &d->timer, CLOCK_MONOTONIC, RESCAN_PERIOD_USEC,
 					       100000, discovery_timer_cb, d);
 	if (r < 0) {
 		discovery_free(d);

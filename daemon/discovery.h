@@ -7,11 +7,18 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "guest.h"
 
-struct vmt_manager;
 struct vmt_discovery;
 
-int discovery_new(struct vmt_discovery **out, struct vmt_manager *m);
+/*
+ * Watch conf's discovery folders. A guest found there that guests does not
+ * hold yet is made with add (the owner puts it in the list, or says NULL);
+ * discovery marks it discovered, connects it, and says when it is gone.
+ */
+int discovery_new(struct vmt_discovery **out, sd_event *e, const struct vmt_config *conf,
+		  struct vmt_guest_list *guests,
+		  struct vmt_guest *(*add)(void *owner, const struct vmt_guest_conf *gc), void *owner);
 void discovery_free(struct vmt_discovery *d);
 /* Look at every discovery folder now. */
 void discovery_rescan(struct vmt_discovery *d);

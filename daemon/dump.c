@@ -37,11 +37,11 @@ static void job_set_retention(struct vmt_manager *m, struct vmt_job *job)
 {
 	snprintf(job->state_dir, sizeof(job->state_dir), "%s", m->conf.state_dir);
 	job->retention = m->conf.retention;
-	job->pins = calloc(m->nguests ? m->nguests : 1, sizeof(*job->pins));
+	job->pins = calloc(m->guests.n ? m->guests.n : 1, sizeof(*job->pins));
 	if (!job->pins)
 		return;
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		const struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		const struct vmt_guest *g = m->guests.v[i];
 		if (!g->have_aux)
 			continue;
 		snprintf(job->pins[job->npins].guest, sizeof(job->pins[0].guest), "%s", g->conf.name);
@@ -442,8 +442,8 @@ static void dump_freeze(struct vmt_manager *m)
 
 	d->timer = sd_event_source_disable_unref(d->timer);
 	d->phase = VMT_DUMP_WRITE;
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
 		struct vmt_job *job;
 
 		if (!dump_wants(d, g))
@@ -466,8 +466,8 @@ static int dump_flush_timeout_cb(sd_event_source *s, uint64_t usec, void *userda
 {
 	struct vmt_manager *m = userdata;
 
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
 		if (g->flush_wait && dump_wants(m->cur, g)) {
 			g->flush_wait = false;
 			g->c.flush_timeouts++;
@@ -482,8 +482,8 @@ static int dump_flush_timeout_cb(sd_event_source *s, uint64_t usec, void *userda
 
 static bool dump_flushing_done(struct vmt_manager *m)
 {
-	for (uint32_t i = 0; i < m->nguests; i++)
-		if (m->guests[i]->flush_wait && dump_wants(m->cur, m->guests[i]))
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		if (m->guests.v[i]->flush_wait && dump_wants(m->cur, m->guests.v[i]))
 			return false;
 	return true;
 }
@@ -498,8 +498,8 @@ static void dump_flush(struct vmt_manager *m)
 
 	d->timer = sd_event_source_disable_unref(d->timer);
 	d->phase = VMT_DUMP_FLUSH;
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
 		if (dump_wants(d, g) && guest_flush(g, d->id)) {
 			waiting++;
 			timeout_ms = VMT_MAX(timeout_ms, g->conf.rec.flush_timeout_ms);
@@ -687,8 +687,8 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 		uint32_t eligible = 0;
 		const char *first = NULL;
 
-		for (uint32_t i = 0; i < m->nguests; i++) {
-			struct vmt_guest *g = m->guests[i];
+		for (uint32_t i = 0; i < m->guests.n; i++) {
+			struct vmt_guest *g = m->guests.v[i];
 			bool named = !n;
 			for (uint32_t k = 0; k < n && !named; k++)
 				named = !strcmp(names[k], g->conf.name);
@@ -765,8 +765,8 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 		dump_schedule(m);
 	} else if (d == m->cur && d->phase == VMT_DUMP_FLUSH) {
 		/* guests added while flushing are asked too */
-		for (uint32_t i = 0; i < m->nguests; i++) {
-			struct vmt_guest *g = m->guests[i];
+		for (uint32_t i = 0; i < m->guests.n; i++) {
+			struct vmt_guest *g = m->guests.v[i];
 			if (dump_wants(d, g) && !g->flush_wait && !g->flushed)
 				guest_flush(g, d->id);
 		}
@@ -876,6 +876,6 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 	}
 	job_free(job);
 	/* its pages are free: rings take theirs back, paused reading goes on */
-	for (uint32_t i = 0; i < m->nguests; i++)
-		guest_resume(m->guests[i]);
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		guest_resume(m->guests.v[i]);
 }

@@ -839,8 +839,8 @@ fail:
 	buf_free(&bundle);
 	if (h->g) {
 		/* manager_add_guest() appended it: take it back out */
-		if (m->nguests && m->guests[m->nguests - 1] == h->g)
-			m->nguests--;
+		if (m->guests.n && m->guests.v[m->guests.n - 1] == h->g)
+			m->guests.n--;
 		guest_free(h->g);
 		h->g = NULL;
 	}
@@ -852,9 +852,9 @@ void hostsrc_mark(struct vmt_manager *m, const char *text)
 {
 	struct vmt_hostsrc *h = NULL;
 
-	for (uint32_t i = 0; i < m->nguests && !h; i++)
-		if (m->guests[i]->src_ops == &hostsrc_ops)
-			h = m->guests[i]->src;
+	for (uint32_t i = 0; i < m->guests.n && !h; i++)
+		if (m->guests.v[i]->src_ops == &hostsrc_ops)
+			h = m->guests.v[i]->src;
 	if (!h || !h->dir)
 		return;
 	if (h->marker_fd < 0) {

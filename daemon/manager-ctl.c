@@ -114,9 +114,9 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		tlv_put_u64(&b, VMT_CTAG_GUESTS_REFUSED, m->mem.rings_refused);
 		control_send(cl, &b);
 	}
-	for (uint32_t i = 0; i < m->nguests; i++) {
+	for (uint32_t i = 0; i < m->guests.n; i++) {
 		ctl_msg_begin(&b, VMT_CTL_GUEST, id);
-		put_guest(&b, m->guests[i]);
+		put_guest(&b, m->guests.v[i]);
 		control_send(cl, &b);
 	}
 	if (with_daemon) {

@@ -57,6 +57,13 @@ static void on_host_mark(void *owner, const char *text)
 	hostsrc_mark(owner, text);
 }
 
+static struct vmt_guest *on_discovered(void *owner, const struct vmt_guest_conf *gc)
+{
+	struct vmt_guest *g;
+
+	return manager_add_guest(owner, gc, &g) < 0 ? NULL : g;
+}
+
 static const struct vmt_control_ops manager_ctl_ops = {
 	.request = manager_ctl_request,
 	.gone = manager_ctl_gone,
@@ -73,24 +80,24 @@ static const struct vmt_guest_events guest_events = {
 
 struct vmt_guest *manager_find_guest(struct vmt_manager *m, const char *name)
 {
-	for (uint32_t i = 0; i < m->nguests; i++)
-		if (!strcmp(m->guests[i]->conf.name, name))
-			return m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		if (!strcmp(m->guests.v[i]->conf.name, name))
+			return m->guests.v[i];
 	return NULL;
 }
 
 int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, struct vmt_guest **out)
 {
-	struct vmt_guest **t = realloc(m->guests, (m->nguests + 1) * sizeof(*t));
+	struct vmt_guest **t = realloc(m->guests.v, (m->guests.n + 1) * sizeof(*t));
 	int r;
 
 	if (!t)
 		return -ENOMEM;
-	m->guests = t;
-	r = guest_new(&m->genv, gc, &m->guests[m->nguests]);
+	m->guests.v = t;
+	r = guest_new(&m->genv, gc, &m->guests.v[m->guests.n]);
 	if (r < 0)
 		return r;
-	*out = m->guests[m->nguests++];
+	*out = m->guests.v[m->guests.n++];
 	probe_sync_guests(m->probe);
 	return 0;
 }
@@ -105,16 +112,16 @@ static void manager_housekeeping(struct vmt_manager *m)
 	if (m->housekeeping_runs++ % 12 == 0)
 		manager_submit_retention(m);
 
-	for (uint32_t i = 0; i < m->nguests;) {
-		struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n;) {
+		struct vmt_guest *g = m->guests.v[i];
 
 		guest_check_channels(g);
 		guest_check_partial(g);
 		if (guest_forget(g, after) && g->discovered && !g->present) {
 			log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "forgotten");
 			guest_free(g);
-			memmove(&m->guests[i], &m->guests[i + 1], (m->nguests - i - 1) * sizeof(*m->guests));
-			m->nguests--;
+			memmove(&m->guests.v[i], &m->guests.v[i + 1], (m->guests.n - i - 1) * sizeof(*m->guests.v));
+			m->guests.n--;
 			probe_sync_guests(m->probe);
 			continue;
 		}
@@ -128,10 +135,10 @@ static void manager_notify_status(struct vmt_manager *m)
 {
 	unsigned streaming = 0;
 
-	for (uint32_t i = 0; i < m->nguests; i++)
-		streaming += m->guests[i]->state == GUEST_STREAMING;
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		streaming += m->guests.v[i]->state == GUEST_STREAMING;
 	sd_notifyf(0, "STATUS=%u guest(s), %u streaming, rings %.1f MiB, %llu dump(s), %llu failed",
-		   m->nguests, streaming, (double)m->mem.rings / (1 << 20),
+		   m->guests.n, streaming, (double)m->mem.rings / (1 << 20),
 		   (unsigned long long)m->dumps, (unsigned long long)m->dump_errors);
 }
 
@@ -229,7 +236,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		log_warning("dump_reserve changed: the new size takes effect at the next start");
 		nc.dump_reserve = m->conf.dump_reserve;
 	}
-	ng = calloc(nc.nguests + m->nguests + 1, sizeof(*ng));
+	ng = calloc(nc.nguests + m->guests.n + 1, sizeof(*ng));
 	if (!ng) {
 		config_free(&nc);
 		snprintf(err, err_len, "out of memory");
@@ -256,8 +263,8 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		added++;
 	}
 	/* discovered guests stay unless a configured one took the name */
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
 		bool taken = false;
 
 		for (uint32_t k = 0; k < n; k++)
@@ -268,8 +275,8 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		}
 	}
 	/* the host source keeps its instance and rings if host: did not change */
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
 		bool taken = false;
 
 		for (uint32_t k = 0; k < n; k++)
@@ -280,8 +287,8 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 			host_kept = true;
 		}
 	}
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
 		if (g->keep) {
 			g->keep = false;
 			continue;
@@ -290,9 +297,9 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		guest_free(g);
 		removed++;
 	}
-	free(m->guests);
-	m->guests = ng;
-	m->nguests = n;
+	free(m->guests.v);
+	m->guests.v = ng;
+	m->guests.n = n;
 	detectors_changed = memcmp(&m->conf.detectors, &nc.detectors, sizeof(nc.detectors)) != 0;
 	state_moved = strcmp(m->conf.state_dir, nc.state_dir) != 0;
 	config_free(&m->conf);
@@ -319,7 +326,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		struct vmt_guest *hg;
 		hostsrc_new(m, &hg);	/* logs why it cannot */
 	}
-	if (m->conf.ndiscovery && !m->discovery && discovery_new(&m->discovery, m) < 0)
+	if (m->conf.ndiscovery && !m->discovery && discovery_new(&m->discovery, m->event, &m->conf, &m->guests, on_discovered, m) < 0)
 		log_error("cannot watch the discovery folders");
 	discovery_rescan(m->discovery);
 	control_forget_access(m->control);	/* the control groups may have changed */
@@ -425,23 +432,23 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	if (r < 0)
 		goto fail;
 	if (m->conf.ndiscovery) {
-		r = discovery_new(&m->discovery, m);
+		r = discovery_new(&m->discovery, m->event, &m->conf, &m->guests, on_discovered, m);
 		if (r < 0) {
 			log_error_errno(r, "cannot watch the discovery folders: %m");
 			goto fail;
 		}
 	}
 
-	m->guests = calloc(m->conf.nguests ? m->conf.nguests : 1, sizeof(*m->guests));
-	if (!m->guests) {
+	m->guests.v = calloc(m->conf.nguests ? m->conf.nguests : 1, sizeof(*m->guests.v));
+	if (!m->guests.v) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	for (uint32_t i = 0; i < m->conf.nguests; i++) {
-		r = guest_new(&m->genv, &m->conf.guests[i], &m->guests[i]);
+		r = guest_new(&m->genv, &m->conf.guests[i], &m->guests.v[i]);
 		if (r < 0)
 			goto fail;
-		m->nguests++;
+		m->guests.n++;
 	}
 	{
 		struct vmt_guest *hg;
@@ -474,17 +481,17 @@ int manager_run(struct vmt_manager *m)
 		return 1;
 	}
 	manager_apply_retention_now(m);
-	for (uint32_t i = 0; i < m->nguests; i++)
-		guest_connect(m->guests[i]);
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		guest_connect(m->guests.v[i]);
 	discovery_rescan(m->discovery);
 	log_notice("vmtraced %s running: %u guest(s), state in %s, control socket %s", VMT_VERSION,
-		   m->nguests, m->conf.state_dir, m->conf.control_socket);
+		   m->guests.n, m->conf.state_dir, m->conf.control_socket);
 	sd_notify(0, "READY=1");
 	manager_notify_status(m);
 	r = sd_event_loop(m->event);
 	sd_notify(0, "STOPPING=1");
-	for (uint32_t i = 0; i < m->nguests; i++)
-		guest_stop(m->guests[i]);
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		guest_stop(m->guests.v[i]);
 	return r < 0 ? 1 : 0;
 }
 
@@ -497,9 +504,9 @@ void manager_free(struct vmt_manager *m)
 	discovery_free(m->discovery);
 	control_free(m->control);
 	probe_free(m->probe);
-	for (uint32_t i = 0; i < m->nguests; i++)
-		guest_free(m->guests[i]);
-	free(m->guests);
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		guest_free(m->guests.v[i]);
+	free(m->guests.v);
 	manager_free_dumps(m);
 	sindex_free(&m->samples);
 	mem_free(&m->mem);

@@ -77,8 +77,7 @@ struct vmt_manager {
 	uint8_t bounce[VMT_BOUNCE_SIZE];	/* guest data reads land here first */
 	struct vmt_config conf;
 	const char *config_path;
-	struct vmt_guest **guests;
-	uint32_t nguests;
+	struct vmt_guest_list guests;
 	struct vmt_writer writer;
 	struct vmt_control *control;
 	struct vmt_discovery *discovery;

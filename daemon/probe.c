@@ -363,11 +363,11 @@ void probe_sync_guests_now(struct vmt_probe *p)
 	m = p->m;
 	pfd = bpf_map__fd(p->skel->maps.pids);
 	tfd = bpf_map__fd(p->skel->maps.tids);
-	pkeys = calloc(m->nguests + 1, sizeof(*pkeys));
+	pkeys = calloc(m->guests.n + 1, sizeof(*pkeys));
 	if (!pkeys)
 		return;
-	for (uint32_t i = 0; i < m->nguests; i++) {
-		const struct vmt_guest *g = m->guests[i];
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		const struct vmt_guest *g = m->guests.v[i];
 		struct vmt_detect_pid vp = { 0 };
 		struct tid_ent *th = NULL;
 		uint32_t nth = 0, *tk;

@@ -86,8 +86,8 @@ static void tp_init(struct tp *t)
 		snprintf(t->guests[i].conf.name, sizeof(t->guests[i].conf.name), "vm%d", i + 1);
 		t->gp[i] = &t->guests[i];
 	}
-	t->m->guests = t->gp;
-	t->m->nguests = 2;
+	t->m->guests.v = t->gp;
+	t->m->guests.n = 2;
 }
 
 static void tp_start(struct tp *t)
@@ -437,7 +437,7 @@ START_TEST(storm_is_rate_limited)
 	t.guests[1].ctl.peer_pid = vcpu[1];
 	tp_start(&t);
 	/* all eight, as threads of two guests would be */
-	t.m->nguests = 2;
+	t.m->guests.n = 2;
 	for (int i = 2; i < n; i++) {
 		t.guests[i % 2].ctl.peer_pid = vcpu[i];
 		probe_sync_guests_now(t.p);
