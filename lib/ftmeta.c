@@ -183,7 +183,7 @@ static int read_lines(const char *dir, const char *name, char **text, char ***li
 
 	if (r >= 0 && split_lines(*text, lines, n) < 0)
 		r = -ENOMEM;
-	if (r >= 0)
+	if (r >= 0 && *n)	/* an empty file gives no array */
 		qsort(*lines, *n, sizeof(**lines), cmp_str);
 	return r;
 }
@@ -363,7 +363,8 @@ static int add_enabled(struct bundle_ctx *x, uint32_t *systems)
 			v[k++] = v[i];
 		}
 	}
-	qsort(v, k, sizeof(*v), cmp_str);
+	if (k)
+		qsort(v, k, sizeof(*v), cmp_str);
 	nl = k, k = 0;
 	for (size_t i = 0; i < nl; i++)
 		if (strcmp(v[i], "ftrace") && (!k || strcmp(v[k - 1], v[i])))
