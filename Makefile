@@ -98,7 +98,7 @@ $(O)/vmtracectl: $(CTL_OBJS) $(LIBVMT)
 # sanitizer (static ASan is not supported), built on its own.
 AGENT_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DVMT_VERSION='"$(VERSION)"' -Ilib \
 	$(shell $(PKG_CONFIG) --cflags libtracefs 2>/dev/null) -O2 -g
-AGENT_LIB_SRCS := lib/proto.c lib/util.c lib/meta.c lib/log.c
+AGENT_LIB_SRCS := lib/proto.c lib/util.c lib/meta.c lib/log.c lib/ftmeta.c
 $(O)/agent-objs/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $< (agent)"

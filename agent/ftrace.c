@@ -2,20 +2,16 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tracefs.h>
 
+#include "ftmeta.h"
 #include "ftrace.h"
 #include "log.h"
-#include "meta.h"
 #include "proto.h"
 #include "util.h"
-
-/* tracefs files report size 0 and kallsyms is large: read to EOF, bounded */
-#define FILE_MAX (256u << 20)
 
 static const char *tracing_dir;
 
@@ -41,6 +37,13 @@ static int tfs_path(char *buf, size_t size, const char *name)
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
+/* The agent records the top-level instance. */
+static struct vmt_ftmeta ftrace_ftmeta(void)
+{
+	return (struct vmt_ftmeta){ .top = tracing_dir, .inst = tracing_dir,
+				    .kallsyms = "/proc/kallsyms" };
+}
+
 int ftrace_marker_open(void)
 {
 	char path[1024];
@@ -59,7 +62,7 @@ static int tfs_read(const char *name, char **out, size_t *len)
 	char path[1024];
 	int r = tfs_path(path, sizeof(path), name);
 
-	return r < 0 ? r : read_file(path, FILE_MAX, out, len);
+	return r < 0 ? r : read_file(path, VMT_FTMETA_FILE_MAX, out, len);
 }
 
 static int tfs_write(const char *name, const char *val)
@@ -88,196 +91,22 @@ int ftrace_tracing_on(int on)
 	return r < 0 ? log_error_errno(-EIO, "tracing_on=%d failed", on) : 0;
 }
 
-/* Splits text into NUL-terminated lines in place, skipping empty ones. */
-static int split_lines(char *text, char ***out, size_t *n)
-{
-	size_t cap = 0, k = 0;
-	char **v = NULL, *save = NULL;
-
-	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		if (k == cap) {
-			char **t = realloc(v, (cap = cap ? cap * 2 : 256) * sizeof(*v));
-			if (!t) {
-				free(v);
-				return -ENOMEM;
-			}
-			v = t;
-		}
-		v[k++] = l;
-	}
-	*out = v;
-	*n = k;
-	return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int pattern_ok(const char *p)
-{
-	if (!*p)
-		return 0;
-	for (; *p; p++)
-		if (!isalnum((unsigned char)*p) && !strchr("_.-*?:", *p))
-			return 0;
-	return 1;
-}
-
-/* One pattern against "sys:event", with set_event's meaning: "sys:ev" (globs
- * allowed), "sys:" for a whole system, a bare word for a system or an event. */
-static int pattern_match(const char *pat, const char *sysev)
-{
-	const char *pc = strchr(pat, ':'), *ec = strchr(sysev, ':');
-	char ps[256], es[256];
-
-	if (!ec || (size_t)(ec - sysev) >= sizeof(es) || strlen(pat) >= sizeof(ps))
-		return 0;
-	memcpy(es, sysev, (size_t)(ec - sysev));
-	es[ec - sysev] = 0;
-	if (!pc)
-		return !fnmatch(pat, es, 0) || !fnmatch(pat, ec + 1, 0);
-	memcpy(ps, pat, (size_t)(pc - pat));
-	ps[pc - pat] = 0;
-	return !fnmatch(ps, es, 0) && (!pc[1] || !fnmatch(pc + 1, ec + 1, 0));
-}
-
-int ftrace_match_events(const char *list, size_t len, char **avail, size_t n,
-			char ***out, size_t *nout, char *err, size_t errlen)
-{
-	char *hit = calloc(n ? n : 1, 1), **v;
-	size_t i = 0, k = 0;
-	int r = 0;
-
-	if (!hit)
-		return -ENOMEM;
-	while (i < len && r == 0) {
-		char pat[256];
-		size_t j = i, a, b;
-		int any = 0;
-
-		while (j < len && list[j] != ',')
-			j++;
-		for (a = i; a < j && list[a] == ' '; a++)
-			;
-		for (b = j; b > a && list[b - 1] == ' '; b--)
-			;
-		i = j + 1;
-		if (a == b)
-			continue;
-		if (b - a >= sizeof(pat)) {
-			snprintf(err, errlen, "event pattern too long");
-			r = -EINVAL;
-			break;
-		}
-		memcpy(pat, list + a, b - a);
-		pat[b - a] = 0;
-		if (!pattern_ok(pat) || strchr(strchr(pat, ':') ? strchr(pat, ':') + 1 : pat, ':')) {
-			snprintf(err, errlen, "bad event pattern '%s'", pat);
-			r = -EINVAL;
-			break;
-		}
-		for (size_t e = 0; e < n; e++)
-			if (pattern_match(pat, avail[e]))
-				hit[e] = any = 1;
-		if (!any) {
-			snprintf(err, errlen, "no event matches '%s'", pat);
-			r = -ENOENT;
-		}
-	}
-	if (r < 0) {
-		free(hit);
-		return r;
-	}
-	v = malloc((n ? n : 1) * sizeof(*v));
-	if (!v) {
-		free(hit);
-		return -ENOMEM;
-	}
-	for (size_t e = 0; e < n; e++)
-		if (hit[e] && (!k || strcmp(v[k - 1], avail[e])))
-			v[k++] = avail[e];
-	free(hit);
-	*out = v;
-	*nout = k;
-	return 0;
-}
-
-static int event_set_enable(const char *sysev, const char *val)
-{
-	char sys[256];
-	const char *c = strchr(sysev, ':');
-
-	if (!c || (size_t)(c - sysev) >= sizeof(sys))
-		return -EINVAL;
-	memcpy(sys, sysev, (size_t)(c - sysev));
-	sys[c - sysev] = 0;
-	errno = 0;
-	if (tracefs_event_file_write(NULL, sys, c + 1, "enable", val) < 0)
-		return errno ? -errno : -EIO;
-	return 0;
-}
-
-/*
- * Makes the enabled set exactly want (sorted) by writing only the enable
- * files of events whose state differs: an event already on is not touched,
- * so its tracepoint is not re-patched.
- */
-static int events_apply(char **want, size_t nw, char **cur, size_t nc, unsigned *changed,
-			char *err, size_t errlen)
-{
-	size_t i = 0, j = 0;
-	int r;
-
-	while (i < nw || j < nc) {
-		int c = i == nw ? 1 : j == nc ? -1 : strcmp(want[i], cur[j]);
-		const char *ev = c < 0 ? want[i] : cur[j];
-
-		if (c == 0) {
-			i++, j++;
-			continue;
-		}
-		r = event_set_enable(ev, c < 0 ? "1" : "0");
-		if (r < 0) {
-			snprintf(err, errlen, "cannot %s %s: %s", c < 0 ? "enable" : "disable", ev,
-				 strerror(-r));
-			return r;
-		}
-		log_debug("%s %s", c < 0 ? "enabled" : "disabled", ev);
-		(*changed)++;
-		if (c < 0)
-			i++;
-		else
-			j++;
-	}
-	return 0;
-}
-
 static int setup_events(const char *list, size_t len, unsigned *changed, char *err, size_t errlen)
 {
-	_cleanup_free_ char *avail_txt = NULL, *cur_txt = NULL;
-	_cleanup_free_ char **avail = NULL, **cur = NULL, **want = NULL;
-	size_t alen, clen, na, nc, nw;
-	int r;
+	struct vmt_ftmeta f = ftrace_ftmeta();
+	struct vmt_ftmeta_events ev;
+	int r = ftmeta_events_plan(&f, list, len, &ev, err, errlen);
 
-	r = tfs_read("available_events", &avail_txt, &alen);
-	if (r >= 0)
-		r = tfs_read("set_event", &cur_txt, &clen);
-	if (r < 0) {
-		snprintf(err, errlen, "cannot read available_events/set_event: %s", strerror(-r));
-		return r;
+	if (r > 0) {
+		snprintf(err, errlen, "no event matches '%s'", ev.missing);
+		r = -ENOENT;
 	}
-	if (split_lines(avail_txt, &avail, &na) < 0 || split_lines(cur_txt, &cur, &nc) < 0)
-		return -ENOMEM;
-	qsort(avail, na, sizeof(*avail), cmp_str);
-	qsort(cur, nc, sizeof(*cur), cmp_str);
-	r = ftrace_match_events(list, len, avail, na, &want, &nw, err, errlen);
-	if (r < 0)
-		return r;
-	r = events_apply(want, nw, cur, nc, changed, err, errlen);
 	if (r >= 0)
-		log_info("events: %zu wanted, %zu were on, %u enable files written", nw, nc, *changed);
+		r = ftmeta_events_apply(&f, &ev, changed, err, errlen);
+	if (r >= 0)
+		log_info("events: %zu wanted, %zu were on, %u enable files written", ev.nwant,
+			 ev.ncur, *changed);
+	ftmeta_events_free(&ev);
 	return r;
 }
 
@@ -358,105 +187,13 @@ int ftrace_setup(const struct vmt_start *s, unsigned *changed, char *err, size_t
 	return 0;
 }
 
-static int meta_add_path(struct vmt_buf *b, uint32_t *files, const char *name, const char *path,
-			 int required)
-{
-	_cleanup_free_ char *data = NULL;
-	size_t len;
-	int r = read_file(path, FILE_MAX, &data, &len);
-
-	if (r < 0) {
-		if (!required && (r == -ENOENT || r == -EACCES || r == -EPERM))
-			return 0;
-		return log_error_errno(r, "metadata: %s: %m", path);
-	}
-	r = meta_add(b, name, data, (uint32_t)len);
-	if (r < 0)
-		return log_error_errno(r, "metadata: %s: %m", name);
-	(*files)++;
-	return 0;
-}
-
-static int meta_add_tfs(struct vmt_buf *b, uint32_t *files, const char *name, int required)
-{
-	char path[1024];
-	int r = tfs_path(path, sizeof(path), name);
-
-	return r < 0 ? r : meta_add_path(b, files, name, path, required);
-}
-
-static int meta_add_system(struct vmt_buf *b, uint32_t *files, const char *sys)
-{
-	char **evs = tracefs_system_events(tracing_dir, sys);
-	int r = 0;
-
-	if (!evs)
-		return log_error_errno(-ENOENT, "metadata: no events in system %s", sys);
-	for (char **e = evs; *e && r >= 0; e++) {
-		char name[512];
-
-		snprintf(name, sizeof(name), "events/%s/%s/format", sys, *e);
-		r = meta_add_tfs(b, files, name, 0);
-	}
-	tracefs_list_free(evs);
-	return r;
-}
-
-/* The systems with at least one enabled event, from set_event: distinct
- * "sys" prefixes, as a malloc'd sorted list of pointers into text. */
-static int enabled_systems(char *text, char ***out, size_t *n)
-{
-	char **v;
-	size_t k = 0, nl;
-	int r = split_lines(text, &v, &nl);
-
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < nl; i++) {
-		char *c = strchr(v[i], ':');
-		if (c)
-			*c = 0;
-	}
-	qsort(v, nl, sizeof(*v), cmp_str);
-	for (size_t i = 0; i < nl; i++)
-		if (strcmp(v[i], "ftrace") && (!k || strcmp(v[k - 1], v[i])))
-			v[k++] = v[i];
-	*out = v;
-	*n = k;
-	return 0;
-}
-
 int ftrace_meta(struct vmt_buf *b, uint32_t *files)
 {
-	_cleanup_free_ char *set = NULL;
-	_cleanup_free_ char **sys = NULL;
-	size_t len, nsys;
+	struct vmt_ftmeta f = ftrace_ftmeta();
+	struct vmt_ftmeta_count n;
+	char err[512];
 	int fd, r;
 
-	*files = 0;
-	r = meta_add_tfs(b, files, "events/header_page", 1);
-	if (r >= 0)
-		r = meta_add_tfs(b, files, "events/header_event", 1);
-	if (r >= 0)
-		r = meta_add_system(b, files, "ftrace");
-	if (r < 0)
-		return r;
-	r = tfs_read("set_event", &set, &len);
-	if (r < 0)
-		return log_error_errno(r, "metadata: set_event: %m");
-	r = enabled_systems(set, &sys, &nsys);
-	for (size_t i = 0; r >= 0 && i < nsys; i++)
-		r = meta_add_system(b, files, sys[i]);
-	if (r >= 0)
-		r = meta_add_tfs(b, files, "printk_formats", 0);
-	if (r >= 0)
-		r = meta_add_tfs(b, files, "saved_cmdlines", 0);
-	if (r >= 0)
-		r = meta_add_tfs(b, files, "saved_tgids", 0);
-	if (r >= 0)
-		r = meta_add_tfs(b, files, "trace_clock", 0);
-	if (r < 0)
-		return r;
 	/* with kptr_restrict set, /proc/kallsyms shows zero addresses */
 	fd = open("/proc/sys/kernel/kptr_restrict", O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
@@ -464,28 +201,18 @@ int ftrace_meta(struct vmt_buf *b, uint32_t *files)
 			log_debug("kptr_restrict stays as it was");
 		close(fd);
 	}
-	return meta_add_path(b, files, "kallsyms", "/proc/kallsyms", 0);
+	r = ftmeta_bundle(&f, b, &n, err, sizeof(err));
+	*files = n.files;
+	return r < 0 ? log_error_errno(r, "metadata: %s", err) : 0;
 }
 
 int ftrace_tasks(struct vmt_buf *b)
 {
-	uint32_t files = 0;
-	size_t cmdlines;
-	int r;
+	struct vmt_ftmeta f = ftrace_ftmeta();
+	char err[512];
+	int r = ftmeta_tasks(&f, b, err, sizeof(err));
 
-	b->len = 0;
-	r = meta_add_tfs(b, &files, "saved_cmdlines", 1);
-	if (r < 0)
-		return r;
-	if (b->len > VMT_TASKS_MAX) {
-		b->len = 0;
-		return -EFBIG;
-	}
-	cmdlines = b->len;
-	r = meta_add_tfs(b, &files, "saved_tgids", 0);
-	if (r < 0 || b->len > VMT_TASKS_MAX)
-		b->len = cmdlines;
-	return 0;
+	return r < 0 && r != -EFBIG ? log_error_errno(r, "task tables: %s", err) : r;
 }
 
 /* "123.456789" (in-ns clocks print µs) or "123456" (counter clocks) */

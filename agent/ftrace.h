@@ -3,7 +3,8 @@
  * ftrace: everything the agent does to the guest's top-level tracefs
  * instance through libtracefs: set-up for a START (tracing off, buffer size,
  * clock, enabled events, buffer clear), tracing_on, the metadata bundle the
- * host needs to decode pages, and per_cpu/cpuN/stats.
+ * host needs to decode pages, and per_cpu/cpuN/stats. Event lists, the
+ * bundle and the task tables are lib/ftmeta's, shared with the host source.
  *
  * Only the top-level instance: `trace_event=` on the kernel command line
  * enables events there before the secondary CPUs run, and an event set that
@@ -40,7 +41,8 @@ int ftrace_marker_open(void);
  */
 int ftrace_setup(const struct vmt_start *s, unsigned *changed, char *err, size_t errlen);
 
-/* Builds the metadata bundle (lib/meta.h) into b; *files counts entries. */
+/* Builds the metadata bundle (ftmeta_bundle) into b, kptr_restrict lowered
+ * first; *files counts entries. Failures are logged. */
 int ftrace_meta(struct vmt_buf *b, uint32_t *files);
 
 /*
@@ -57,12 +59,5 @@ int ftrace_cpu_stats(unsigned cpu, struct vmt_cpu_stats *st);
 /* Pure parser of a stats file's text: "name: value" lines, timestamps
  * "sec.usec" turned into ns. -EBADMSG if "read events" is missing. */
 int ftrace_parse_stats(const char *text, size_t len, struct vmt_cpu_stats *st);
-
-/* Pure: expands the comma-separated patterns of list (len bytes) against
- * avail ("sys:event" strings, n of them, sorted); *out is a sorted,
- * de-duplicated, malloc'd array of pointers into avail. -ENOENT with the
- * pattern in err if one matches nothing, -EINVAL if one is malformed. */
-int ftrace_match_events(const char *list, size_t len, char **avail, size_t n,
-			char ***out, size_t *nout, char *err, size_t errlen);
 
 #endif

@@ -17,6 +17,7 @@
 #include <tracefs.h>
 #include <unistd.h>
 
+#include "ftmeta.h"
 #include "guest.h"
 #include "hostsrc.h"
 #include "log.h"
@@ -28,7 +29,6 @@
 #define INSTANCE "vmtraced"
 #define AGENT_NAME "vmtraced host source"
 #define META_MAX (256u << 20)	/* kallsyms alone is several MiB */
-#define FILE_MAX (64u << 20)
 /*
  * poll() on trace_pipe_raw waits for at least one full page and for
  * buffer_percent of the buffer: 1% wakes us every ~10 pages of a 4 MiB
@@ -81,73 +81,38 @@ static int errno_or(int fallback)
 	return errno > 0 ? -errno : fallback;
 }
 
-/* "sched_*" as the anchored basic regex libtracefs matches names with. */
-static void glob_to_regex(const char *s, size_t len, char *out, size_t n)
+/* Where ftmeta finds the instance's files and the host's. */
+static struct vmt_ftmeta hostsrc_ftmeta(const struct vmt_hostsrc *h)
 {
-	size_t o = 0;
-
-	for (size_t i = 0; i < len && o + 3 < n; i++) {
-		if (s[i] == '*')
-			out[o++] = '.';
-		out[o++] = s[i];
-	}
-	out[o] = 0;
+	return (struct vmt_ftmeta){ .top = h->top, .inst = h->dir, .kallsyms = "/proc/kallsyms",
+				    .max = META_MAX };
 }
 
-/*
- * One entry of host.events: "sys:event" (globs), or a bare word for a
- * system or an event, as set_event reads it. -ENOENT if nothing matched.
- */
-static int hostsrc_enable_one(struct tracefs_instance *inst, const char *e, size_t len)
-{
-	const char *c = memchr(e, ':', len);
-	char sys[2 * VMT_CONFIG_MAX_EVENTS], ev[2 * VMT_CONFIG_MAX_EVENTS];
-
-	if (!c) {
-		glob_to_regex(e, len, sys, sizeof(sys));
-		if (tracefs_event_enable(inst, sys, NULL) == 0)
-			return 0;
-		return tracefs_event_enable(inst, NULL, sys) == 0 ? 0 : -ENOENT;
-	}
-	glob_to_regex(e, (size_t)(c - e), sys, sizeof(sys));
-	glob_to_regex(c + 1, len - (size_t)(c - e) - 1, ev, sizeof(ev));
-	/* a whole system goes through its own enable file */
-	return tracefs_event_enable(inst, strcmp(sys, ".*") ? sys : NULL,
-				    strcmp(ev, ".*") ? ev : NULL) == 0 ? 0 : -ENOENT;
-}
-
-/* Enable host.events; those that cannot be are named in one message. */
+/* Enable host.events; those that match nothing are named in one message. */
 static int hostsrc_enable_events(struct vmt_hostsrc *h)
 {
 	const char *list = h->m->conf.host.events;
-	char failed[VMT_CONFIG_MAX_EVENTS + 8] = "";
-	unsigned ok = 0, bad = 0;
+	struct vmt_ftmeta f = hostsrc_ftmeta(h);
+	struct vmt_ftmeta_events ev;
+	unsigned written;
+	char err[512];
+	int r = ftmeta_events_plan(&f, list, strlen(list), &ev, err, sizeof(err));
 
-	for (const char *p = list; *p;) {
-		size_t len = strcspn(p, ",");
-
-		if (len && hostsrc_enable_one(h->inst, p, len) == 0) {
-			ok++;
-		} else if (len) {
-			size_t o = strlen(failed);
-			snprintf(failed + o, sizeof(failed) - o, "%s%.*s", bad++ ? ", " : "", (int)len, p);
-		}
-		p += len + (p[len] == ',');
+	if (r >= 0 && !ev.nwant) {
+		r = log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST,
+			      "none of the host events can be enabled (%s): no host recording",
+			      ev.missing);
+	} else {
+		if (r > 0)
+			log_guest(VMT_LOG_WARNING, 0, HOST_GUEST,
+				  "not available on this kernel, left out: %s", ev.missing);
+		if (r >= 0)
+			r = ftmeta_events_apply(&f, &ev, &written, err, sizeof(err));
+		if (r < 0)
+			log_guest(VMT_LOG_ERR, r, HOST_GUEST, "host events: %s", err);
 	}
-	if (!ok)
-		return log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST,
-				 "none of the host events can be enabled (%s): no host recording",
-				 failed);
-	if (bad)
-		log_guest(VMT_LOG_WARNING, 0, HOST_GUEST,
-			  "not available on this kernel, left out: %s", failed);
-	return 0;
-}
-
-/* The instance's enabled events, "sys:event" lines; malloc'd. */
-static char *hostsrc_set_event(struct vmt_hostsrc *h)
-{
-	return tracefs_instance_file_read(h->inst, "set_event", NULL);
+	ftmeta_events_free(&ev);
+	return r < 0 ? r : 0;
 }
 
 static bool format_has(const char *fmt, const char *field)
@@ -175,7 +140,7 @@ static void filter_add(char *f, size_t n, const char *field)
  */
 static int hostsrc_filter_sched(struct vmt_hostsrc *h)
 {
-	_cleanup_free_ char *set = hostsrc_set_event(h);
+	_cleanup_free_ char *set = tracefs_instance_file_read(h->inst, "set_event", NULL);
 	char *save = NULL;
 
 	if (!set)
@@ -303,113 +268,24 @@ static uint32_t hostsrc_count_cpus(const struct vmt_hostsrc *h)
 
 /* ---- metadata --------------------------------------------------------------- */
 
-static int meta_add_path(struct vmt_buf *b, const char *name, const char *path, bool required)
-{
-	_cleanup_free_ char *data = NULL;
-	size_t len;
-	int r = read_file(path, FILE_MAX, &data, &len);
-
-	if (r < 0) {
-		if (!required && (r == -ENOENT || r == -EACCES || r == -EPERM))
-			return 0;
-		return log_guest(VMT_LOG_ERR, r, HOST_GUEST, "metadata: %s: %m", path);
-	}
-	if (b->len + len + 8 + strlen(name) > META_MAX)
-		return log_guest(VMT_LOG_ERR, -EFBIG, HOST_GUEST,
-				 "metadata: over %u MiB with %s", META_MAX >> 20, name);
-	r = meta_add(b, name, data, (uint32_t)len);
-	return r < 0 ? log_guest(VMT_LOG_ERR, r, HOST_GUEST, "metadata: %s: %m", name) : 0;
-}
-
-static int meta_add_system(struct vmt_hostsrc *h, struct vmt_buf *b, const char *sys)
-{
-	char **evs = tracefs_system_events(h->top, sys);
-	int r = 0;
-
-	if (!evs)
-		return 0;
-	for (char **e = evs; *e && r >= 0; e++) {
-		char name[512], path[PATH_MAX];
-
-		snprintf(name, sizeof(name), "events/%s/%s/format", sys, *e);
-		snprintf(path, sizeof(path), "%s/%s", h->top, name);
-		r = meta_add_path(b, name, path, false);
-	}
-	tracefs_list_free(evs);
-	return r;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The formats of every event of the systems with an enabled event. */
-static int meta_add_enabled(struct vmt_hostsrc *h, struct vmt_buf *b)
-{
-	_cleanup_free_ char *set = hostsrc_set_event(h);
-	_cleanup_free_ char **sys = NULL;
-	char *save = NULL;
-	size_t n = 0, cap = 0, k = 0;
-	int r = 0;
-
-	if (!set)
-		return log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST, "cannot read set_event: %m");
-	for (char *l = strtok_r(set, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		char *c = strchr(l, ':');
-
-		if (!c)
-			continue;
-		*c = 0;
-		if (n == cap) {
-			char **t = realloc(sys, (cap = cap ? 2 * cap : 16) * sizeof(*t));
-			if (!t)
-				return -ENOMEM;
-			sys = t;
-		}
-		sys[n++] = l;
-	}
-	if (!n)
-		return log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST, "no host event is enabled");
-	qsort(sys, n, sizeof(*sys), cmp_str);
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(sys[i], "ftrace") && (!k || strcmp(sys[k - 1], sys[i])))
-			sys[k++] = sys[i];
-	for (size_t i = 0; r >= 0 && i < k; i++)
-		r = meta_add_system(h, b, sys[i]);
-	return r;
-}
-
 static int hostsrc_meta(struct vmt_hostsrc *h, struct vmt_buf *b)
 {
-	static const char *const top_files[] = { "printk_formats", "saved_cmdlines", "saved_tgids" };
-	char path[PATH_MAX];
+	struct vmt_ftmeta f = hostsrc_ftmeta(h);
+	struct vmt_ftmeta_count n;
+	char err[512];
 	const char *why;
 	int r;
 
-	snprintf(path, sizeof(path), "%s/events/header_page", h->dir);
-	r = meta_add_path(b, "events/header_page", path, true);
-	snprintf(path, sizeof(path), "%s/events/header_event", h->dir);
-	if (r >= 0)
-		r = meta_add_path(b, "events/header_event", path, true);
-	if (r >= 0)
-		r = meta_add_system(h, b, "ftrace");
-	if (r >= 0)
-		r = meta_add_enabled(h, b);
-	for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(top_files); i++) {
-		snprintf(path, sizeof(path), "%s/%s", h->top, top_files[i]);
-		r = meta_add_path(b, top_files[i], path, false);
-	}
-	snprintf(path, sizeof(path), "%s/trace_clock", h->dir);
-	if (r >= 0)
-		r = meta_add_path(b, "trace_clock", path, false);
 	/* the host's kptr_restrict is left as it is: root reads real addresses
 	 * unless it is 2 */
-	if (r >= 0)
-		r = meta_add_path(b, "kallsyms", "/proc/kallsyms", false);
-	if (r >= 0 && meta_validate(b->data, b->len, &why) < 0)
-		r = log_guest(VMT_LOG_ERR, -EBADMSG, HOST_GUEST, "metadata: %s", why);
-	return r;
+	r = ftmeta_bundle(&f, b, &n, err, sizeof(err));
+	if (r < 0)
+		return log_guest(VMT_LOG_ERR, r, HOST_GUEST, "metadata: %s", err);
+	if (!n.systems)
+		return log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST, "no host event is enabled");
+	if (meta_validate(b->data, b->len, &why) < 0)
+		return log_guest(VMT_LOG_ERR, -EBADMSG, HOST_GUEST, "metadata: %s", why);
+	return 0;
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -868,28 +744,20 @@ void hostsrc_mark(struct vmt_manager *m, const char *text)
 		log_debug("host trace_marker: %m");
 }
 
-/* The host's task tables now, for the dump's sample, as an agent sends them. */
+/* The host's task tables now, for the dump's sample, as an agent sends them;
+ * the last ones stay if they cannot be read. */
 static void hostsrc_tasks(struct vmt_hostsrc *h)
 {
+	struct vmt_ftmeta f = hostsrc_ftmeta(h);
 	struct vmt_buf t = { 0 };
-	char path[PATH_MAX];
-	size_t cmdlines;
-	const char *why;
+	char err[512];
 
-	snprintf(path, sizeof(path), "%s/saved_cmdlines", h->top);
-	if (meta_add_path(&t, "saved_cmdlines", path, true) < 0 || t.len > VMT_TASKS_MAX)
-		goto out;
-	cmdlines = t.len;
-	snprintf(path, sizeof(path), "%s/saved_tgids", h->top);
-	if (meta_add_path(&t, "saved_tgids", path, false) < 0 || t.len > VMT_TASKS_MAX)
-		t.len = cmdlines;
-	if (meta_tasks_validate(t.data, t.len, &why) < 0)
-		goto out;
+	if (ftmeta_tasks(&f, &t, err, sizeof(err)) < 0) {
+		buf_free(&t);
+		return;
+	}
 	buf_free(&h->g->tasks);
 	h->g->tasks = t;
-	return;
-out:
-	buf_free(&t);
 }
 
 void hostsrc_flush(struct vmt_hostsrc *h)

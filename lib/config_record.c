@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config-int.h"
+#include "ftmeta.h"
 #include "util.h"
 
 #define RING_PAGE ((uint64_t)4096)
@@ -69,24 +70,6 @@ static int clock_parse(struct yamlconf *y, yaml_node_t *v, const char *field, ch
 
 /* ---- event lists ------------------------------------------------------- */
 
-/* tracefs set_event syntax, narrowed: system:event, or one of them alone. */
-static bool event_is_valid(const char *s, size_t len)
-{
-	size_t colons = 0;
-
-	if (!len || s[0] == ':' || s[len - 1] == ':')
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (ch == ':')
-			colons++;
-		else if (!isalnum(ch) && ch != '_' && ch != '*')
-			return false;
-	}
-	return colons <= 1;
-}
-
 static int events_add(struct yamlconf *y, yaml_node_t *v, const char *field, char *buf,
 		      size_t *o, const char *s, size_t len)
 {
@@ -98,7 +81,7 @@ static int events_add(struct yamlconf *y, yaml_node_t *v, const char *field, cha
 	if (memchr(s, ',', len))
 		return yamlconf_error(y, v, field, "%s contains a comma: give one event per entry",
 				      SHOW(one));
-	if (!event_is_valid(s, len))
+	if (!ftmeta_pattern_valid(s, len))
 		return yamlconf_error(y, v, field,
 				      "%s is not an event (system:event of [A-Za-z0-9_*])",
 				      SHOW(one));

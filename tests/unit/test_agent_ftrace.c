@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's pure helpers: the per_cpu stats parser (the "nothing lost"
- * accounting rests on its "read events") and the event-list matcher
- * (which decides what a START enables). Built into this test from the
- * agent's own source: the agent is a separate static program.
+ * The agent's pure helper: the per_cpu stats parser (the "nothing lost"
+ * accounting rests on its "read events"). Built into this test from the
+ * agent's own source: the agent is a separate static program. The
+ * event-list matcher is lib/ftmeta's now: test_ftmeta.
  */
 #include "../../agent/ftrace.c"
 
@@ -43,48 +43,6 @@ START_TEST(stats_without_read_events_are_refused)
 }
 END_TEST
 
-static char *avail[] = {
-	"irq:irq_handler_entry", "irq:irq_handler_exit", "sched:sched_switch",
-	"sched:sched_wakeup", "timer:hrtimer_start",
-};
-
-static size_t match(const char *list, char ***out, char *err, int *r)
-{
-	size_t n = 0;
-
-	*r = ftrace_match_events(list, strlen(list), avail, ARRAY_SIZE(avail), out, &n, err, 128);
-	return n;
-}
-
-START_TEST(event_lists)
-{
-	char **out = NULL, err[128];
-	size_t n;
-	int r;
-
-	n = match("sched:*, irq:irq_handler_entry", &out, err, &r);
-	ck_assert_int_eq(r, 0);
-	ck_assert_uint_eq(n, 3);
-	ck_assert_str_eq(out[0], "irq:irq_handler_entry");
-	ck_assert_str_eq(out[1], "sched:sched_switch");
-	free(out);
-	/* overlapping patterns give each event once */
-	n = match("sched:*,sched:sched_switch,*:sched_switch", &out, err, &r);
-	ck_assert_int_eq(r, 0);
-	ck_assert_uint_eq(n, 2);
-	free(out);
-	n = match("nosuch:*", &out, err, &r);
-	ck_assert_int_eq(r, -ENOENT);
-	ck_assert(strstr(err, "nosuch:*") != NULL);
-	n = match("sched:a:b", &out, err, &r);
-	ck_assert_int_eq(r, -EINVAL);
-	n = match(",, ,", &out, err, &r);
-	ck_assert_int_eq(r, 0);
-	ck_assert_uint_eq(n, 0);
-	free(out);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("agent_ftrace");
@@ -92,7 +50,6 @@ int main(void)
 
 	tcase_add_test(t, stats_of_a_6_1_guest);
 	tcase_add_test(t, stats_without_read_events_are_refused);
-	tcase_add_test(t, event_lists);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }
