@@ -64,6 +64,23 @@ static struct vmt_guest *on_discovered(void *owner, const struct vmt_guest_conf 
 	return manager_add_guest(owner, gc, &g) < 0 ? NULL : g;
 }
 
+static int on_detector(void *owner, const char *guest, const struct vmt_trigger *t)
+{
+	char *names[1] = { (char *)guest };
+	struct vmt_dump_req rq = { .names = names, .n = guest ? 1 : 0, .trigger = t };
+
+	return manager_request_dump(owner, &rq);
+}
+
+/* The detectors, for the configuration in force. */
+static int manager_probe_new(struct vmt_manager *m)
+{
+	struct vmt_probe_env env = { .event = m->event, .conf = &m->conf, .guests = &m->guests,
+				     .fire = on_detector, .owner = m };
+
+	return probe_new(&m->probe, &env);
+}
+
 static const struct vmt_control_ops manager_ctl_ops = {
 	.request = manager_ctl_request,
 	.gone = manager_ctl_gone,
@@ -313,7 +330,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	if (detectors_changed) {
 		probe_free(m->probe);
 		m->probe = NULL;
-		if (probe_new(&m->probe, m) < 0)
+		if (manager_probe_new(m) < 0)
 			log_error("reload: the detectors could not be set up again");
 	}
 	probe_sync_guests(m->probe);
@@ -454,7 +471,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 		struct vmt_guest *hg;
 		hostsrc_new(m, &hg);	/* a host that cannot be traced is logged, not fatal */
 	}
-	r = probe_new(&m->probe, m);	/* detectors that cannot load are logged, not fatal */
+	r = manager_probe_new(m);	/* detectors that cannot load are logged, not fatal */
 	if (r < 0)
 		goto fail;
 	*out = m;

@@ -17,7 +17,6 @@
 
 #include "guest.h"
 #include "log.h"
-#include "manager.h"
 #include "probe.h"
 #include "qemu.h"
 #include "util.h"
@@ -36,7 +35,7 @@
 _Static_assert((int)VMT_CONFIG_DETECTORS == (int)VMT_DET_COUNT, "config and bpf/detect.h detectors differ");
 
 struct vmt_probe {
-	struct vmt_manager *m;
+	struct vmt_probe_env env;
 	struct detect_bpf *skel;
 	struct ring_buffer *rb;
 	sd_event_source *io, *timer, *defer;
@@ -115,7 +114,7 @@ static void set_reason(struct vmt_probe *p, unsigned det, int err)
 /* Open a skeleton with only want[] autoloaded and the settings of conf. */
 static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_bpf **out)
 {
-	const struct vmt_detector_conf *dc = p->m->conf.detectors;
+	const struct vmt_detector_conf *dc = p->env.conf->detectors;
 	struct detect_bpf *s;
 	int r;
 
@@ -147,7 +146,7 @@ static int probe_load(struct vmt_probe *p)
 	int r;
 
 	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
-		want[d] = p->m->conf.detectors[d].enabled;
+		want[d] = p->env.conf->detectors[d].enabled;
 		any |= want[d];
 	}
 	if (!any)
@@ -354,20 +353,20 @@ static void bits_sync(struct vmt_probe *p, const uint32_t *pk, uint32_t np, cons
 
 void probe_sync_guests_now(struct vmt_probe *p)
 {
-	struct vmt_manager *m;
+	const struct vmt_guest_list *l;
 	uint32_t *pkeys = NULL, *tkeys = NULL, np = 0, nt = 0;
 	int pfd, tfd;
 
 	if (!p || !p->skel)
 		return;
-	m = p->m;
+	l = p->env.guests;
 	pfd = bpf_map__fd(p->skel->maps.pids);
 	tfd = bpf_map__fd(p->skel->maps.tids);
-	pkeys = calloc(m->guests.n + 1, sizeof(*pkeys));
+	pkeys = calloc(l->n + 1, sizeof(*pkeys));
 	if (!pkeys)
 		return;
-	for (uint32_t i = 0; i < m->guests.n; i++) {
-		const struct vmt_guest *g = m->guests.v[i];
+	for (uint32_t i = 0; i < l->n; i++) {
+		const struct vmt_guest *g = l->v[i];
 		struct vmt_detect_pid vp = { 0 };
 		struct tid_ent *th = NULL;
 		uint32_t nth = 0, *tk;
@@ -472,8 +471,7 @@ static int rb_event(void *ctx, void *data, size_t len)
 	struct vmt_probe *p = ctx;
 	const struct vmt_detect_event *e = data;
 	struct vmt_trigger t = { .kind = VMT_TRIGGER_BPF };
-	struct vmt_dump_req rq = { .trigger = &t };
-	char *names[1];
+	const char *guest = NULL;
 	uint64_t mono = now_monotonic_ns();
 	int r;
 
@@ -491,11 +489,9 @@ static int rb_event(void *ctx, void *data, size_t len)
 			log_debug("detector %s: its guest is gone", t.reason);
 			return 0;
 		}
-		names[0] = p->names[e->guest];
-		rq.names = names;
-		rq.n = 1;
+		guest = p->names[e->guest];
 	}
-	r = manager_request_dump(p->m, &rq);
+	r = p->env.fire(p->env.owner, guest, &t);
 	if (r == -EBUSY) {
 		p->mgr_suppressed[e->detector]++;
 		log_debug("detector %s (suppressed)", t.reason);
@@ -503,8 +499,8 @@ static int rb_event(void *ctx, void *data, size_t len)
 		log_warning_errno(r, "detector %s: cannot start a dump: %m", detector_name(e->detector));
 	} else {
 		p->fired[e->detector]++;
-		if (rq.n)
-			log_guest(VMT_LOG_NOTICE, 0, names[0], "detector %s", t.reason);
+		if (guest)
+			log_guest(VMT_LOG_NOTICE, 0, guest, "detector %s", t.reason);
 		else
 			log_notice("detector %s", t.reason);
 	}
@@ -526,14 +522,14 @@ static int defer_cb(sd_event_source *s, void *userdata)
 }
 
 /* From the loop's next turn: callers may be half-way through changing
- * m->guests (a reload, a guest being freed). */
+ * the guest list (a reload, a guest being freed). */
 void probe_sync_guests(struct vmt_probe *p)
 {
 	if (!p || !p->skel || !p->rb)
 		return;
 	if (p->defer)
 		sd_event_source_set_enabled(p->defer, SD_EVENT_ONESHOT);
-	else if (sd_event_add_defer(p->m->event, &p->defer, defer_cb, p) < 0)
+	else if (sd_event_add_defer(p->env.event, &p->defer, defer_cb, p) < 0)
 		p->defer = NULL;	/* the resync timer will do it */
 }
 
@@ -546,7 +542,7 @@ static int resync_cb(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
-int probe_new(struct vmt_probe **out, struct vmt_manager *m)
+int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env)
 {
 	struct vmt_probe *p;
 	uint64_t now;
@@ -556,7 +552,7 @@ int probe_new(struct vmt_probe **out, struct vmt_manager *m)
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->m = m;
+	p->env = *env;
 	p->names = calloc(MAX_NAMES, sizeof(*p->names));
 	p->bits = calloc(VMT_DETECT_BITMAP_WORDS, sizeof(*p->bits));
 	if (!p->names || !p->bits) {
@@ -568,7 +564,7 @@ int probe_new(struct vmt_probe **out, struct vmt_manager *m)
 	libbpf_set_print(libbpf_print_cb);
 	probe_load(p);
 	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
-		if (m->conf.detectors[d].enabled && !p->loaded[d])
+		if (env->conf->detectors[d].enabled && !p->loaded[d])
 			log_warning("detector %s not loaded: %s", detector_name(d), p->reason[d]);
 	if (p->skel && p->nlinks) {
 		p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.events), rb_event, p, NULL);
@@ -577,7 +573,7 @@ int probe_new(struct vmt_probe **out, struct vmt_manager *m)
 			log_error_errno(r, "detectors: cannot open the ring buffer: %m");
 			goto fail;
 		}
-		r = sd_event_add_io(m->event, &p->io, ring_buffer__epoll_fd(p->rb), EPOLLIN,
+		r = sd_event_add_io(env->event, &p->io, ring_buffer__epoll_fd(p->rb), EPOLLIN,
 				    rb_io_cb, p);
 		/* before everything else: a dying QEMU closes its channels at the
 		 * same moment, and the record must be read while its guest is
@@ -586,8 +582,8 @@ int probe_new(struct vmt_probe **out, struct vmt_manager *m)
 			r = sd_event_source_set_priority(p->io, SD_EVENT_PRIORITY_IMPORTANT - 10);
 		if (r < 0)
 			goto fail;
-		sd_event_now(m->event, CLOCK_MONOTONIC, &now);
-		r = sd_event_add_time(m->event, &p->timer, CLOCK_MONOTONIC, now + RESYNC_USEC,
+		sd_event_now(env->event, CLOCK_MONOTONIC, &now);
+		r = sd_event_add_time(env->event, &p->timer, CLOCK_MONOTONIC, now + RESYNC_USEC,
 				      100000, resync_cb, p);
 		if (r < 0)
 			goto fail;
@@ -636,7 +632,7 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 			snprintf(o->reason, sizeof(o->reason), "detectors not started");
 			continue;
 		}
-		o->enabled = p->m->conf.detectors[d].enabled;
+		o->enabled = p->env.conf->detectors[d].enabled;
 		o->loaded = p->loaded[d];
 		if (!o->enabled)
 			snprintf(o->reason, sizeof(o->reason), "disabled in the config");
@@ -670,19 +666,19 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 #else /* !VMT_HAVE_BPF */
 
 struct vmt_probe {
-	struct vmt_manager *m;
+	struct vmt_probe_env env;
 };
 
-int probe_new(struct vmt_probe **out, struct vmt_manager *m)
+int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env)
 {
 	struct vmt_probe *p = calloc(1, sizeof(*p));
 
 	*out = NULL;
 	if (!p)
 		return -ENOMEM;
-	p->m = m;
+	p->env = *env;
 	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
-		if (m->conf.detectors[d].enabled) {
+		if (env->conf->detectors[d].enabled) {
 			log_warning("detectors not loaded: vmtraced was built without BPF");
 			break;
 		}
@@ -708,7 +704,7 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 	memset(st, 0, sizeof(*st));
 	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
 		st->det[d].name = detector_name(d);
-		st->det[d].enabled = p && p->m->conf.detectors[d].enabled;
+		st->det[d].enabled = p && p->env.conf->detectors[d].enabled;
 		snprintf(st->det[d].reason, sizeof(st->det[d].reason), "built without BPF");
 	}
 }

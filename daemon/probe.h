@@ -17,9 +17,20 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "guest.h"
 
-struct vmt_manager;
 struct vmt_probe;
+
+/* What the detectors are given: where to run, what to watch, whom to tell. */
+struct vmt_probe_env {
+	sd_event *event;
+	const struct vmt_config *conf;	/* the daemon's, as reloads change it */
+	const struct vmt_guest_list *guests;	/* whose QEMU the detectors follow */
+	/* A detector fired: a dump of that guest (NULL: of every guest);
+	 * -EBUSY when its owner's trigger policy held it back. */
+	int (*fire)(void *owner, const char *guest, const struct vmt_trigger *t);
+	void *owner;
+};
 
 struct vmt_probe_detector {
 	const char *name;	/* "process_death", ... */
@@ -40,15 +51,16 @@ struct vmt_probe_status {
 };
 
 /*
- * Load and attach the detectors m->conf enables; 0 even when none could
+ * Load and attach the detectors env->conf enables; 0 even when none could
  * load (the daemon works without them), -ENOMEM. *out may be NULL-freed.
+ * env is copied.
  */
-int probe_new(struct vmt_probe **out, struct vmt_manager *m);
+int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env);
 void probe_free(struct vmt_probe *p);
 /*
  * Guests connected, went away, were added or removed: refresh the
  * pids/tids maps at the event loop's next turn, so it is safe to call
- * while m->guests is being changed (also done every 2 s for new threads
+ * while the guest list is being changed (also done every 2 s for new threads
  * and pidfiles). _now does it at once. p may be NULL.
  */
 void probe_sync_guests(struct vmt_probe *p);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * probe: the BPF detectors for real (root, BTF). The probe runs in this
- * process on a bare manager (event loop, config, hand-made guests);
- * manager_request_dump() is replaced below to record the triggers, with a
+ * process on a bare manager (event loop, config, hand-made guests); its
+ * fire callback (struct vmt_probe_env) records the triggers, with a
  * cooldown like the real one, so what is checked is exactly what
- * daemon/probe.c hands the manager. probe.c is compiled into this file
+ * daemon/probe.c hands its owner. probe.c is compiled into this file
  * (the test rule links no daemon object): with -DVMT_HAVE_BPF and the
  * skeleton for real, else its stub, and the tests skip.
  */
@@ -38,8 +38,9 @@ static unsigned nseen;
 static uint64_t cooldown_ns, last_fire_ns;
 
 /* The manager's side, for this test: record, and a global cooldown. */
-int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
+static int test_fire(void *owner, const char *guest, const struct vmt_trigger *t)
 {
+	struct vmt_manager *m = owner;
 	uint64_t now = now_monotonic_ns();
 
 	m->triggers_total++;
@@ -49,8 +50,8 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 	}
 	last_fire_ns = now;
 	if (nseen < MAX_SEEN) {
-		seen[nseen] = *rq->trigger;
-		snprintf(seen_guest[nseen], VMT_NAME_MAX, "%s", rq->n ? rq->names[0] : "*");
+		seen[nseen] = *t;
+		snprintf(seen_guest[nseen], VMT_NAME_MAX, "%s", guest ? guest : "*");
 		nseen++;
 	}
 	return 0;
@@ -92,7 +93,10 @@ static void tp_init(struct tp *t)
 
 static void tp_start(struct tp *t)
 {
-	ck_assert_int_eq(probe_new(&t->p, t->m), 0);
+	struct vmt_probe_env env = { .event = t->m->event, .conf = &t->m->conf,
+				     .guests = &t->m->guests, .fire = test_fire, .owner = t->m };
+
+	ck_assert_int_eq(probe_new(&t->p, &env), 0);
 	ck_assert_ptr_nonnull(t->p);
 }
 
