@@ -21,7 +21,6 @@
 #include "guest.h"
 #include "hostsrc.h"
 #include "log.h"
-#include "manager.h"
 #include "meta.h"
 #include "page.h"
 
@@ -60,7 +59,7 @@ struct vmt_hostsrc_cpu {
 };
 
 struct vmt_hostsrc {
-	struct vmt_manager *m;
+	const struct vmt_guest_env *env;
 	int marker_fd;		/* the instance's trace_marker, -1 until first used */
 	struct vmt_guest *g;
 	struct tracefs_instance *inst;
@@ -91,7 +90,7 @@ static struct vmt_ftmeta hostsrc_ftmeta(const struct vmt_hostsrc *h)
 /* Enable host.events; those that match nothing are named in one message. */
 static int hostsrc_enable_events(struct vmt_hostsrc *h)
 {
-	const char *list = h->m->conf.host.events;
+	const char *list = h->env->conf->host.events;
 	struct vmt_ftmeta f = hostsrc_ftmeta(h);
 	struct vmt_ftmeta_events ev;
 	unsigned written;
@@ -215,7 +214,7 @@ static int hostsrc_instance(struct vmt_hostsrc *h)
 
 static int hostsrc_configure(struct vmt_hostsrc *h)
 {
-	const struct vmt_host_conf *hc = &h->m->conf.host;
+	const struct vmt_host_conf *hc = &h->env->conf->host;
 	const char *clock = hc->clock[0] ? hc->clock : "mono";
 	int r;
 
@@ -498,7 +497,7 @@ static int hostsrc_use_timer(struct vmt_hostsrc *h, int err, const char *why)
 		h->cpus[i].src = sd_event_source_disable_unref(h->cpus[i].src);
 	if (h->timer)
 		return 0;
-	r = sd_event_add_time_relative(h->m->event, &h->timer, CLOCK_MONOTONIC, POLL_USEC, 10000,
+	r = sd_event_add_time_relative(h->env->event, &h->timer, CLOCK_MONOTONIC, POLL_USEC, 10000,
 				       hostsrc_timer_cb, h);
 	return r < 0 ? log_guest(VMT_LOG_ERR, r, HOST_GUEST, "cannot arm the read timer: %m") : 0;
 }
@@ -517,7 +516,7 @@ static int hostsrc_watch(struct vmt_hostsrc *h)
 		return hostsrc_use_timer(h, 0, "no buffer_percent in this kernel");
 	for (uint32_t i = 0; r >= 0 && i < h->ncpus; i++)
 		if (h->cpus[i].fd >= 0)
-			r = sd_event_add_io(h->m->event, &h->cpus[i].src, h->cpus[i].fd, EPOLLIN,
+			r = sd_event_add_io(h->env->event, &h->cpus[i].src, h->cpus[i].fd, EPOLLIN,
 					    hostsrc_io_cb, &h->cpus[i]);
 	return r < 0 ? hostsrc_use_timer(h, r, "trace_pipe_raw cannot be polled") : 0;
 }
@@ -540,7 +539,7 @@ static void read_line(const char *path, char *out, size_t n)
 static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
 			 const struct vmt_page_layout *layout)
 {
-	struct vmt_manager *m = h->m;
+	const struct vmt_config *conf = h->env->conf;
 	struct vmt_guest_conf gc = { .line = 0 };
 	struct vmt_guest *g;
 	struct vmt_hello *hl;
@@ -551,12 +550,12 @@ static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
 	int r;
 
 	snprintf(gc.name, sizeof(gc.name), HOST_GUEST);
-	gc.rec = m->conf.rec;
-	gc.rec.ring_size = m->conf.host.ring_size;
+	gc.rec = conf->rec;
+	gc.rec.ring_size = conf->host.ring_size;
 	gc.rec.meta_max = META_MAX;
-	snprintf(gc.rec.clock, sizeof(gc.rec.clock), "%s", m->conf.host.clock);
-	snprintf(gc.rec.events, sizeof(gc.rec.events), "%s", m->conf.host.events);
-	r = manager_add_guest(m, &gc, &g);
+	snprintf(gc.rec.clock, sizeof(gc.rec.clock), "%s", conf->host.clock);
+	snprintf(gc.rec.events, sizeof(gc.rec.events), "%s", conf->host.events);
+	r = guest_new(h->env, &gc, &g);
 	if (r < 0)
 		return log_guest(VMT_LOG_ERR, r, HOST_GUEST, "%m");
 	h->g = g;
@@ -572,7 +571,7 @@ static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
 	if (uname(&u) == 0)
 		snprintf(hl->release, sizeof(hl->release), "%s", u.release);
 	clock = tracefs_get_clock(h->inst);
-	snprintf(hl->clock, sizeof(hl->clock), "%s", clock ? clock : m->conf.host.clock);
+	snprintf(hl->clock, sizeof(hl->clock), "%s", clock ? clock : conf->host.clock);
 	free(clock);
 	read_line("/proc/sys/kernel/random/boot_id", hl->boot_id, sizeof(hl->boot_id));
 	snprintf(hl->agent, sizeof(hl->agent), AGENT_NAME);
@@ -656,25 +655,23 @@ static const struct vmt_source_ops hostsrc_ops = {
 	.free = src_free,
 };
 
-int hostsrc_new(struct vmt_manager *m, struct vmt_guest **out)
+int hostsrc_new(const struct vmt_guest_env *env, struct vmt_guest **out)
 {
+	const struct vmt_config *conf = env->conf;
 	struct vmt_hostsrc *h;
 	struct vmt_buf bundle = { 0 };
 	struct vmt_page_layout layout;
 	int r;
 
 	*out = NULL;
-	if (!m->conf.host.enabled)
+	if (!conf->host.enabled)
 		return 0;
-	if (manager_find_guest(m, HOST_GUEST))
-		return log_guest(VMT_LOG_ERR, -EEXIST, HOST_GUEST,
-				 "a guest is already named \"" HOST_GUEST "\": no host recording");
 	h = calloc(1, sizeof(*h));
 	if (h)
 		h->marker_fd = -1;
 	if (!h)
 		return log_guest(VMT_LOG_ERR, -ENOMEM, HOST_GUEST, "%m");
-	h->m = m;
+	h->env = env;
 	errno = 0;
 	h->top = tracefs_tracing_dir();
 	if (!h->top) {
@@ -708,15 +705,12 @@ int hostsrc_new(struct vmt_manager *m, struct vmt_guest **out)
 	h->g->src_ops = &hostsrc_ops;
 	*out = h->g;
 	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "recording %s in ftrace instance " INSTANCE
-		  " (%u CPUs, clock %s%s)", m->conf.host.events, h->ncpus, h->g->hello.clock,
-		  m->conf.host.qemu_only ? ", sched events of QEMU threads only" : "");
+		  " (%u CPUs, clock %s%s)", conf->host.events, h->ncpus, h->g->hello.clock,
+		  conf->host.qemu_only ? ", sched events of QEMU threads only" : "");
 	return 0;
 fail:
 	buf_free(&bundle);
 	if (h->g) {
-		/* manager_add_guest() appended it: take it back out */
-		if (m->guests.n && m->guests.v[m->guests.n - 1] == h->g)
-			m->guests.n--;
 		guest_free(h->g);
 		h->g = NULL;
 	}
@@ -724,13 +718,15 @@ fail:
 	return r;
 }
 
-void hostsrc_mark(struct vmt_manager *m, const char *text)
+bool hostsrc_is(const struct vmt_guest *g)
 {
-	struct vmt_hostsrc *h = NULL;
+	return g && g->src_ops == &hostsrc_ops;
+}
 
-	for (uint32_t i = 0; i < m->guests.n && !h; i++)
-		if (m->guests.v[i]->src_ops == &hostsrc_ops)
-			h = m->guests.v[i]->src;
+void hostsrc_mark(struct vmt_guest *g, const char *text)
+{
+	struct vmt_hostsrc *h = hostsrc_is(g) ? g->src : NULL;
+
 	if (!h || !h->dir)
 		return;
 	if (h->marker_fd < 0) {

@@ -8,19 +8,26 @@
 #ifndef VMT_HOSTSRC_H
 #define VMT_HOSTSRC_H
 
-struct vmt_manager;
-struct vmt_guest;
+#include <stdbool.h>
+
+#include "guest.h"
+
 struct vmt_hostsrc;
 
-/* Set the instance up and add the "host" source to the manager. */
-int hostsrc_new(struct vmt_manager *m, struct vmt_guest **out);
+/* With host.enabled: set the instance up and make the guest named "host"
+ * that stands for it (*out; its owner puts it in its list). 0 with *out
+ * NULL when host recording is off; -errno, logged, when it cannot be. */
+int hostsrc_new(const struct vmt_guest_env *env, struct vmt_guest **out);
 /* Move every complete and partial page into the rings now (for a dump). */
 void hostsrc_flush(struct vmt_hostsrc *h);
 /* Stop reading and remove the instance. NULL is fine. */
 void hostsrc_free(struct vmt_hostsrc *h);
 /* Reading stopped for a held page (see ring_room) starts again. */
 void hostsrc_resume(struct vmt_hostsrc *h);
-/* Write text into the host instance's trace_marker, if the host is traced. */
-void hostsrc_mark(struct vmt_manager *m, const char *text);
+/* Is g the host's own source? */
+bool hostsrc_is(const struct vmt_guest *g);
+/* Write text into the host instance's trace_marker (g the host's guest;
+ * anything else is ignored). */
+void hostsrc_mark(struct vmt_guest *g, const char *text);
 
 #endif

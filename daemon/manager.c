@@ -54,7 +54,11 @@ static void on_guest_qemu_changed(void *owner, struct vmt_guest *g)
 
 static void on_host_mark(void *owner, const char *text)
 {
-	hostsrc_mark(owner, text);
+	struct vmt_manager *m = owner;
+
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		if (hostsrc_is(m->guests.v[i]))
+			hostsrc_mark(m->guests.v[i], text);
 }
 
 static struct vmt_guest *on_discovered(void *owner, const struct vmt_guest_conf *gc)
@@ -144,6 +148,31 @@ static void manager_housekeeping(struct vmt_manager *m)
 		}
 		i++;
 	}
+}
+
+/* The host's own source, with host.enabled, as the guest named "host". */
+static void manager_start_host(struct vmt_manager *m)
+{
+	struct vmt_guest **t, *g = NULL;
+
+	if (!m->conf.host.enabled)
+		return;
+	if (manager_find_guest(m, "host")) {
+		log_guest(VMT_LOG_ERR, -EEXIST, "host",
+			  "a guest is already named \"host\": no host recording");
+		return;
+	}
+	if (hostsrc_new(&m->genv, &g) < 0 || !g)
+		return;
+	t = realloc(m->guests.v, (m->guests.n + 1) * sizeof(*t));
+	if (!t) {
+		log_guest(VMT_LOG_ERR, -ENOMEM, "host", "%m");
+		guest_free(g);
+		return;
+	}
+	m->guests.v = t;
+	m->guests.v[m->guests.n++] = g;
+	probe_sync_guests(m->probe);
 }
 
 /* ---- systemd ------------------------------------------------------------- */
@@ -339,10 +368,8 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 			ng[i]->fresh = false;
 			guest_connect(ng[i]);
 		}
-	if (!host_kept) {
-		struct vmt_guest *hg;
-		hostsrc_new(m, &hg);	/* logs why it cannot */
-	}
+	if (!host_kept)
+		manager_start_host(m);	/* logs why it cannot */
 	if (m->conf.ndiscovery && !m->discovery && discovery_new(&m->discovery, m->event, &m->conf, &m->guests, on_discovered, m) < 0)
 		log_error("cannot watch the discovery folders");
 	discovery_rescan(m->discovery);
@@ -467,10 +494,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 			goto fail;
 		m->guests.n++;
 	}
-	{
-		struct vmt_guest *hg;
-		hostsrc_new(m, &hg);	/* a host that cannot be traced is logged, not fatal */
-	}
+	manager_start_host(m);	/* a host that cannot be traced is logged, not fatal */
 	r = manager_probe_new(m);	/* detectors that cannot load are logged, not fatal */
 	if (r < 0)
 		goto fail;
