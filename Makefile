@@ -61,8 +61,10 @@ LIBVMT      := $(O)/libvmt.a
 # program with the rest of its folder, and archived apart for the tests,
 # which link them ahead of libvmt.
 DAEMON_PURE_SRCS := daemon/ring.c daemon/pagepool.c daemon/retention.c
+CTL_PURE_SRCS := ctl/tracedat.c
 LIBVMTD     := $(O)/libvmtd.a
-TEST_LIBS   := $(LIBVMTD) $(LIBVMT)
+LIBVMTCTL   := $(O)/libvmtctl.a
+TEST_LIBS   := $(LIBVMTD) $(LIBVMTCTL) $(LIBVMT)
 PROGS       := $(O)/vmtraced $(O)/vmtracectl $(O)/vmtrace-agent
 
 .PHONY: all tests check check-stress check-unit check-integration check-e2e demo deps install clean help bench soak corpus
@@ -89,6 +91,9 @@ $(LIBVMT): $(LIB_OBJS)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(LIBVMTD): $(DAEMON_PURE_SRCS:%.c=$(O)/%.o)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -121,6 +126,7 @@ $(O)/vmtrace-agent: $(AGENT_SRCS:%.c=$(O)/agent-objs/%.o) $(AGENT_LIB_SRCS:%.c=$
 TEST_INC    := -Itests/lib
 $(O)/tests/test_ring $(O)/tests/test_retention $(O)/tests/test_daemon $(O)/tests/test_hostile: \
 	TEST_INC += -Idaemon
+$(O)/tests/test_tracedat: TEST_INC += -Ictl
 $(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
