@@ -57,6 +57,14 @@ UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=$(O)/tests/%)
 INTEG_BINS  := $(INTEG_SRCS:tests/integration/%.c=$(O)/tests/%)
 
 LIBVMT      := $(O)/libvmt.a
+# A program's own pure modules (no event loop, no manager): linked into the
+# program with the rest of its folder, and archived apart for the tests,
+# which link them ahead of libvmt.
+DAEMON_PURE_SRCS := daemon/ring.c daemon/pagepool.c daemon/retention.c
+CTL_PURE_SRCS := ctl/tracedat.c
+LIBVMTD     := $(O)/libvmtd.a
+LIBVMTCTL   := $(O)/libvmtctl.a
+TEST_LIBS   := $(LIBVMTD) $(LIBVMTCTL) $(LIBVMT)
 PROGS       := $(O)/vmtraced $(O)/vmtracectl $(O)/vmtrace-agent
 
 .PHONY: all tests check check-stress check-unit check-integration check-e2e demo deps install clean help bench soak corpus
@@ -80,6 +88,12 @@ $(O)/%.o: %.c
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(LIBVMT): $(LIB_OBJS)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(LIBVMTD): $(DAEMON_PURE_SRCS:%.c=$(O)/%.o)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -107,15 +121,20 @@ $(O)/vmtrace-agent: $(AGENT_SRCS:%.c=$(O)/agent-objs/%.o) $(AGENT_LIB_SRCS:%.c=$
 	@echo "  LD      $@ (static)"
 	$(Q)$(CC) -static -o $@ $^ $(shell $(PKG_CONFIG) --static --libs libtracefs 2>/dev/null) -lpthread
 
-# Tests: each tests/unit/test_X.c is one Check suite linked with libvmt.
-$(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(LIBVMT)
+# Tests: each tests/unit/test_X.c is one Check suite linked with libvmt and
+# the programs' pure modules; those that test one find its folder's headers.
+TEST_INC    := -Itests/lib
+$(O)/tests/test_ring $(O)/tests/test_retention $(O)/tests/test_daemon $(O)/tests/test_hostile: \
+	TEST_INC += -Idaemon
+$(O)/tests/test_tracedat: TEST_INC += -Ictl
+$(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
-$(O)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(LIBVMT)
+	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) $(TEST_INC) -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
+$(O)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) $(TEST_INC) -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
 # Small programs the suites use (tdcount; unitfilter runs a program under a
 # unit file's SystemCallFilter=), built like the tests.

@@ -143,7 +143,7 @@ static void show(const char *path, const struct vmt_sample *s)
 	       " flush timeouts\n", s->ctl_rejected_bytes, s->ctl_rejected_msgs, s->flush_timeouts);
 	for (uint32_t c = 0; c < s->ncpus; c++) {
 		const struct vmt_sample_cpu *sc = &s->cpus[c];
-		const struct vmt_ring_counters *k = &sc->counters;
+		const struct vmt_sample_counters *k = &sc->counters;
 
 		printf("cpu%-3u    %u pages, %" PRIu64 " events", sc->cpu, sc->npages, sc->events);
 		if (sc->npages)

@@ -452,7 +452,20 @@ static bool ends_with(const char *s, const char *tail)
 	return a >= b && !strcmp(s + a - b, tail);
 }
 
-int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
+struct merge_opts {
+	const char *out, *aux_path, *config, *since_s, *until_s;
+	char state_dir[4096];	/* "" : the configuration's */
+	int quiet;
+};
+
+static void merge_usage(void)
+{
+	fprintf(stderr, "usage: vmtracectl merge [-o DIR|FILE.dat] [--aux AUX] [-q] SAMPLE...\n"
+			"       vmtracectl merge [-o DIR] [-d STATE_DIR|-c CONFIG] --since WHEN [--until WHEN] [GUEST...]\n");
+}
+
+/* Options into *m: -1 to go on, else the status to exit with. */
+static int merge_options(int argc, char **argv, struct merge_opts *m)
 {
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
@@ -464,59 +477,155 @@ int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ 0 },
 	};
-	const char *out = ".", *aux_path = NULL, *config = DEFAULT_CONFIG, *since_s = NULL, *until_s = NULL;
-	char state_dir[4096] = "", **picked = NULL;
-	struct vmt_sset set = { 0 };
-	struct progress prog = { .start_ns = now_monotonic_ns() };
-	struct linkage lk = { 0 };
-	uint64_t since = 0, until = UINT64_MAX;
-	uint32_t npicked = 0, written = 0;
-	int opt, quiet = 0, ret = 1;
-	bool one_file;
+	int opt;
 
-	(void)o;
 	optind = 0;	/* 0: glibc forgets the permutation state of the last parse */
 	while ((opt = getopt_long(argc, argv, "o:a:qd:c:", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'o': out = optarg; break;
-		case 'a': aux_path = optarg; break;
-		case 'q': quiet = 1; break;
-		case 'S': since_s = optarg; break;
-		case 'U': until_s = optarg; break;
-		case 'd': snprintf(state_dir, sizeof(state_dir), "%s", optarg); break;
-		case 'c': config = optarg; break;
-		default: goto usage;
+		case 'o': m->out = optarg; break;
+		case 'a': m->aux_path = optarg; break;
+		case 'q': m->quiet = 1; break;
+		case 'S': m->since_s = optarg; break;
+		case 'U': m->until_s = optarg; break;
+		case 'd': snprintf(m->state_dir, sizeof(m->state_dir), "%s", optarg); break;
+		case 'c': m->config = optarg; break;
+		default: merge_usage(); return 2;
 		}
 	}
-	if ((since_s && parse_when(since_s, &since) < 0) || (until_s && parse_when(until_s, &until) < 0)) {
+	return -1;
+}
+
+/*
+ * --since/--until: the paths of the samples in the state folder frozen in
+ * that time, of the guests named (of every guest if none). -1 to go on,
+ * else the status to exit with.
+ */
+static int pick_by_time(struct merge_opts *m, char **guests, int nguests, char ***picked,
+			uint32_t *npicked)
+{
+	uint64_t since = 0, until = UINT64_MAX;
+
+	if ((m->since_s && parse_when(m->since_s, &since) < 0) ||
+	    (m->until_s && parse_when(m->until_s, &until) < 0)) {
 		fprintf(stderr, "vmtracectl: --since/--until take @EPOCH, -DURATION (ago) or "
 				"YYYY-MM-DD[THH:MM[:SS]][Z], not '%s'\n",
-			since_s && parse_when(since_s, &since) < 0 ? since_s : until_s);
+			m->since_s && parse_when(m->since_s, &since) < 0 ? m->since_s : m->until_s);
 		return 2;
 	}
-	if (since_s || until_s) {
-		if (!state_dir[0] && state_dir_of(config, state_dir, sizeof(state_dir)) < 0)
-			return 1;
-		pick_samples(state_dir, argv + optind, argc - optind, since, until, &picked, &npicked);
-		if (!npicked) {
-			fprintf(stderr, "vmtracectl: no sample in %s frozen in that time\n", state_dir);
-			return 1;
+	if (!m->state_dir[0] && state_dir_of(m->config, m->state_dir, sizeof(m->state_dir)) < 0)
+		return 1;
+	pick_samples(m->state_dir, guests, nguests, since, until, picked, npicked);
+	if (!*npicked) {
+		fprintf(stderr, "vmtracectl: no sample in %s frozen in that time\n", m->state_dir);
+		return 1;
+	}
+	return -1;
+}
+
+/* The samples into set, with a progress line on a terminal. */
+static int load_samples(struct vmt_sset *set, const struct merge_opts *m, char *const *paths,
+			uint32_t npaths, struct progress *prog)
+{
+	int ret;
+
+	set->quiet = false;
+	if (isatty(STDERR_FILENO) && !m->quiet) {
+		set->progress = progress_cb;
+		set->progress_arg = prog;
+	}
+	ret = sset_load(set, (const char *const *)paths, npaths, m->aux_path);
+	if (prog->shown)
+		fprintf(stderr, "\r%*s\r", 60, "");
+	return ret;
+}
+
+/* -o: one FILE.dat for one group, else a folder (made if need be). */
+static int prepare_output(const char *out, uint32_t ngroups, bool *one_file)
+{
+	*one_file = ends_with(out, ".dat");
+	if (*one_file && ngroups > 1) {
+		fprintf(stderr, "vmtracectl: the samples hold %u guest boots (or the host): "
+				"-o takes a folder, not %s\n", ngroups, out);
+		return -EINVAL;
+	}
+	if (!*one_file && mkdir(out, 0750) < 0 && errno != EEXIST) {
+		int e = errno;
+
+		fprintf(stderr, "vmtracectl: cannot create %s: %s\n", out, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* The host's file names its guests; each guest's file names the host. */
+static int link_groups(const struct vmt_sset *set, struct linkage *lk)
+{
+	lk->guests = calloc(set->ngroups, sizeof(*lk->guests));
+	if (!lk->guests)
+		return -ENOMEM;
+	lk->host_id = 0x766d7472616365ull;	/* "vmtrace": still links guests when no host is merged */
+	for (uint32_t i = 0; i < set->ngroups; i++) {
+		const struct vmt_sset_group *g = &set->groups[i];
+		if (is_host(g)) {
+			lk->host_id = g->trace_id;
+			continue;
 		}
+		lk->guests[lk->nguests++] = (struct vmt_tracedat_guest){
+			.name = g->guest, .trace_id = g->trace_id,
+			.nvcpus = g->clock.nvcpus ? g->clock.nvcpus : g->ncpus,
+			.vcpu_tid = g->clock.vcpu_tid,
+		};
+	}
+	return 0;
+}
+
+/* One trace.dat per group; how many were written. */
+static uint32_t write_groups(const struct vmt_sset *set, const struct linkage *lk, const char *out,
+			     bool one_file, bool quiet)
+{
+	uint32_t written = 0;
+
+	for (uint32_t i = 0; i < set->ngroups; i++) {
+		char path[4500];
+
+		if (one_file)
+			snprintf(path, sizeof(path), "%s", out);
+		else
+			group_file(path, sizeof(path), out, &set->groups[i]);
+		if (write_group(path, &set->groups[i], lk, quiet) == 0)
+			written++;
+	}
+	return written;
+}
+
+int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	struct merge_opts m = { .out = ".", .config = DEFAULT_CONFIG };
+	char **picked = NULL;
+	struct vmt_sset set = { 0 };
+	struct progress prog = { .start_ns = now_monotonic_ns() };
+	struct linkage lk = { 0 };
+	uint32_t npicked = 0, written;
+	int ret;
+	bool one_file;
+
+	(void)o;
+	ret = merge_options(argc, argv, &m);
+	if (ret >= 0)
+		return ret;
+	if (m.since_s || m.until_s) {
+		ret = pick_by_time(&m, argv + optind, argc - optind, &picked, &npicked);
+		if (ret >= 0)
+			return ret;
 	} else if (optind >= argc) {
-		goto usage;
+		merge_usage();
+		return 2;
 	}
 
-	set.quiet = false;
-	if (isatty(STDERR_FILENO) && !quiet) {
-		set.progress = progress_cb;
-		set.progress_arg = &prog;
-	}
 	if (picked)
-		ret = sset_load(&set, (const char *const *)picked, npicked, aux_path);
+		ret = load_samples(&set, &m, picked, npicked, &prog);
 	else
-		ret = sset_load(&set, (const char *const *)argv + optind, (uint32_t)(argc - optind), aux_path);
-	if (prog.shown)
-		fprintf(stderr, "\r%*s\r", 60, "");
+		ret = load_samples(&set, &m, argv + optind, (uint32_t)(argc - optind), &prog);
 	if (ret < 0) {
 		fprintf(stderr, "vmtracectl: %s\n", strerror(-ret));
 		ret = 1;
@@ -527,53 +636,13 @@ int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 		fprintf(stderr, "vmtracectl: no sample to merge\n");
 		goto done;
 	}
-	one_file = ends_with(out, ".dat");
-	if (one_file && set.ngroups > 1) {
-		fprintf(stderr, "vmtracectl: the samples hold %u guest boots (or the host): "
-				"-o takes a folder, not %s\n", set.ngroups, out);
+	if (prepare_output(m.out, set.ngroups, &one_file) < 0 || link_groups(&set, &lk) < 0)
 		goto done;
-	}
-	if (!one_file && mkdir(out, 0750) < 0 && errno != EEXIST) {
-		fprintf(stderr, "vmtracectl: cannot create %s: %s\n", out, strerror(errno));
-		goto done;
-	}
-
-	/* the host's file names its guests; each guest's file names the host */
-	lk.guests = calloc(set.ngroups, sizeof(*lk.guests));
-	if (!lk.guests)
-		goto done;
-	lk.host_id = 0x766d7472616365ull;	/* "vmtrace": still links guests when no host is merged */
-	for (uint32_t i = 0; i < set.ngroups; i++) {
-		const struct vmt_sset_group *g = &set.groups[i];
-		if (is_host(g)) {
-			lk.host_id = g->trace_id;
-			continue;
-		}
-		lk.guests[lk.nguests++] = (struct vmt_tracedat_guest){
-			.name = g->guest, .trace_id = g->trace_id,
-			.nvcpus = g->clock.nvcpus ? g->clock.nvcpus : g->ncpus,
-			.vcpu_tid = g->clock.vcpu_tid,
-		};
-	}
-	for (uint32_t i = 0; i < set.ngroups; i++) {
-		char path[4500];
-
-		if (one_file)
-			snprintf(path, sizeof(path), "%s", out);
-		else
-			group_file(path, sizeof(path), out, &set.groups[i]);
-		if (write_group(path, &set.groups[i], &lk, quiet) == 0)
-			written++;
-	}
-	if (!quiet && (set.bad_samples || set.no_aux))
+	written = write_groups(&set, &lk, m.out, one_file, m.quiet);
+	if (!m.quiet && (set.bad_samples || set.no_aux))
 		printf("%u sample(s) refused, %u left out for want of their aux file\n", set.bad_samples,
 		       set.no_aux);
 	ret = written == set.ngroups && !set.bad_samples && !set.no_aux ? 0 : written ? 3 : 1;
-	goto done;
-usage:
-	fprintf(stderr, "usage: vmtracectl merge [-o DIR|FILE.dat] [--aux AUX] [-q] SAMPLE...\n"
-			"       vmtracectl merge [-o DIR] [-d STATE_DIR|-c CONFIG] --since WHEN [--until WHEN] [GUEST...]\n");
-	ret = 2;
 done:
 	free(lk.guests);
 	sset_free(&set);

@@ -361,7 +361,8 @@ static void usage(void)
 		"                         SAMPLE...\n");
 }
 
-int cmd_report(const struct vmt_ctl_opts *opts, int argc, char **argv)
+/* Options into *o: -1 to go on, else the status to exit with (0 after --help). */
+static int report_options(int argc, char **argv, struct report_opts *o, const char **aux_path)
 {
 	static const struct option longopts[] = {
 		{ "aux", required_argument, NULL, 'a' },
@@ -376,45 +377,41 @@ int cmd_report(const struct vmt_ctl_opts *opts, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct report r = { .o.until = UINT64_MAX };
-	struct vmt_sset set = { 0 };
-	const char *aux_path = NULL;
-	int opt, ret, rc = 0;
+	int opt;
 
-	(void)opts;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "a:C:e:g:s", longopts, NULL)) != -1) {
 		switch (opt) {
-		case 'a': aux_path = optarg; break;
+		case 'a': *aux_path = optarg; break;
 		case 'C':
-			if (decode_parse_cpus(optarg, r.o.cpus, VMT_MAX_CPUS) < 0) {
+			if (decode_parse_cpus(optarg, o->cpus, VMT_MAX_CPUS) < 0) {
 				fprintf(stderr, "vmtracectl: --cpu %s: not a CPU list like 0,2-3\n", optarg);
 				return 2;
 			}
-			r.o.cpu_filter = true;
+			o->cpu_filter = true;
 			break;
 		case 'e':
 		case 'g':
-			if ((opt == 'e' ? r.o.nevents : r.o.nguests) >= REPORT_MAX_PATTERNS) {
+			if ((opt == 'e' ? o->nevents : o->nguests) >= REPORT_MAX_PATTERNS) {
 				fprintf(stderr, "vmtracectl: at most %d --event and --guest each\n", REPORT_MAX_PATTERNS);
 				return 2;
 			}
 			if (opt == 'e')
-				r.o.events[r.o.nevents++] = optarg;
+				o->events[o->nevents++] = optarg;
 			else
-				r.o.guests[r.o.nguests++] = optarg;
+				o->guests[o->nguests++] = optarg;
 			break;
 		case 'S':
 		case 'U':
-			if (decode_parse_seconds(optarg, opt == 'S' ? &r.o.since : &r.o.until) < 0) {
+			if (decode_parse_seconds(optarg, opt == 'S' ? &o->since : &o->until) < 0) {
 				fprintf(stderr, "vmtracectl: --%s %s: not seconds like 1234.5\n",
 					opt == 'S' ? "since" : "until", optarg);
 				return 2;
 			}
 			break;
-		case 'H': r.o.host_time = true; r.o.raw_time = false; break;
-		case 'R': r.o.raw_time = true; r.o.host_time = false; break;
-		case 's': r.o.stats = true; break;
+		case 'H': o->host_time = true; o->raw_time = false; break;
+		case 'R': o->raw_time = true; o->host_time = false; break;
+		case 's': o->stats = true; break;
 		case 'h': usage(); return 0;
 		default: usage(); return 2;
 		}
@@ -423,19 +420,84 @@ int cmd_report(const struct vmt_ctl_opts *opts, int argc, char **argv)
 		usage();
 		return 2;
 	}
+	return -1;
+}
+
+/* A --guest that names no guest of the samples is worth a word, not a failure. */
+static void warn_unknown_guests(const struct report_opts *o, const struct vmt_sset *set)
+{
+	for (unsigned i = 0; i < o->nguests; i++) {
+		bool found = false;
+		for (uint32_t k = 0; k < set->ngroups && !found; k++)
+			found = !strcmp(set->groups[k].guest, o->guests[i]);
+		if (!found)
+			fprintf(stderr, "vmtracectl: --guest %s: no such guest in the samples\n", o->guests[i]);
+	}
+}
+
+/* --stats: one table, or one per group and one of them all. */
+static int report_stats(struct report *r)
+{
+	int ret = 0;
+
+	if (r->ngroups == 1)
+		return print_stats(r, 0, 1);
+	for (uint32_t i = 0; i < r->ngroups && ret >= 0; i++) {
+		printf("# %s\n", r->groups[i].label);
+		ret = print_stats(r, i, i + 1);
+	}
+	if (ret >= 0) {
+		printf("# all\n");
+		ret = print_stats(r, 0, r->ngroups);
+	}
+	return ret;
+}
+
+/* Whether writing the report failed, the last buffered bytes included. */
+static bool report_output_failed(struct report *r)
+{
+	if (!r->out_failed && (fflush(stdout) != 0 || ferror(stdout))) {
+		r->out_failed = true;
+		r->out_errno = errno;
+	}
+	return r->out_failed;
+}
+
+/* What was left out of the report, on stderr. */
+static void warn_skipped(struct report *r)
+{
+	for (uint32_t i = 0; i < r->nstreams; i++)
+		((struct rgroup *)r->streams[i].user)->bad_pages += r->streams[i].bad_pages;
+	for (uint32_t i = 0; i < r->ngroups; i++) {
+		struct rgroup *rg = &r->groups[i];
+		if (rg->unknown || rg->bad_pages)
+			fprintf(stderr, "vmtracectl: %s: %" PRIu64 " event(s) of unknown format, %" PRIu64
+				" corrupt page(s) skipped\n", rg->label, rg->unknown, rg->bad_pages);
+	}
+	if (r->invalid)
+		fprintf(stderr, "vmtracectl: %" PRIu64 " event(s) not decoded: a field of theirs lies "
+			"outside the record (shown as invalid)\n", r->invalid);
+}
+
+int cmd_report(const struct vmt_ctl_opts *opts, int argc, char **argv)
+{
+	struct report r = { .o.until = UINT64_MAX };
+	struct vmt_sset set = { 0 };
+	const char *aux_path = NULL;
+	int ret, rc;
+
+	(void)opts;
+	rc = report_options(argc, argv, &r.o, &aux_path);
+	if (rc >= 0)
+		return rc;
+	rc = 0;
 	ret = sset_load(&set, (const char *const *)argv + optind, (uint32_t)(argc - optind), aux_path);
 	if (ret < 0) {
 		fprintf(stderr, "vmtracectl: reading samples: %s\n", strerror(-ret));
 		sset_free(&set);
 		return 1;
 	}
-	for (unsigned i = 0; i < r.o.nguests; i++) {
-		bool found = false;
-		for (uint32_t k = 0; k < set.ngroups && !found; k++)
-			found = !strcmp(set.groups[k].guest, r.o.guests[i]);
-		if (!found)
-			fprintf(stderr, "vmtracectl: --guest %s: no such guest in the samples\n", r.o.guests[i]);
-	}
+	warn_unknown_guests(&r.o, &set);
 	trace_seq_init(&r.seq);
 	ret = report_groups(&r, &set);
 	if (ret < 0) {
@@ -451,46 +513,21 @@ int cmd_report(const struct vmt_ctl_opts *opts, int argc, char **argv)
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 	report_run(&r);
 	if (r.o.stats && !r.out_failed) {
-		if (r.ngroups == 1) {
-			ret = print_stats(&r, 0, 1);
-		} else {
-			for (uint32_t i = 0; i < r.ngroups && ret >= 0; i++) {
-				printf("# %s\n", r.groups[i].label);
-				ret = print_stats(&r, i, i + 1);
-			}
-			if (ret >= 0) {
-				printf("# all\n");
-				ret = print_stats(&r, 0, r.ngroups);
-			}
-		}
+		ret = report_stats(&r);
 		if (ret < 0) {
 			fprintf(stderr, "vmtracectl: %s\n", strerror(-ret));
 			rc = 1;
 		}
 	}
-	if (!r.out_failed && (fflush(stdout) != 0 || ferror(stdout))) {
-		r.out_failed = true;
-		r.out_errno = errno;
-	}
-	if (r.out_failed) {
+	if (report_output_failed(&r)) {
 		/* a reader that went away (head) is no failure */
 		if (r.out_errno != EPIPE) {
 			fprintf(stderr, "vmtracectl: writing the report: %s\n", strerror(r.out_errno));
 			rc = 1;
 		}
-		goto out;
+	} else {
+		warn_skipped(&r);
 	}
-	for (uint32_t i = 0; i < r.nstreams; i++)
-		((struct rgroup *)r.streams[i].user)->bad_pages += r.streams[i].bad_pages;
-	for (uint32_t i = 0; i < r.ngroups; i++) {
-		struct rgroup *rg = &r.groups[i];
-		if (rg->unknown || rg->bad_pages)
-			fprintf(stderr, "vmtracectl: %s: %" PRIu64 " event(s) of unknown format, %" PRIu64
-				" corrupt page(s) skipped\n", rg->label, rg->unknown, rg->bad_pages);
-	}
-	if (r.invalid)
-		fprintf(stderr, "vmtracectl: %" PRIu64 " event(s) not decoded: a field of theirs lies "
-			"outside the record (shown as invalid)\n", r.invalid);
 out:
 	report_free(&r);
 	sset_free(&set);

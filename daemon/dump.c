@@ -263,7 +263,7 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 
 		sc->cpu = c;
 		sc->npages = end[c] - first[c];
-		sc->counters = r->c;
+		ring_counters_to_sample(&r->c, &sc->counters);
 		sc->have_guest_stats = g->have_stats;
 		if (g->have_stats)
 			sc->guest = g->stats[c];

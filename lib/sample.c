@@ -343,150 +343,201 @@ static int sample_parse_info(const struct vmt_vfile *f, struct vmt_sample *s, ch
 	return 0;
 }
 
-static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char *why, size_t n)
+/* The one CLOCK section into s->clock. */
+static int parse_clock_section(const struct vmt_vfile *f, const struct vmt_vsection *x,
+			       struct vmt_sample *s, char *why, size_t n)
 {
-	const struct vmt_vsection *cs[VMT_MAX_CPUS] = { 0 }, *ps[VMT_MAX_CPUS] = { 0 };
-	struct vmt_sample *s;
 	char msg[200];
 	const uint8_t *p;
 	void *owned;
+	int r;
+
+	if (s->have_clock || x->id)
+		return vfile_bad(why, n, f, x, "a second CLOCK section, or id not 0");
+	r = section_get(f, x, SAMPLE_CLOCK_MAX, &p, &owned, why, n);
+	if (r < 0)
+		return r;
+	r = clock_info_parse(p, (size_t)x->raw_size, &s->clock, msg, sizeof(msg));
+	free(owned);
+	if (r < 0) {
+		vfile_bad(why, n, f, x, "%s", msg);
+		return r;
+	}
+	s->have_clock = true;
+	return 0;
+}
+
+/* The one TASKS section, checked, into a copy of its own in s->tasks. */
+static int parse_tasks_section(const struct vmt_vfile *f, const struct vmt_vsection *x,
+			       struct vmt_sample *s, char *why, size_t n)
+{
+	const char *bad = NULL;
+	const uint8_t *p;
+	void *owned;
+	int r;
+
+	if (s->tasks || x->id)
+		return vfile_bad(why, n, f, x, "a second TASKS section, or id not 0");
+	r = section_get(f, x, VMT_TASKS_MAX, &p, &owned, why, n);
+	if (r < 0)
+		return r;
+	if (meta_tasks_validate(p, (size_t)x->raw_size, &bad) < 0 || !x->raw_size) {
+		free(owned);
+		return vfile_bad(why, n, f, x, "%s", bad ? bad : "empty task tables");
+	}
+	s->tasks = malloc((size_t)x->raw_size);
+	if (!s->tasks) {
+		free(owned);
+		return -ENOMEM;
+	}
+	memcpy(s->tasks, p, (size_t)x->raw_size);
+	s->tasks_len = (uint32_t)x->raw_size;
+	free(owned);
+	return 0;
+}
+
+/* Each CPU's CPU and PAGES section, by cpu. */
+struct sample_sections {
+	const struct vmt_vsection *cpu[VMT_MAX_CPUS], *pages[VMT_MAX_CPUS];
+};
+
+/*
+ * Every section placed and sized before any page memory is taken: CLOCK
+ * and TASKS read, one CPU and one PAGES section found for each CPU, and
+ * the page bytes of all of them bounded.
+ */
+static int place_sections(const struct vmt_vfile *f, struct vmt_sample *s,
+			  struct sample_sections *ss, char *why, size_t n)
+{
 	uint64_t total = 0;
 	int r;
 
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	r = sample_parse_info(f, s, why, n);
-	if (r < 0)
-		goto fail;
-
-	/* every section is placed and sized before any page memory is taken */
 	for (uint32_t i = 0; i < f->nsect; i++) {
 		const struct vmt_vsection *x = &f->sect[i];
 		const struct vmt_vsection **slot;
 
 		if (x->type == VMT_SAMPLE_SECT_CPU) {
-			slot = cs;
+			slot = ss->cpu;
 		} else if (x->type == VMT_SAMPLE_SECT_PAGES) {
-			slot = ps;
+			slot = ss->pages;
 		} else if (x->type == VMT_SAMPLE_SECT_CLOCK) {
-			if (s->have_clock || x->id) {
-				r = vfile_bad(why, n, f, x, "a second CLOCK section, or id not 0");
-				goto fail;
-			}
-			r = section_get(f, x, SAMPLE_CLOCK_MAX, &p, &owned, why, n);
+			r = parse_clock_section(f, x, s, why, n);
 			if (r < 0)
-				goto fail;
-			r = clock_info_parse(p, (size_t)x->raw_size, &s->clock, msg, sizeof(msg));
-			free(owned);
-			if (r < 0) {
-				vfile_bad(why, n, f, x, "%s", msg);
-				goto fail;
-			}
-			s->have_clock = true;
+				return r;
 			continue;
 		} else if (x->type == VMT_SAMPLE_SECT_TASKS) {
-			const char *bad = NULL;
-
-			if (s->tasks || x->id) {
-				r = vfile_bad(why, n, f, x, "a second TASKS section, or id not 0");
-				goto fail;
-			}
-			r = section_get(f, x, VMT_TASKS_MAX, &p, &owned, why, n);
+			r = parse_tasks_section(f, x, s, why, n);
 			if (r < 0)
-				goto fail;
-			if (meta_tasks_validate(p, (size_t)x->raw_size, &bad) < 0 || !x->raw_size) {
-				free(owned);
-				r = vfile_bad(why, n, f, x, "%s", bad ? bad : "empty task tables");
-				goto fail;
-			}
-			s->tasks = malloc((size_t)x->raw_size);
-			if (!s->tasks) {
-				free(owned);
-				r = -ENOMEM;
-				goto fail;
-			}
-			memcpy(s->tasks, p, (size_t)x->raw_size);
-			s->tasks_len = (uint32_t)x->raw_size;
-			free(owned);
+				return r;
 			continue;
 		} else {
 			continue;	/* a later version's section */
 		}
-		if (x->id >= s->ncpus) {
-			r = vfile_bad(why, n, f, x, "cpu %u, but ncpus is %u", x->id, s->ncpus);
-			goto fail;
-		}
-		if (slot[x->id]) {
-			r = vfile_bad(why, n, f, x, "a second section for cpu %u", x->id);
-			goto fail;
-		}
+		if (x->id >= s->ncpus)
+			return vfile_bad(why, n, f, x, "cpu %u, but ncpus is %u", x->id, s->ncpus);
+		if (slot[x->id])
+			return vfile_bad(why, n, f, x, "a second section for cpu %u", x->id);
 		slot[x->id] = x;
 	}
 	for (uint32_t i = 0; i < s->ncpus; i++) {
-		if (!cs[i] || !ps[i]) {
-			r = vfile_bad(why, n, f, NULL, "no %s section for cpu %u", cs[i] ? "PAGES" : "CPU", i);
-			goto fail;
-		}
-		total += ps[i]->raw_size;	/* each is <= VMT_SAMPLE_MAX_PAGE_BYTES: no overflow */
+		if (!ss->cpu[i] || !ss->pages[i])
+			return vfile_bad(why, n, f, NULL, "no %s section for cpu %u",
+					 ss->cpu[i] ? "PAGES" : "CPU", i);
+		total += ss->pages[i]->raw_size;	/* each is <= VMT_SAMPLE_MAX_PAGE_BYTES: no overflow */
 	}
-	if (total > VMT_SAMPLE_MAX_PAGE_BYTES) {
-		r = vfile_bad(why, n, f, NULL, "%" PRIu64 " bytes of pages, more than %llu", total,
-			 VMT_SAMPLE_MAX_PAGE_BYTES);
-		goto fail;
-	}
+	if (total > VMT_SAMPLE_MAX_PAGE_BYTES)
+		return vfile_bad(why, n, f, NULL, "%" PRIu64 " bytes of pages, more than %llu", total,
+				 VMT_SAMPLE_MAX_PAGE_BYTES);
+	return 0;
+}
+
+/* s->cpus from the CPU sections, each checked against its PAGES section's size. */
+static int parse_cpu_sections(const struct vmt_vfile *f, struct vmt_sample *s,
+			      const struct sample_sections *ss, char *why, size_t n)
+{
+	char msg[200];
+	const uint8_t *p;
+	void *owned;
+	int r;
 
 	s->cpus = calloc(s->ncpus, sizeof(*s->cpus));
-	if (!s->cpus) {
-		r = -ENOMEM;
-		goto fail;
-	}
+	if (!s->cpus)
+		return -ENOMEM;
 	for (uint32_t i = 0; i < s->ncpus; i++) {
 		struct vmt_sample_cpu *c = &s->cpus[i];
+		const struct vmt_vsection *cs = ss->cpu[i], *ps = ss->pages[i];
 
-		r = section_get(f, cs[i], SAMPLE_CPU_MAX, &p, &owned, why, n);
+		r = section_get(f, cs, SAMPLE_CPU_MAX, &p, &owned, why, n);
 		if (r < 0)
-			goto fail;
-		r = parse_cpu(p, (size_t)cs[i]->raw_size, c, msg, sizeof(msg));
+			return r;
+		r = parse_cpu(p, (size_t)cs->raw_size, c, msg, sizeof(msg));
 		free(owned);
 		if (r == 0 && c->cpu != i) {
 			snprintf(msg, sizeof(msg), "cpu %u in a section for cpu %u", c->cpu, i);
 			r = -EBADMSG;
 		}
 		if (r < 0) {
-			vfile_bad(why, n, f, cs[i], "%s", msg);
-			goto fail;
+			vfile_bad(why, n, f, cs, "%s", msg);
+			return r;
 		}
-		if (ps[i]->raw_size != (uint64_t)c->npages * s->page_size) {
-			r = vfile_bad(why, n, f, ps[i], "%" PRIu64 " bytes, but %u pages of %u", ps[i]->raw_size,
-				 c->npages, s->page_size);
-			goto fail;
-		}
+		if (ps->raw_size != (uint64_t)c->npages * s->page_size)
+			return vfile_bad(why, n, f, ps, "%" PRIu64 " bytes, but %u pages of %u", ps->raw_size,
+					 c->npages, s->page_size);
 	}
+	return 0;
+}
+
+/* Each CPU's pages: the buffer a compressed section was decoded into, else a copy. */
+static int read_page_sections(const struct vmt_vfile *f, struct vmt_sample *s,
+			      const struct sample_sections *ss, char *why, size_t n)
+{
+	const uint8_t *p;
+	void *owned;
+	int r;
+
 	for (uint32_t i = 0; i < s->ncpus; i++) {
 		struct vmt_sample_cpu *c = &s->cpus[i];
+		const struct vmt_vsection *ps = ss->pages[i];
 
-		r = vfile_section_data_why(f, ps[i], &p, &owned, why, n);
+		r = vfile_section_data_why(f, ps, &p, &owned, why, n);
 		if (r < 0)
-			goto fail;
+			return r;
 		if (!c->npages) {
 			free(owned);
 		} else if (owned) {
 			c->pages = owned;
 		} else {
-			c->pages = malloc((size_t)ps[i]->raw_size);
-			if (!c->pages) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			memcpy(c->pages, p, (size_t)ps[i]->raw_size);
+			c->pages = malloc((size_t)ps->raw_size);
+			if (!c->pages)
+				return -ENOMEM;
+			memcpy(c->pages, p, (size_t)ps->raw_size);
 		}
+	}
+	return 0;
+}
+
+static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char *why, size_t n)
+{
+	struct sample_sections ss = { 0 };
+	struct vmt_sample *s;
+	int r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	r = sample_parse_info(f, s, why, n);
+	if (r >= 0)
+		r = place_sections(f, s, &ss, why, n);
+	if (r >= 0)
+		r = parse_cpu_sections(f, s, &ss, why, n);
+	if (r >= 0)
+		r = read_page_sections(f, s, &ss, why, n);
+	if (r < 0) {
+		sample_free(s);
+		return r;
 	}
 	*out = s;
 	return 0;
-fail:
-	sample_free(s);
-	return r;
 }
 
 int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char *why, size_t why_len)

@@ -14,7 +14,6 @@
 
 #include "clocksync.h"
 #include "proto.h"
-#include "ring.h"
 #include "vfile.h"	/* struct vmt_iovec */
 
 #define VMT_SAMPLE_MAGIC "VMTSMPL1"
@@ -56,13 +55,31 @@ struct vmt_trigger {
 	char reason[VMT_REASON_MAX];
 };
 
+/*
+ * A CPU's ring counters at the freeze, as the sample stores them (CPU
+ * section tags 0x10..0x18, docs/FORMAT.md). The daemon's rings count in
+ * a struct of their own (ring_counters_to_sample): the file format does
+ * not move when the rings do.
+ */
+struct vmt_sample_counters {
+	uint64_t bytes_in;	/* bytes read from the channel */
+	uint64_t pages_in;	/* pages accepted */
+	uint64_t pages_overwritten;	/* accepted pages pushed out by newer ones */
+	uint64_t pages_guest_lost;	/* accepted pages flagged with missed events */
+	uint64_t events_guest_lost;	/* missed-event counts stored in those pages */
+	uint64_t pages_rejected;
+	uint64_t bytes_rejected;	/* bytes of rejected pages and torn tails */
+	uint64_t ts_backwards;	/* pages whose time goes back before the previous page */
+	uint64_t events_in;	/* events in accepted pages */
+};
+
 struct vmt_sample_cpu {
 	uint32_t cpu;
 	uint32_t npages;
 	uint64_t first_seq;	/* stream seq of the first page */
 	uint64_t first_ts, last_ts;	/* first and last event in the window */
 	uint64_t events;
-	struct vmt_ring_counters counters;	/* the ring's, at the freeze */
+	struct vmt_sample_counters counters;	/* the ring's, at the freeze */
 	bool have_guest_stats;
 	struct vmt_cpu_stats guest;	/* from the agent's last FLUSHED */
 	/* npages * page_size bytes. The writer reads them from iov (pieces of a

@@ -6,6 +6,7 @@
 
 #include "pagegen.h"
 #include "ring.h"
+#include "sample.h"
 #include "testutil.h"
 #include "util.h"
 
@@ -371,6 +372,26 @@ START_TEST(pool_hands_out_what_it_has)
 }
 END_TEST
 
+/* a sample stores each of the ring's counters, none swapped or left out */
+START_TEST(counters_go_into_a_sample_field_by_field)
+{
+	struct vmt_ring_counters c = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+	struct vmt_sample_counters k;
+
+	memset(&k, 0xff, sizeof(k));
+	ring_counters_to_sample(&c, &k);
+	ck_assert_uint_eq(k.bytes_in, 1);
+	ck_assert_uint_eq(k.pages_in, 2);
+	ck_assert_uint_eq(k.pages_overwritten, 3);
+	ck_assert_uint_eq(k.pages_guest_lost, 4);
+	ck_assert_uint_eq(k.events_guest_lost, 5);
+	ck_assert_uint_eq(k.pages_rejected, 6);
+	ck_assert_uint_eq(k.bytes_rejected, 7);
+	ck_assert_uint_eq(k.ts_backwards, 8);
+	ck_assert_uint_eq(k.events_in, 9);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ring");
@@ -389,6 +410,7 @@ int main(void)
 	tcase_add_test(t, two_dumps_share_pages);
 	tcase_add_test(t, held_pages_outlive_the_ring);
 	tcase_add_test(t, pool_hands_out_what_it_has);
+	tcase_add_test(t, counters_go_into_a_sample_field_by_field);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }

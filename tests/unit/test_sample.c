@@ -80,7 +80,7 @@ static struct vmt_sample *make_sample(uint32_t ncpus, uint32_t page_size, const 
 		c->first_ts = 1000000 * i;
 		c->last_ts = 1000000 * i + 999;
 		c->events = 77 * i;
-		c->counters = (struct vmt_ring_counters){ 1, 2, 3, 4, 5, 6, 7, 8, 9 + i };
+		c->counters = (struct vmt_sample_counters){ 1, 2, 3, 4, 5, 6, 7, 8, 9 + i };
 		c->have_guest_stats = i % 2 == 0;
 		if (c->have_guest_stats)
 			c->guest = (struct vmt_cpu_stats){ 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 + i };

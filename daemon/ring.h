@@ -129,6 +129,10 @@ void ring_clear(struct vmt_ring *r);
 /* Byte position of the stream: what the agent's bytes_sent is compared to. */
 uint64_t ring_stream_bytes(const struct vmt_ring *r);
 
+/* The counters as a sample stores them (sample.h), field by field. */
+struct vmt_sample_counters;
+void ring_counters_to_sample(const struct vmt_ring_counters *c, struct vmt_sample_counters *out);
+
 /* i-th valid page, oldest first (0 <= i < count). */
 const uint8_t *ring_page(const struct vmt_ring *r, uint32_t i);
 const struct vmt_ring_slot *ring_slot(const struct vmt_ring *r, uint32_t i);

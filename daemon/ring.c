@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include "ring.h"
+#include "sample.h"
 #include "util.h"
 
 uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size)
@@ -292,4 +293,23 @@ void ring_settle(struct vmt_ring *r)
 		sl->page = home;
 		r->displaced--;
 	}
+}
+
+/* A counter added to the ring needs a tag in the sample format (docs/FORMAT.md). */
+_Static_assert(sizeof(struct vmt_ring_counters) == sizeof(struct vmt_sample_counters),
+	       "ring and sample counters differ");
+
+void ring_counters_to_sample(const struct vmt_ring_counters *c, struct vmt_sample_counters *out)
+{
+	*out = (struct vmt_sample_counters){
+		.bytes_in = c->bytes_in,
+		.pages_in = c->pages_in,
+		.pages_overwritten = c->pages_overwritten,
+		.pages_guest_lost = c->pages_guest_lost,
+		.events_guest_lost = c->events_guest_lost,
+		.pages_rejected = c->pages_rejected,
+		.bytes_rejected = c->bytes_rejected,
+		.ts_backwards = c->ts_backwards,
+		.events_in = c->events_in,
+	};
 }
