@@ -1,47 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dump: the manager's dumps. A request (signal, control socket, later BPF
- * and guests) joins the dump that is not yet frozen, or starts one:
- *
- *   DELAY  coalesce window, and --post: recording goes on
- *   FLUSH  every wanted agent flushes; bounded by flush_timeout
- *   WRITE  each guest's window is held where it is in its rings
- *          (ring_hold) and handed to the writer thread; the answer goes
- *          out when all are written, and the holds are released
- *
- * Automatic triggers (BPF, guest) are held back by a per-guest cooldown and
- * a global rate limit and counted when suppressed; an operator's dump
- * (signal, vmtracectl) always happens. Every dump a guest causes (TRIGGER,
- * an oops line, a new boot, new metadata, a new shape) also spends that
- * guest's own budget (per_guest_per_minute), and may not take the last
- * quarter of the global one, kept for the BPF detectors, nor (once it has
- * caused a dump in the last minute) the quarter before it, kept for the
- * guests that have not.
+ * dump: see dump.h. The window of each guest is frozen where it is
+ * (freeze_guest), the writer writes it, and the answers come back here.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "control.h"
+#include "dump.h"
 #include "guest.h"
 #include "log.h"
-#include "manager.h"
 #include "guest-sync.h"
+#include "trigger.h"
 
 /* ---- retention ----------------------------------------------------------- */
 
 /* What the writer needs to apply the retention rules after a job: the
  * limits, and the aux versions live sessions will still write samples for. */
-static void job_set_retention(struct vmt_manager *m, struct vmt_job *job)
+static void job_set_retention(struct vmt_dumps *ds, struct vmt_job *job)
 {
-	snprintf(job->state_dir, sizeof(job->state_dir), "%s", m->conf.state_dir);
-	job->retention = m->conf.retention;
-	job->pins = calloc(m->guests.n ? m->guests.n : 1, sizeof(*job->pins));
+	snprintf(job->state_dir, sizeof(job->state_dir), "%s", ds->conf->state_dir);
+	job->retention = ds->conf->retention;
+	job->pins = calloc(ds->guests->n ? ds->guests->n : 1, sizeof(*job->pins));
 	if (!job->pins)
 		return;
-	for (uint32_t i = 0; i < m->guests.n; i++) {
-		const struct vmt_guest *g = m->guests.v[i];
+	for (uint32_t i = 0; i < ds->guests->n; i++) {
+		const struct vmt_guest *g = ds->guests->v[i];
 		if (!g->have_aux)
 			continue;
 		snprintf(job->pins[job->npins].guest, sizeof(job->pins[0].guest), "%s", g->conf.name);
@@ -49,18 +34,18 @@ static void job_set_retention(struct vmt_manager *m, struct vmt_job *job)
 	}
 }
 
-void manager_submit_retention(struct vmt_manager *m)
+void dump_submit_retention(struct vmt_dumps *ds)
 {
 	struct vmt_job *job = calloc(1, sizeof(*job));
 
 	if (!job)
 		return;
 	job->kind = VMT_JOB_RETENTION;
-	job_set_retention(m, job);
-	writer_submit(&m->writer, job);
+	job_set_retention(ds, job);
+	writer_submit(ds->writer, job);
 }
 
-static void log_retention(struct vmt_manager *m, const struct vmt_job *job)
+static void log_retention(struct vmt_dumps *ds, const struct vmt_job *job)
 {
 	const struct vmt_retention_result *r = &job->ret;
 
@@ -71,7 +56,7 @@ static void log_retention(struct vmt_manager *m, const struct vmt_job *job)
 			 job->state_dir);
 		return;
 	}
-	m->retention_deleted += r->samples + r->aux;
+	ds->retention_deleted += r->samples + r->aux;
 	if (r->samples || r->aux || r->temps)
 		log_info("retention: deleted %u sample(s), %u aux file(s) (%llu KiB), %u stale temporary file(s); "
 			 "%u sample(s) kept (%llu KiB)",
@@ -90,21 +75,21 @@ static void log_retention(struct vmt_manager *m, const struct vmt_job *job)
  * the order they were done, so the index follows the folder. A job queued
  * before a reload moved state_dir says nothing of the new one.
  */
-static void index_update(struct vmt_manager *m, struct vmt_job *job)
+static void index_update(struct vmt_dumps *ds, struct vmt_job *job)
 {
 	const struct vmt_sample *s = &job->sample;
 	char path[PATH_MAX + 400];
 	struct vmt_sindex_entry e = { .path = path };
 
-	if (!job->state_dir[0] || strcmp(job->state_dir, m->conf.state_dir))
+	if (!job->state_dir[0] || strcmp(job->state_dir, ds->conf->state_dir))
 		return;
 	if (job->have_index) {
-		sindex_take(&m->samples, &job->index);
+		sindex_take(ds->samples, &job->index);
 		job->have_index = 0;
 		return;
 	}
 	if (job->ret_error < 0)
-		m->samples.error = job->ret_error;
+		ds->samples->error = job->ret_error;
 	if (job->kind != VMT_JOB_SAMPLE || job->error < 0)
 		return;
 	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
@@ -113,7 +98,7 @@ static void index_update(struct vmt_manager *m, struct vmt_job *job)
 	e.bytes = job->bytes;
 	e.aux_version = s->aux_version;
 	e.text = s->ntriggers ? (char *)s->triggers[0].reason : NULL;
-	if (sindex_add(&m->samples, &e) < 0)
+	if (sindex_add(ds->samples, &e) < 0)
 		log_error_errno(-ENOMEM, "%s is not in the sample index until the next retention "
 			       "pass: %m", path);
 }
@@ -126,19 +111,19 @@ static void index_update(struct vmt_manager *m, struct vmt_job *job)
  * up an aux file the pass is deleting. What it leaves is the first index
  * SAMPLES answers from.
  */
-void manager_apply_retention_now(struct vmt_manager *m)
+void dump_retention_now(struct vmt_dumps *ds)
 {
 	struct vmt_job job = { .kind = VMT_JOB_RETENTION };
 	struct vmt_store kept;
 
-	job_set_retention(m, &job);
+	job_set_retention(ds, &job);
 	job.ret_error = retention_apply_kept(job.state_dir, &job.retention, job.pins, job.npins,
 					     now_realtime_ns() / 1000000000, &job.ret, &kept);
 	if (job.ret_error == 0)
 		job.have_index = sindex_from_store(&job.index, &kept) == 0;
 	retention_store_free(&kept);
-	log_retention(m, &job);
-	index_update(m, &job);
+	log_retention(ds, &job);
+	index_update(ds, &job);
 	free(job.pins);
 	sindex_free(&job.index);
 }
@@ -146,13 +131,13 @@ void manager_apply_retention_now(struct vmt_manager *m)
 /* ---- freezing ----------------------------------------------------------- */
 
 /* Sample names carry microseconds and must not collide. */
-static uint64_t manager_sample_time(struct vmt_manager *m)
+static uint64_t sample_time(struct vmt_dumps *ds)
 {
 	uint64_t t = now_realtime_ns();
 
-	if (t / 1000 <= m->last_sample_ns / 1000)
-		t = (m->last_sample_ns / 1000 + 1) * 1000;
-	m->last_sample_ns = t;
+	if (t / 1000 <= ds->last_sample_ns / 1000)
+		t = (ds->last_sample_ns / 1000 + 1) * 1000;
+	ds->last_sample_ns = t;
 	return t;
 }
 
@@ -175,7 +160,9 @@ static uint32_t window_end(const struct vmt_guest *g, uint32_t c)
  * events of the last span_ns before the newest event of any CPU, the same
  * start time on every CPU, cut inside the page that straddles it.
  */
-static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
+static void dump_submit_aux(struct vmt_dumps *ds, struct vmt_guest *g);
+
+static struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g,
 				    const struct vmt_trigger *t, uint32_t nt, uint64_t omitted,
 				    uint64_t dump_id, uint64_t span_ns)
 {
@@ -208,10 +195,10 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 
 	job->kind = VMT_JOB_SAMPLE;
 	job->dump_id = dump_id;
-	job_set_retention(m, job);
-	job->zstd_level = m->conf.zstd_level;
+	job_set_retention(ds, job);
+	job->zstd_level = ds->conf->zstd_level;
 	job->zstd_workers = 2;
-	snprintf(job->dir, sizeof(job->dir), "%s/%s", m->conf.state_dir, g->conf.name);
+	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
 	job->holds = calloc(g->nrings, sizeof(*job->holds));
 	job->sample.cpus = calloc(g->nrings, sizeof(*job->sample.cpus));
 	if (!job->holds || !job->sample.cpus)
@@ -220,7 +207,7 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 
 	struct vmt_sample *s = &job->sample;
 	snprintf(s->guest, sizeof(s->guest), "%s", g->conf.name);
-	snprintf(s->host, sizeof(s->host), "%s", m->hostname);
+	snprintf(s->host, sizeof(s->host), "%s", ds->hostname);
 	s->aux_version = g->aux.version;
 	if (g->tasks.len) {
 		s->tasks = malloc(g->tasks.len);
@@ -230,7 +217,7 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 		s->tasks_len = (uint32_t)g->tasks.len;
 	}
 	s->aux_id = g->aux.id;
-	s->created_ns = manager_sample_time(m);
+	s->created_ns = sample_time(ds);
 	s->dump_id = dump_id;
 	s->page_size = ps;
 	s->ntriggers = VMT_MIN(nt, VMT_SAMPLE_MAX_TRIGGERS);
@@ -319,7 +306,7 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	}
 	free(first);
 	free(end);
-	g->last_freeze_ns = now_monotonic_ns();
+	g->dumps.last_dump_ns = now_monotonic_ns();
 	/*
 	 * Aux files are written only for samples: the first sample of a
 	 * session (or the next, after a failed write) queues its aux ahead of
@@ -327,40 +314,40 @@ static struct vmt_job *freeze_guest(struct vmt_manager *m, struct vmt_guest *g,
 	 * fails with it. Once written, the bundle is dropped.
 	 */
 	if (g->have_aux && g->aux.meta && !g->aux_pending)
-		manager_submit_aux(m, g);
+		dump_submit_aux(ds, g);
 	return job;
 oom:
 	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot freeze the window: %m");
 	free(first);
 	free(end);
 	job_free(job);
-	m->dump_errors++;
+	ds->dump_errors++;
 	return NULL;
 }
 
-void manager_dump_guest_now(struct vmt_manager *m, struct vmt_guest *g, const struct vmt_trigger *t)
+void dump_guest_now(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt_trigger *t)
 {
 	struct vmt_job *job;
 	bool flushed = g->flushed;
 
 	g->flushed = false;	/* no flush target: take every page */
-	job = freeze_guest(m, g, t, 1, 0, 0, 0);
+	job = freeze_guest(ds, g, t, 1, 0, 0, 0);
 	g->flushed = flushed;
 	if (job) {
-		m->dumps++;
-		writer_submit(&m->writer, job);
+		ds->dumps++;
+		writer_submit(ds->writer, job);
 	}
 }
 
 
-void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g)
+static void dump_submit_aux(struct vmt_dumps *ds, struct vmt_guest *g)
 {
 	struct vmt_job *job = calloc(1, sizeof(*job));
 
 	if (!job || !g->aux.meta)
 		goto fail;
 	job->kind = VMT_JOB_AUX;
-	snprintf(job->dir, sizeof(job->dir), "%s/%s", m->conf.state_dir, g->conf.name);
+	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
 	aux_file_name(job->name, sizeof(job->name), g->aux.version);
 	job->aux = g->aux;
 	job->aux.meta = malloc(g->aux.meta_len);
@@ -371,7 +358,7 @@ void manager_submit_aux(struct vmt_manager *m, struct vmt_guest *g)
 	memcpy(job->aux.meta, g->aux.meta, g->aux.meta_len);
 	g->aux_pending = true;
 	guest_settle_meta(g);	/* the job's copy counts too */
-	writer_submit(&m->writer, job);
+	writer_submit(ds->writer, job);
 	return;
 fail:
 	free(job);
@@ -410,65 +397,71 @@ static void dump_free(struct vmt_dump *d)
 	free(d);
 }
 
-void manager_free_dumps(struct vmt_manager *m)
+void dump_init(struct vmt_dumps *ds)
 {
-	dump_free(m->cur);
-	dump_free(m->next);
-	m->cur = m->next = NULL;
+	ds->cur = ds->next = NULL;
+	ds->policy = (struct vmt_trigger_policy){ 0 };
 }
 
-static void dump_begin(struct vmt_manager *m);
-
-static void dump_finish(struct vmt_manager *m)
+void dump_free_all(struct vmt_dumps *ds)
 {
-	struct vmt_dump *d = m->cur;
+	dump_free(ds->cur);
+	dump_free(ds->next);
+	ds->cur = ds->next = NULL;
+}
+
+static void dump_begin(struct vmt_dumps *ds);
+
+static void dump_finish(struct vmt_dumps *ds)
+{
+	struct vmt_dump *d = ds->cur;
 
 	for (struct vmt_waiter *w = d->waiters; w; w = w->next)
-		manager_answer_dump(w->client, w->request_id, d->files, d->nfiles,
+		ds->answer(ds->owner, w->client, w->request_id, d->files, d->nfiles,
 				    d->error);
 	log_info("dump %llu: done, %u file(s)", (unsigned long long)d->id, d->nfiles);
 	dump_free(d);
-	m->cur = m->next;
-	m->next = NULL;
-	if (m->cur)
-		dump_begin(m);
+	ds->cur = ds->next;
+	ds->next = NULL;
+	if (ds->cur)
+		dump_begin(ds);
 }
 
-static void dump_freeze(struct vmt_manager *m)
+static void dump_freeze(struct vmt_dumps *ds)
 {
-	struct vmt_dump *d = m->cur;
+	struct vmt_dump *d = ds->cur;
 	/* 0: the whole ring; otherwise the moments before the trigger and after */
 	uint64_t span = d->window_ns ? d->window_ns + d->post_ns : 0;
 
 	d->timer = sd_event_source_disable_unref(d->timer);
 	d->phase = VMT_DUMP_WRITE;
-	for (uint32_t i = 0; i < m->guests.n; i++) {
-		struct vmt_guest *g = m->guests.v[i];
+	for (uint32_t i = 0; i < ds->guests->n; i++) {
+		struct vmt_guest *g = ds->guests->v[i];
 		struct vmt_job *job;
 
 		if (!dump_wants(d, g))
 			continue;
-		job = freeze_guest(m, g, d->triggers, d->ntriggers, d->triggers_dropped, d->id, span);
+		job = freeze_guest(ds, g, d->triggers, d->ntriggers, d->triggers_dropped, d->id, span);
 		g->flushed = false;
 		g->have_target = false;
 		g->flush_wait = false;
 		if (!job)
 			continue;
 		d->jobs_left++;
-		writer_submit(&m->writer, job);
+		writer_submit(ds->writer, job);
 	}
-	m->dumps++;
+	ds->dumps++;
 	if (!d->jobs_left)
-		dump_finish(m);
+		dump_finish(ds);
 }
 
 static int dump_flush_timeout_cb(sd_event_source *s, uint64_t usec, void *userdata)
 {
-	struct vmt_manager *m = userdata;
+	struct vmt_dumps *ds = userdata;
 
-	for (uint32_t i = 0; i < m->guests.n; i++) {
-		struct vmt_guest *g = m->guests.v[i];
-		if (g->flush_wait && dump_wants(m->cur, g)) {
+	for (uint32_t i = 0; i < ds->guests->n; i++) {
+		struct vmt_guest *g = ds->guests->v[i];
+		if (g->flush_wait && dump_wants(ds->cur, g)) {
 			g->flush_wait = false;
 			g->c.flush_timeouts++;
 			log_guest(VMT_LOG_WARNING, 0, g->conf.name,
@@ -476,30 +469,30 @@ static int dump_flush_timeout_cb(sd_event_source *s, uint64_t usec, void *userda
 				  g->conf.rec.flush_timeout_ms);
 		}
 	}
-	dump_freeze(m);
+	dump_freeze(ds);
 	return 0;
 }
 
-static bool dump_flushing_done(struct vmt_manager *m)
+static bool dump_flushing_done(struct vmt_dumps *ds)
 {
-	for (uint32_t i = 0; i < m->guests.n; i++)
-		if (m->guests.v[i]->flush_wait && dump_wants(m->cur, m->guests.v[i]))
+	for (uint32_t i = 0; i < ds->guests->n; i++)
+		if (ds->guests->v[i]->flush_wait && dump_wants(ds->cur, ds->guests->v[i]))
 			return false;
 	return true;
 }
 
 /* Ask the wanted agents to flush; freeze when all answered or time is up. */
-static void dump_flush(struct vmt_manager *m)
+static void dump_flush(struct vmt_dumps *ds)
 {
-	struct vmt_dump *d = m->cur;
+	struct vmt_dump *d = ds->cur;
 	unsigned waiting = 0;
 	uint32_t timeout_ms = 0;
 	int r;
 
 	d->timer = sd_event_source_disable_unref(d->timer);
 	d->phase = VMT_DUMP_FLUSH;
-	for (uint32_t i = 0; i < m->guests.n; i++) {
-		struct vmt_guest *g = m->guests.v[i];
+	for (uint32_t i = 0; i < ds->guests->n; i++) {
+		struct vmt_guest *g = ds->guests->v[i];
 		if (dump_wants(d, g) && guest_flush(g, d->id)) {
 			waiting++;
 			timeout_ms = VMT_MAX(timeout_ms, g->conf.rec.flush_timeout_ms);
@@ -507,15 +500,15 @@ static void dump_flush(struct vmt_manager *m)
 	}
 	log_info("dump %llu: %s (%s), waiting for %u agent(s) to flush", (unsigned long long)d->id,
 		 trigger_kind_name(d->triggers[0].kind), d->triggers[0].reason, waiting);
-	if (!waiting || dump_flushing_done(m)) {
-		dump_freeze(m);
+	if (!waiting || dump_flushing_done(ds)) {
+		dump_freeze(ds);
 		return;
 	}
-	r = sd_event_add_time_relative(m->event, &d->timer, CLOCK_MONOTONIC,
-				       (uint64_t)timeout_ms * 1000, 1000, dump_flush_timeout_cb, m);
+	r = sd_event_add_time_relative(ds->event, &d->timer, CLOCK_MONOTONIC,
+				       (uint64_t)timeout_ms * 1000, 1000, dump_flush_timeout_cb, ds);
 	if (r < 0) {
 		log_error_errno(r, "cannot arm the flush timeout: %m");
-		dump_freeze(m);
+		dump_freeze(ds);
 	}
 }
 
@@ -526,14 +519,14 @@ static int dump_delay_cb(sd_event_source *s, uint64_t usec, void *userdata)
 }
 
 /* Wait for the coalescing window and --post, then flush. */
-static void dump_schedule(struct vmt_manager *m)
+static void dump_schedule(struct vmt_dumps *ds)
 {
-	struct vmt_dump *d = m->cur;
+	struct vmt_dump *d = ds->cur;
 	uint64_t now = now_monotonic_ns();
 	int r;
 
 	if (d->fire_at_ns <= now) {
-		dump_flush(m);
+		dump_flush(ds);
 		return;
 	}
 	if (d->timer) {
@@ -541,27 +534,27 @@ static void dump_schedule(struct vmt_manager *m)
 		sd_event_source_set_enabled(d->timer, SD_EVENT_ONESHOT);
 		return;
 	}
-	r = sd_event_add_time(m->event, &d->timer, CLOCK_MONOTONIC, d->fire_at_ns / 1000, 1000,
-			      dump_delay_cb, m);
+	r = sd_event_add_time(ds->event, &d->timer, CLOCK_MONOTONIC, d->fire_at_ns / 1000, 1000,
+			      dump_delay_cb, ds);
 	if (r < 0) {
 		log_error_errno(r, "cannot arm the dump delay: %m");
-		dump_flush(m);
+		dump_flush(ds);
 	}
 }
 
-static void dump_begin(struct vmt_manager *m)
+static void dump_begin(struct vmt_dumps *ds)
 {
-	m->cur->id = ++m->next_dump_id;
-	m->cur->phase = VMT_DUMP_DELAY;
-	dump_schedule(m);
+	ds->cur->id = ++ds->next_dump_id;
+	ds->cur->phase = VMT_DUMP_DELAY;
+	dump_schedule(ds);
 }
 
-void manager_guest_flushed(struct vmt_manager *m, struct vmt_guest *g)
+void dump_guest_flushed(struct vmt_dumps *ds, struct vmt_guest *g)
 {
-	if (!m->cur || m->cur->phase != VMT_DUMP_FLUSH || !dump_wants(m->cur, g))
+	if (!ds->cur || ds->cur->phase != VMT_DUMP_FLUSH || !dump_wants(ds->cur, g))
 		return;
-	if (dump_flushing_done(m))
-		dump_freeze(m);
+	if (dump_flushing_done(ds))
+		dump_freeze(ds);
 }
 
 static int dump_add_guest(struct vmt_dump *d, const char *name)
@@ -582,103 +575,30 @@ static int dump_add_guest(struct vmt_dump *d, const char *name)
 	return 0;
 }
 
-static bool trigger_is_automatic(const struct vmt_trigger *t)
+bool dump_guest_may(struct vmt_dumps *ds, struct vmt_guest *g)
 {
-	return t->kind == VMT_TRIGGER_BPF || t->kind == VMT_TRIGGER_GUEST;
-}
-
-/* A bucket of per_min tokens, refilled evenly; per_min 0: no limit. */
-static void bucket_fill(double *tokens, uint64_t *at, uint32_t per_min, uint64_t now)
-{
-	if (!*at) {
-		*tokens = per_min;
-		*at = now;
-	}
-	*tokens += (double)(now - *at) * per_min / 60e9;
-	if (*tokens > per_min)
-		*tokens = per_min;
-	*at = now;
-}
-
-/* A share of the global bucket: a quarter of it, at least one token. The
- * detectors may take every token; a guest whose own budget is full (it
- * caused no dump for a minute) must leave one share for the detectors; a
- * guest that has been causing dumps must leave two: the detectors' and the
- * quiet guests'. */
-static double global_share(uint32_t per_min)
-{
-	return per_min < 2 ? 0 : VMT_MAX(1.0, per_min / 4.0);
-}
-
-/* Is the guest's own budget full (nothing spent for a minute)? */
-static bool guest_budget_full(struct vmt_manager *m, struct vmt_guest *g, uint64_t now)
-{
-	uint32_t per_min = m->conf.triggers.per_guest_per_minute;
-
-	if (!per_min)
-		return true;
-	bucket_fill(&g->trig_tokens, &g->trig_tokens_at_ns, per_min, now);
-	return g->trig_tokens >= per_min;
-}
-
-/*
- * May an automatic dump start now? A detector's (g NULL) may take every
- * global token; a guest-caused one (g its guest) needs a token of its own
- * and leaves the shares above. Takes the tokens if so.
- */
-static bool budget_take(struct vmt_manager *m, struct vmt_guest *g, uint64_t now)
-{
-	uint32_t per_min = m->conf.triggers.max_per_minute, own = m->conf.triggers.per_guest_per_minute;
-	double floor = 0;
-
-	if (g) {
-		bool full = guest_budget_full(m, g, now);
-
-		if (own && g->trig_tokens < 1)
-			return false;
-		floor = global_share(per_min) * (full ? 1 : 2);
-	}
-	if (per_min) {
-		bucket_fill(&m->tokens, &m->tokens_at_ns, per_min, now);
-		if (m->tokens - 1 < floor)
-			return false;
-		m->tokens -= 1;
-	}
-	if (g && own)
-		g->trig_tokens -= 1;
-	return true;
-}
-
-static bool guest_cooling(const struct vmt_manager *m, const struct vmt_guest *g, uint64_t now)
-{
-	uint64_t cd = (uint64_t)m->conf.triggers.cooldown_ms * 1000000;
-
-	return g->last_freeze_ns && cd && now - g->last_freeze_ns < cd;
-}
-
-bool manager_guest_may_dump(struct vmt_manager *m, struct vmt_guest *g)
-{
+	const struct vmt_trigger_conf *tc = &ds->conf->triggers;
 	uint64_t now = now_monotonic_ns();
 
-	if (guest_cooling(m, g, now) || !budget_take(m, g, now)) {
+	if (trigger_cooling(tc, &g->dumps, now) || !trigger_take(&ds->policy, tc, &g->dumps, now)) {
 		g->c.triggers_suppressed++;
-		m->triggers_suppressed++;
+		ds->triggers_suppressed++;
 		return false;
 	}
 	return true;
 }
 
-int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
+int dump_request(struct vmt_dumps *ds, const struct vmt_dump_req *rq)
 {
 	uint64_t now = now_monotonic_ns();
 	const char *only[1];
 	char *const *names = rq->names;
 	uint32_t n = rq->n;
-	struct vmt_dump *d, *open = m->cur && m->cur->phase != VMT_DUMP_WRITE ? m->cur : m->next;
+	struct vmt_dump *d, *open = ds->cur && ds->cur->phase != VMT_DUMP_WRITE ? ds->cur : ds->next;
 	bool fresh = false, automatic = trigger_is_automatic(rq->trigger);
 
 	for (uint32_t i = 0; i < n; i++)
-		if (!manager_find_guest(m, names[i]))
+		if (!guest_list_find(ds->guests, names[i]))
 			return -ENOENT;
 
 	if (automatic) {
@@ -687,14 +607,15 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 		uint32_t eligible = 0;
 		const char *first = NULL;
 
-		for (uint32_t i = 0; i < m->guests.n; i++) {
-			struct vmt_guest *g = m->guests.v[i];
+		for (uint32_t i = 0; i < ds->guests->n; i++) {
+			struct vmt_guest *g = ds->guests->v[i];
 			bool named = !n;
 			for (uint32_t k = 0; k < n && !named; k++)
 				named = !strcmp(names[k], g->conf.name);
 			if (!named)
 				continue;
-			if (guest_cooling(m, g, now) && !(open && dump_wants(open, g))) {
+			if (trigger_cooling(&ds->conf->triggers, &g->dumps, now) &&
+			    !(open && dump_wants(open, g))) {
 				g->c.triggers_suppressed++;
 				continue;
 			}
@@ -702,7 +623,7 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 			first = first ? first : g->conf.name;
 		}
 		if (!eligible) {
-			m->triggers_suppressed++;
+			ds->triggers_suppressed++;
 			return -EBUSY;
 		}
 		if (eligible == 1 && n != 1) {
@@ -710,11 +631,15 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 			names = (char *const *)only;
 			n = 1;
 		}
-		if (!open && !budget_take(m, rq->trigger->kind == VMT_TRIGGER_GUEST && n == 1
-						     ? manager_find_guest(m, names[0]) : NULL, now)) {
-			m->triggers_suppressed++;
-			if (rq->trigger->kind == VMT_TRIGGER_GUEST && n == 1)
-				manager_find_guest(m, names[0])->c.triggers_suppressed++;
+		/* a guest's own trigger spends its own budget too */
+		struct vmt_guest *by = rq->trigger->kind == VMT_TRIGGER_GUEST && n == 1 ?
+				       guest_list_find(ds->guests, names[0]) : NULL;
+
+		if (!open && !trigger_take(&ds->policy, &ds->conf->triggers, by ? &by->dumps : NULL,
+					   now)) {
+			ds->triggers_suppressed++;
+			if (by)
+				by->c.triggers_suppressed++;
 			return -EBUSY;
 		}
 	}
@@ -726,7 +651,7 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 		if (!d)
 			return -ENOMEM;
 		fresh = true;
-		d->fire_at_ns = now + (uint64_t)m->conf.triggers.coalesce_ms * 1000000;
+		d->fire_at_ns = now + (uint64_t)ds->conf->triggers.coalesce_ms * 1000000;
 	}
 	if (!n)
 		d->all_guests = true;
@@ -737,7 +662,7 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 		d->triggers[d->ntriggers++] = *rq->trigger;
 	else
 		d->triggers_dropped++;
-	m->triggers_total++;
+	ds->triggers_total++;
 	/* the widest window asked for; 0 means the whole ring and wins */
 	if (fresh || !rq->window_ns || !d->window_ns)
 		d->window_ns = fresh ? rq->window_ns : 0;
@@ -755,18 +680,18 @@ int manager_request_dump(struct vmt_manager *m, const struct vmt_dump_req *rq)
 		d->waiters = w;
 	}
 	if (fresh) {
-		if (!m->cur) {
-			m->cur = d;
-			dump_begin(m);
+		if (!ds->cur) {
+			ds->cur = d;
+			dump_begin(ds);
 		} else {
-			m->next = d;
+			ds->next = d;
 		}
-	} else if (d == m->cur && d->phase == VMT_DUMP_DELAY) {
-		dump_schedule(m);
-	} else if (d == m->cur && d->phase == VMT_DUMP_FLUSH) {
+	} else if (d == ds->cur && d->phase == VMT_DUMP_DELAY) {
+		dump_schedule(ds);
+	} else if (d == ds->cur && d->phase == VMT_DUMP_FLUSH) {
 		/* guests added while flushing are asked too */
-		for (uint32_t i = 0; i < m->guests.n; i++) {
-			struct vmt_guest *g = m->guests.v[i];
+		for (uint32_t i = 0; i < ds->guests->n; i++) {
+			struct vmt_guest *g = ds->guests->v[i];
 			if (dump_wants(d, g) && !g->flush_wait && !g->flushed)
 				guest_flush(g, d->id);
 		}
@@ -778,15 +703,15 @@ oom:
 	return -ENOMEM;
 }
 
-void manager_forget_client(struct vmt_manager *m, struct vmt_client *client)
+void dump_forget_client(struct vmt_dumps *ds, struct vmt_client *client)
 {
-	struct vmt_dump *ds[2] = { m->cur, m->next };
+	struct vmt_dump *both[2] = { ds->cur, ds->next };
 
 	for (int k = 0; k < 2; k++) {
 		struct vmt_waiter **pp;
-		if (!ds[k])
+		if (!both[k])
 			continue;
-		for (pp = &ds[k]->waiters; *pp;) {
+		for (pp = &both[k]->waiters; *pp;) {
 			if ((*pp)->client == client) {
 				struct vmt_waiter *w = *pp;
 				*pp = w->next;
@@ -800,23 +725,23 @@ void manager_forget_client(struct vmt_manager *m, struct vmt_client *client)
 
 /* ---- the writer's answers ------------------------------------------------- */
 
-void manager_writer_done(struct vmt_job *job, void *userdata)
+void dump_writer_done(struct vmt_job *job, void *userdata)
 {
-	struct vmt_manager *m = userdata;
+	struct vmt_dumps *ds = userdata;
 	char path[PATH_MAX + 400];
 	char field[PATH_MAX + 420];
 	const char *fields[2] = { field, NULL };
 
 	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
-	log_retention(m, job);
+	log_retention(ds, job);
 	/* before the dump's answer: who got it may ask for SAMPLES at once */
-	index_update(m, job);
+	index_update(ds, job);
 	if (job->kind == VMT_JOB_RETENTION) {
 		job_free(job);
 		return;
 	}
 	if (job->kind == VMT_JOB_AUX) {
-		struct vmt_guest *g = manager_find_guest(m, job->aux.guest);
+		struct vmt_guest *g = guest_list_find(ds->guests, job->aux.guest);
 		bool mine = g && g->have_aux && g->aux.id == job->aux.id;
 
 		if (job->error < 0) {
@@ -835,7 +760,7 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 	}
 	snprintf(field, sizeof(field), "SAMPLE=%s", path);
 	if (job->error < 0) {
-		m->dump_errors++;
+		ds->dump_errors++;
 		char aux[64] = "";
 
 		if (job->aux_missing)
@@ -847,19 +772,19 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 			 job->retried ? " (again after the retention rules made room)" : "");
 	} else {
 		uint64_t pages = 0;
-		struct vmt_guest *g = manager_find_guest(m, job->sample.guest);
+		struct vmt_guest *g = guest_list_find(ds->guests, job->sample.guest);
 
 		for (uint32_t c = 0; c < job->sample.ncpus; c++)
 			pages += job->sample.cpus[c].npages;
-		m->samples_written++;
+		ds->samples_written++;
 		if (g)
 			snprintf(g->last_dump, sizeof(g->last_dump), "%s", path);
 		log_full(VMT_LOG_NOTICE, 0, fields, "wrote %s: %llu pages, %llu bytes, %llu ms", path,
 			 (unsigned long long)pages, (unsigned long long)job->bytes,
 			 (unsigned long long)(job->duration_ns / 1000000));
 	}
-	if (m->cur && m->cur->phase == VMT_DUMP_WRITE && job->dump_id == m->cur->id) {
-		struct vmt_dump *d = m->cur;
+	if (ds->cur && ds->cur->phase == VMT_DUMP_WRITE && job->dump_id == ds->cur->id) {
+		struct vmt_dump *d = ds->cur;
 		if (job->error < 0) {
 			d->error = job->error;
 		} else {
@@ -872,10 +797,10 @@ void manager_writer_done(struct vmt_job *job, void *userdata)
 			}
 		}
 		if (!--d->jobs_left)
-			dump_finish(m);
+			dump_finish(ds);
 	}
 	job_free(job);
 	/* its pages are free: rings take theirs back, paused reading goes on */
-	for (uint32_t i = 0; i < m->guests.n; i++)
-		guest_resume(m->guests.v[i]);
+	for (uint32_t i = 0; i < ds->guests->n; i++)
+		guest_resume(ds->guests->v[i]);
 }

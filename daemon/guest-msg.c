@@ -56,18 +56,7 @@ static bool guest_session_allowed(struct vmt_guest *g)
 	uint32_t per_min = g->conf.rec.sessions_per_minute;
 	uint64_t now = now_monotonic_ns();
 
-	if (!per_min)
-		return true;
-	if (!g->session_tokens_at_ns) {
-		g->session_tokens = per_min;
-		g->session_tokens_at_ns = now;
-	}
-	g->session_tokens += (double)(now - g->session_tokens_at_ns) * per_min / 60e9;
-	if (g->session_tokens > per_min)
-		g->session_tokens = per_min;
-	g->session_tokens_at_ns = now;
-	if (g->session_tokens >= 1) {
-		g->session_tokens -= 1;
+	if (bucket_take(&g->sessions, per_min, now)) {
 		if (g->hellos_waiting) {
 			guest_log(g, VMT_LOG_NOTICE, 0, "a session again, after %llu HELLOs held back",
 				  (unsigned long long)g->hellos_waiting);
@@ -78,7 +67,7 @@ static bool guest_session_allowed(struct vmt_guest *g)
 	g->c.hellos_deferred++;
 	if (!g->hellos_waiting++)
 		guest_complain(g, 0, "%u sessions in a minute: its HELLOs wait (a session again "
-			       "in %.0f s)", per_min, (1 - g->session_tokens) * 60 / per_min);
+			       "in %.0f s)", per_min, bucket_wait_s(&g->sessions, per_min));
 	if (g->state != GUEST_WAIT_HELLO) {
 		g->meta_open = false;
 		buf_free(&g->meta);

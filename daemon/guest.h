@@ -26,6 +26,7 @@
 #include "ring.h"
 #include "sample.h"
 #include "guest-sync.h"
+#include "trigger.h"
 #include "util.h"
 
 struct vmt_guest;
@@ -181,12 +182,9 @@ struct vmt_guest {
 
 	struct vmt_guest_sync sync;	/* clock relation to the host (guest-sync.c) */
 
-	uint64_t last_freeze_ns;	/* CLOCK_MONOTONIC of its last dump, for the cooldown */
-	double trig_tokens;	/* its own budget of dumps it causes (per_guest_per_minute) */
-	double session_tokens;	/* and of sessions (record.sessions_per_minute) */
-	uint64_t session_tokens_at_ns;
+	struct vmt_trigger_budget dumps;	/* of dumps it causes (trigger.h) */
+	struct vmt_bucket sessions;	/* record.sessions_per_minute */
 	uint64_t hellos_waiting;	/* held back since its last session */
-	uint64_t trig_tokens_at_ns;
 	struct vmt_guest_counters c;
 	uint64_t ctl_rejected_bytes_base;
 	uint64_t ctl_partial_since;	/* CLOCK_MONOTONIC since which a message is unfinished */

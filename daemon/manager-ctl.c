@@ -101,15 +101,15 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		tlv_put_str(&b, VMT_CTAG_VERSION, VMT_VERSION);
 		tlv_put_u64(&b, VMT_CTAG_UPTIME_NS, now_monotonic_ns() - m->start_ns);
 		tlv_put_u64(&b, VMT_CTAG_MEM_USED, mem_used(&m->mem));
-		tlv_put_u64(&b, VMT_CTAG_DUMPS, m->dumps);
-		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dump_errors);
+		tlv_put_u64(&b, VMT_CTAG_DUMPS, m->dumps.dumps);
+		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dumps.dump_errors);
 		tlv_put_str(&b, VMT_CTAG_PATH, m->conf.state_dir);
 		tlv_put_u64(&b, VMT_CTAG_MEM_CAP, m->conf.memory_max);
 		tlv_put_u64(&b, VMT_CTAG_RESERVE, m->mem.reserve.bytes);
 		tlv_put_u64(&b, VMT_CTAG_RESERVE_USED, m->mem.reserve.in_use);
 		tlv_put_u64(&b, VMT_CTAG_RESERVE_PEAK, m->mem.reserve.peak);
-		tlv_put_u64(&b, VMT_CTAG_TRIGGERS, m->triggers_total);
-		tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, m->triggers_suppressed);
+		tlv_put_u64(&b, VMT_CTAG_TRIGGERS, m->dumps.triggers_total);
+		tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, m->dumps.triggers_suppressed);
 		tlv_put_u64(&b, VMT_CTAG_REFUSED, control_refused(m->control));
 		tlv_put_u64(&b, VMT_CTAG_GUESTS_REFUSED, m->mem.rings_refused);
 		control_send(cl, &b);
@@ -196,7 +196,7 @@ static void handle_dump(struct vmt_manager *m, struct vmt_client *cl, uint32_t i
 	rq.trigger = &t;
 	rq.client = cl;
 	rq.request_id = id;
-	r = manager_request_dump(m, &rq);
+	r = dump_request(&m->dumps, &rq);
 	if (r == 0)
 		control_client_waits(cl, 1);
 	if (r == -ENOENT)
@@ -311,5 +311,5 @@ void manager_ctl_request(void *owner, struct vmt_client *cl, unsigned type, uint
 
 void manager_ctl_gone(void *owner, struct vmt_client *cl)
 {
-	manager_forget_client(owner, cl);
+	dump_forget_client(&((struct vmt_manager *)owner)->dumps, cl);
 }

@@ -24,17 +24,17 @@
 
 static void on_guest_flush_done(void *owner, struct vmt_guest *g)
 {
-	manager_guest_flushed(owner, g);
+	dump_guest_flushed(&((struct vmt_manager *)owner)->dumps, g);
 }
 
 static bool on_guest_may_dump(void *owner, struct vmt_guest *g)
 {
-	return manager_guest_may_dump(owner, g);
+	return dump_guest_may(&((struct vmt_manager *)owner)->dumps, g);
 }
 
 static void on_guest_dump_now(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
 {
-	manager_dump_guest_now(owner, g, t);
+	dump_guest_now(&((struct vmt_manager *)owner)->dumps, g, t);
 }
 
 static int on_guest_trigger(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
@@ -42,7 +42,7 @@ static int on_guest_trigger(void *owner, struct vmt_guest *g, const struct vmt_t
 	char *names[1] = { g->conf.name };
 	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = t };
 
-	return manager_request_dump(owner, &rq);
+	return dump_request(&((struct vmt_manager *)owner)->dumps, &rq);
 }
 
 static void on_guest_qemu_changed(void *owner, struct vmt_guest *g)
@@ -73,7 +73,7 @@ static int on_detector(void *owner, const char *guest, const struct vmt_trigger 
 	char *names[1] = { (char *)guest };
 	struct vmt_dump_req rq = { .names = names, .n = guest ? 1 : 0, .trigger = t };
 
-	return manager_request_dump(owner, &rq);
+	return dump_request(&((struct vmt_manager *)owner)->dumps, &rq);
 }
 
 /* The detectors, for the configuration in force. */
@@ -83,6 +83,12 @@ static int manager_probe_new(struct vmt_manager *m)
 				     .fire = on_detector, .owner = m };
 
 	return probe_new(&m->probe, &env);
+}
+
+static void on_dump_answer(void *owner, struct vmt_client *cl, uint32_t id, char *const *files,
+			   uint32_t nfiles, int error)
+{
+	manager_answer_dump(cl, id, files, nfiles, error);
 }
 
 static const struct vmt_control_ops manager_ctl_ops = {
@@ -131,7 +137,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 
 	/* max_age needs time to pass, not only dumps: look once a minute */
 	if (m->housekeeping_runs++ % 12 == 0)
-		manager_submit_retention(m);
+		dump_submit_retention(&m->dumps);
 
 	for (uint32_t i = 0; i < m->guests.n;) {
 		struct vmt_guest *g = m->guests.v[i];
@@ -185,7 +191,7 @@ static void manager_notify_status(struct vmt_manager *m)
 		streaming += m->guests.v[i]->state == GUEST_STREAMING;
 	sd_notifyf(0, "STATUS=%u guest(s), %u streaming, rings %.1f MiB, %llu dump(s), %llu failed",
 		   m->guests.n, streaming, (double)m->mem.rings / (1 << 20),
-		   (unsigned long long)m->dumps, (unsigned long long)m->dump_errors);
+		   (unsigned long long)m->dumps.dumps, (unsigned long long)m->dumps.dump_errors);
 }
 
 static int status_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
@@ -354,7 +360,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	if (state_moved) {
 		/* SAMPLES lists the new folder once a retention pass has seen it */
 		sindex_free(&m->samples);
-		manager_submit_retention(m);
+		dump_submit_retention(&m->dumps);
 	}
 	if (detectors_changed) {
 		probe_free(m->probe);
@@ -403,7 +409,7 @@ static int on_sigusr1(sd_event_source *s, const struct signalfd_siginfo *si, voi
 	int r;
 
 	snprintf(t.reason, sizeof(t.reason), "SIGUSR1 from pid %u", si->ssi_pid);
-	r = manager_request_dump(m, &rq);
+	r = dump_request(&m->dumps, &rq);
 	if (r < 0)
 		log_error_errno(r, "cannot start a dump: %m");
 	return 0;
@@ -469,7 +475,11 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 				(unsigned long long)(m->conf.dump_reserve >> 10));
 		goto fail;
 	}
-	r = writer_init(&m->writer, m->event, manager_writer_done, m);
+	m->dumps = (struct vmt_dumps){ .event = m->event, .conf = &m->conf, .guests = &m->guests,
+				       .writer = &m->writer, .samples = &m->samples,
+				       .hostname = m->hostname, .answer = on_dump_answer, .owner = m };
+	dump_init(&m->dumps);
+	r = writer_init(&m->writer, m->event, dump_writer_done, &m->dumps);
 	if (r < 0)
 		goto fail;
 	r = control_new(&m->control, m->event, &m->conf, &manager_ctl_ops, m);
@@ -521,7 +531,7 @@ int manager_run(struct vmt_manager *m)
 		log_error_errno(r, "cannot start the writer thread: %m");
 		return 1;
 	}
-	manager_apply_retention_now(m);
+	dump_retention_now(&m->dumps);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_connect(m->guests.v[i]);
 	discovery_rescan(m->discovery);
@@ -548,7 +558,7 @@ void manager_free(struct vmt_manager *m)
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_free(m->guests.v[i]);
 	free(m->guests.v);
-	manager_free_dumps(m);
+	dump_free_all(&m->dumps);
 	sindex_free(&m->samples);
 	mem_free(&m->mem);
 	config_free(&m->conf);

@@ -24,14 +24,15 @@ INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 DIRS = ("lib", "daemon", "ctl", "agent")
 
 
-def headers():
-    """Map a header's file name to the folder it lives in."""
-    where = {}
-    for d in DIRS:
-        for f in os.listdir(d):
-            if f.endswith(".h"):
-                where.setdefault(f, d)
-    return where
+def resolve(d, inc):
+    """The folder a #include "inc" in folder d finds, as the compiler looks:
+    d itself first, then -Ilib; None for what is not one of ours."""
+    path = os.path.normpath(os.path.join(d, inc))
+    if os.path.exists(path):
+        return path.split(os.sep)[0]
+    if os.path.exists(os.path.join("lib", inc)):
+        return "lib"
+    return None
 
 
 def includes(path):
@@ -84,7 +85,6 @@ def link_line(prog, objdir):
 
 def main():
     problems = []
-    where = headers()
 
     # forbidden include edges
     rules = {"lib": ("daemon", "ctl", "agent"), "ctl": ("daemon", "agent"),
@@ -94,7 +94,7 @@ def main():
             if not f.endswith((".c", ".h")):
                 continue
             for inc in includes(os.path.join(d, f)):
-                to = where.get(os.path.basename(inc))
+                to = resolve(d, inc)
                 if to in rules[d]:
                     problems.append(f"{d}/{f} includes {to}/{inc}: {d}/ may not include {to}/")
 
@@ -110,7 +110,7 @@ def main():
         a = module(f)
         for inc in includes(os.path.join("daemon", f)):
             b = module(os.path.basename(inc))
-            if inc.endswith(".h") and where.get(os.path.basename(inc)) == "daemon" and b != a \
+            if inc.endswith(".h") and resolve("daemon", inc) == "daemon" and b != a \
                     and b in mods:
                 edges.setdefault(a, set()).add(b)
     if "--graph" in sys.argv:

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dump: the daemon's dumps, from a trigger to files. A request (signal,
+ * control socket, a detector, a guest) joins the dump that is not yet
+ * frozen, or starts one:
+ *
+ *   DELAY  coalesce window, and --post: recording goes on
+ *   FLUSH  every wanted agent flushes; bounded by flush_timeout
+ *   WRITE  each guest's window is held where it is in its rings
+ *          (ring_hold) and handed to the writer thread; the answer goes
+ *          out when all are written, and the holds are released
+ *
+ * Whether an automatic trigger may start one is trigger.h's to say. The
+ * module also owns what the writer hands back: samples and aux files
+ * written, retention passes (their log and the sample index SAMPLES
+ * answers from).
+ */
+#ifndef VMT_DUMP_H
+#define VMT_DUMP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "config.h"
+#include "guest.h"
+#include "sample.h"
+#include "sindex.h"
+#include "trigger.h"
+#include "writer.h"
+
+struct vmt_client;
+
+enum vmt_dump_phase {
+	VMT_DUMP_DELAY,		/* coalescing window and --post: recording goes on */
+	VMT_DUMP_FLUSH,		/* waiting for the agents' FLUSHED */
+	VMT_DUMP_WRITE,		/* windows held, the writer writes them */
+};
+
+/* One dump as it moves from its first trigger to its files. */
+struct vmt_dump {
+	uint64_t id;
+	enum vmt_dump_phase phase;
+	bool all_guests;
+	char **guests;		/* names when !all_guests */
+	uint32_t nguests;
+	uint32_t ntriggers;
+	struct vmt_trigger triggers[VMT_SAMPLE_MAX_TRIGGERS];
+	uint64_t triggers_dropped;	/* served, but beyond the sample's list */
+	uint64_t window_ns;	/* keep this much before the trigger, 0 = the whole ring */
+	uint64_t post_ns;	/* and record this much after it */
+	uint64_t fire_at_ns;	/* CLOCK_MONOTONIC: end of DELAY */
+	sd_event_source *timer;	/* DELAY's end, or FLUSH's timeout */
+	unsigned jobs_left;
+	struct vmt_waiter *waiters;	/* control clients waiting for the answer */
+	char **files;		/* written, for the answer */
+	uint32_t nfiles;
+	int error;
+};
+
+/* What one trigger asks for. */
+struct vmt_dump_req {
+	char *const *names;	/* guests, n = 0: all */
+	uint32_t n;
+	const struct vmt_trigger *trigger;
+	uint64_t window_ns;
+	uint64_t post_ns;
+	struct vmt_client *client;	/* to answer, or NULL */
+	uint32_t request_id;
+};
+
+struct vmt_waiter {
+	struct vmt_client *client;
+	uint32_t request_id;
+	struct vmt_waiter *next;
+};
+
+/* The dumps of one daemon: what it is given, and what it owns. */
+struct vmt_dumps {
+	/* given at dump_init() */
+	sd_event *event;
+	const struct vmt_config *conf;	/* the daemon's, as reloads change it */
+	struct vmt_guest_list *guests;
+	struct vmt_writer *writer;
+	struct vmt_sindex *samples;	/* SAMPLES answers from it */
+	const char *hostname;
+	/* the files of a dump a control client asked for (error < 0: not all) */
+	void (*answer)(void *owner, struct vmt_client *cl, uint32_t id, char *const *files,
+		       uint32_t nfiles, int error);
+	void *owner;
+
+	/* its own */
+	uint64_t next_dump_id;
+	uint64_t last_sample_ns;
+	struct vmt_dump *cur;	/* flushing or writing */
+	struct vmt_dump *next;	/* waiting for cur to finish */
+	struct vmt_trigger_policy policy;
+	/* counters */
+	uint64_t triggers_total;
+	uint64_t triggers_suppressed;
+	uint64_t retention_deleted;	/* files deleted by the retention rules */
+	uint64_t dumps;
+	uint64_t dump_errors;
+	uint64_t samples_written;
+};
+
+/* The writer's answers go to dump_writer_done(job, ds). */
+void dump_init(struct vmt_dumps *ds);
+void dump_free_all(struct vmt_dumps *ds);
+
+/*
+ * Ask for a dump. 0: it will happen (the client, if any, gets the files);
+ * -ENOENT: a named guest does not exist; -EBUSY: an automatic trigger was
+ * suppressed by the cooldown or the rate limit (and counted).
+ */
+int dump_request(struct vmt_dumps *ds, const struct vmt_dump_req *rq);
+/* A control client went away: forget it in pending answers. */
+void dump_forget_client(struct vmt_dumps *ds, struct vmt_client *client);
+
+/* A guest's flush is over (struct vmt_guest_events.flush_done). */
+void dump_guest_flushed(struct vmt_dumps *ds, struct vmt_guest *g);
+/* A dump the guest caused: may it happen now? If not, it is counted as
+ * suppressed (the guest's and the daemon's triggers_suppressed). */
+bool dump_guest_may(struct vmt_dumps *ds, struct vmt_guest *g);
+/* Freeze one guest at once, without a flush, into its own sample (the
+ * guest's aux is about to change). Ask dump_guest_may() first. */
+void dump_guest_now(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt_trigger *t);
+
+/* The writer's answer for job (a sample, an aux file, a retention pass). */
+void dump_writer_done(struct vmt_job *job, void *ds);
+/* Apply the retention rules (and clear stale temporaries) in the writer. */
+void dump_submit_retention(struct vmt_dumps *ds);
+/* The retention rules applied now, in the caller's thread (at start);
+ * the sample index is built from what they leave. */
+void dump_retention_now(struct vmt_dumps *ds);
+
+#endif
