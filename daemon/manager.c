@@ -18,6 +18,7 @@
 #include "hostsrc.h"
 #include "log.h"
 #include "manager.h"
+#include "manager-int.h"
 #include "probe.h"
 
 /* ---- what guests tell the manager ----------------------------------------- */
@@ -61,7 +62,7 @@ static void on_host_mark(void *owner, const char *text)
 			hostsrc_mark(m->guests.v[i], text);
 }
 
-static struct vmt_guest *on_discovered(void *owner, const struct vmt_guest_conf *gc)
+struct vmt_guest *manager_on_discovered(void *owner, const struct vmt_guest_conf *gc)
 {
 	struct vmt_guest *g;
 
@@ -77,7 +78,7 @@ static int on_detector(void *owner, const char *guest, const struct vmt_trigger 
 }
 
 /* The detectors, for the configuration in force. */
-static int manager_probe_new(struct vmt_manager *m)
+int manager_probe_new(struct vmt_manager *m)
 {
 	struct vmt_probe_env env = { .event = m->event, .conf = &m->conf, .guests = &m->guests,
 				     .fire = on_detector, .owner = m };
@@ -157,7 +158,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 }
 
 /* The host's own source, with host.enabled, as the guest named "host". */
-static void manager_start_host(struct vmt_manager *m)
+void manager_start_host(struct vmt_manager *m)
 {
 	struct vmt_guest **t, *g = NULL;
 
@@ -183,7 +184,7 @@ static void manager_start_host(struct vmt_manager *m)
 
 /* ---- systemd ------------------------------------------------------------- */
 
-static void manager_notify_status(struct vmt_manager *m)
+void manager_notify_status(struct vmt_manager *m)
 {
 	unsigned streaming = 0;
 
@@ -203,13 +204,6 @@ static int status_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
 	sd_event_source_set_time_relative(s, 5 * 1000000ull);
 	sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
 	return 0;
-}
-
-static bool host_conf_equal(const struct vmt_host_conf *a, const struct vmt_host_conf *b)
-{
-	return a->enabled == b->enabled && !strcmp(a->events, b->events) &&
-	       !strcmp(a->clock, b->clock) && a->ring_size == b->ring_size &&
-	       a->buffer_kb == b->buffer_kb && a->qemu_only == b->qemu_only;
 }
 
 /* The machine's RAM, and the size of the file system that holds path (or
@@ -255,138 +249,6 @@ int manager_resolve_config(struct vmt_config *c, char *err, size_t err_len)
  * and the running one stays. Guests whose settings did not change keep
  * their sessions and rings; changed ones start over; removed ones go.
  */
-int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
-{
-	struct vmt_config nc;
-	struct vmt_guest **ng;
-	uint32_t n = 0, kept = 0, added = 0, removed = 0;
-	bool host_kept = false, detectors_changed, state_moved;
-	int r;
-
-	sd_notify(0, "RELOADING=1");
-	r = config_load(&nc, m->config_path, err, err_len);
-	if (r == 0) {
-		r = manager_resolve_config(&nc, err, err_len);
-		if (r < 0)
-			config_free(&nc);
-	}
-	if (r < 0) {
-		log_error("reload refused, keeping the running configuration: %s", err);
-		sd_notify(0, "READY=1");
-		return r;
-	}
-	if (strcmp(nc.control_socket, m->conf.control_socket)) {
-		log_warning("control_socket changed: the new path takes effect at the next start");
-		memcpy(nc.control_socket, m->conf.control_socket, sizeof(nc.control_socket));
-	}
-	if (strcmp(nc.user, m->conf.user) || nc.sandbox != m->conf.sandbox) {
-		log_warning("user or sandbox changed: they take effect at the next start");
-		memcpy(nc.user, m->conf.user, sizeof(nc.user));
-		nc.sandbox = m->conf.sandbox;
-	}
-	if (nc.dump_reserve != m->conf.dump_reserve) {
-		log_warning("dump_reserve changed: the new size takes effect at the next start");
-		nc.dump_reserve = m->conf.dump_reserve;
-	}
-	ng = calloc(nc.nguests + m->guests.n + 1, sizeof(*ng));
-	if (!ng) {
-		config_free(&nc);
-		snprintf(err, err_len, "out of memory");
-		sd_notify(0, "READY=1");
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < nc.nguests; i++) {
-		struct vmt_guest *old = manager_find_guest(m, nc.guests[i].name);
-
-		if (old && !old->discovered && config_guest_equal(&old->conf, &nc.guests[i])) {
-			/* a new pidfile changes what the detectors watch, not the rings */
-			memcpy(old->conf.pidfile, nc.guests[i].pidfile, sizeof(old->conf.pidfile));
-			ng[n++] = old;
-			old->keep = true;
-			kept++;
-			continue;
-		}
-		r = guest_new(&m->genv, &nc.guests[i], &ng[n]);
-		if (r < 0) {
-			log_error_errno(r, "reload: guest %s: %m", nc.guests[i].name);
-			continue;
-		}
-		ng[n++]->fresh = true;
-		added++;
-	}
-	/* discovered guests stay unless a configured one took the name */
-	for (uint32_t i = 0; i < m->guests.n; i++) {
-		struct vmt_guest *g = m->guests.v[i];
-		bool taken = false;
-
-		for (uint32_t k = 0; k < n; k++)
-			taken |= !strcmp(ng[k]->conf.name, g->conf.name) && ng[k] != g;
-		if (g->discovered && !taken) {
-			ng[n++] = g;
-			g->keep = true;
-		}
-	}
-	/* the host source keeps its instance and rings if host: did not change */
-	for (uint32_t i = 0; i < m->guests.n; i++) {
-		struct vmt_guest *g = m->guests.v[i];
-		bool taken = false;
-
-		for (uint32_t k = 0; k < n; k++)
-			taken |= !strcmp(ng[k]->conf.name, g->conf.name);
-		if (g->src && !taken && host_conf_equal(&m->conf.host, &nc.host)) {
-			ng[n++] = g;
-			g->keep = true;
-			host_kept = true;
-		}
-	}
-	for (uint32_t i = 0; i < m->guests.n; i++) {
-		struct vmt_guest *g = m->guests.v[i];
-		if (g->keep) {
-			g->keep = false;
-			continue;
-		}
-		guest_stop(g);
-		guest_free(g);
-		removed++;
-	}
-	free(m->guests.v);
-	m->guests.v = ng;
-	m->guests.n = n;
-	detectors_changed = memcmp(&m->conf.detectors, &nc.detectors, sizeof(nc.detectors)) != 0;
-	state_moved = strcmp(m->conf.state_dir, nc.state_dir) != 0;
-	config_free(&m->conf);
-	m->conf = nc;
-	m->mem.max = m->conf.memory_max;
-	if (state_moved) {
-		/* SAMPLES lists the new folder once a retention pass has seen it */
-		sindex_free(&m->samples);
-		dump_submit_retention(&m->dumps);
-	}
-	if (detectors_changed) {
-		probe_free(m->probe);
-		m->probe = NULL;
-		if (manager_probe_new(m) < 0)
-			log_error("reload: the detectors could not be set up again");
-	}
-	probe_sync_guests(m->probe);
-	for (uint32_t i = 0; i < n; i++)
-		if (ng[i]->fresh) {
-			ng[i]->fresh = false;
-			guest_connect(ng[i]);
-		}
-	if (!host_kept)
-		manager_start_host(m);	/* logs why it cannot */
-	if (m->conf.ndiscovery && !m->discovery && discovery_new(&m->discovery, m->event, &m->conf, &m->guests, on_discovered, m) < 0)
-		log_error("cannot watch the discovery folders");
-	discovery_rescan(m->discovery);
-	control_forget_access(m->control);	/* the control groups may have changed */
-	log_notice("configuration reloaded: %u guest(s) kept, %u started, %u removed", kept, added,
-		   removed);
-	sd_notify(0, "READY=1");
-	manager_notify_status(m);
-	return 0;
-}
-
 /* ---- signals and life cycle ---------------------------------------------- */
 
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
@@ -486,7 +348,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	if (r < 0)
 		goto fail;
 	if (m->conf.ndiscovery) {
-		r = discovery_new(&m->discovery, m->event, &m->conf, &m->guests, on_discovered, m);
+		r = discovery_new(&m->discovery, m->event, &m->conf, &m->guests, manager_on_discovered, m);
 		if (r < 0) {
 			log_error_errno(r, "cannot watch the discovery folders: %m");
 			goto fail;

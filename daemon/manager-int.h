@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * manager-int: what the manager's files (manager.c, manager-reload.c,
+ * manager-ctl.c) share. Not for other modules.
+ */
+#ifndef VMT_MANAGER_INT_H
+#define VMT_MANAGER_INT_H
+
+#include "manager.h"
+
+/* discovery's add callback: a guest made and put in the list, or NULL */
+struct vmt_guest *manager_on_discovered(void *owner, const struct vmt_guest_conf *gc);
+/* The detectors, for the configuration in force. */
+int manager_probe_new(struct vmt_manager *m);
+/* The host's own source, with host.enabled, as the guest named "host". */
+void manager_start_host(struct vmt_manager *m);
+/* STATUS= for systemd. */
+void manager_notify_status(struct vmt_manager *m);
+
+#endif

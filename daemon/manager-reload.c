@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * manager-reload: SIGHUP and `vmtracectl reload`. The file is read and
+ * checked first; a configuration that does not parse or resolve is refused
+ * and the running one kept. Then guests whose settings did not change keep
+ * their sessions and rings, new ones start, removed ones stop; discovered
+ * guests stay unless a configured one takes their name; the host source
+ * stays if host: did not change; the detectors load again if theirs did.
+ * What only a restart can change (control_socket, user, sandbox,
+ * dump_reserve) is said and kept.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+
+#include "control.h"
+#include "discovery.h"
+#include "log.h"
+#include "manager-int.h"
+#include "probe.h"
+
+/* What the reload does to the guest list. */
+struct reload_count {
+	uint32_t kept, added, removed;
+	bool host_kept;
+};
+
+static bool host_conf_equal(const struct vmt_host_conf *a, const struct vmt_host_conf *b)
+{
+	return a->enabled == b->enabled && !strcmp(a->events, b->events) &&
+	       !strcmp(a->clock, b->clock) && a->ring_size == b->ring_size &&
+	       a->buffer_kb == b->buffer_kb && a->qemu_only == b->qemu_only;
+}
+
+/* Read and resolve the file into nc; what takes a restart stays as it is. */
+static int reload_read(struct vmt_manager *m, struct vmt_config *nc, char *err, size_t err_len)
+{
+	int r = config_load(nc, m->config_path, err, err_len);
+
+	if (r == 0) {
+		r = manager_resolve_config(nc, err, err_len);
+		if (r < 0)
+			config_free(nc);
+	}
+	if (r < 0)
+		return r;
+	if (strcmp(nc->control_socket, m->conf.control_socket)) {
+		log_warning("control_socket changed: the new path takes effect at the next start");
+		memcpy(nc->control_socket, m->conf.control_socket, sizeof(nc->control_socket));
+	}
+	if (strcmp(nc->user, m->conf.user) || nc->sandbox != m->conf.sandbox) {
+		log_warning("user or sandbox changed: they take effect at the next start");
+		memcpy(nc->user, m->conf.user, sizeof(nc->user));
+		nc->sandbox = m->conf.sandbox;
+	}
+	if (nc->dump_reserve != m->conf.dump_reserve) {
+		log_warning("dump_reserve changed: the new size takes effect at the next start");
+		nc->dump_reserve = m->conf.dump_reserve;
+	}
+	return 0;
+}
+
+static bool name_taken(struct vmt_guest *const *ng, uint32_t n, const struct vmt_guest *g,
+		       bool by_another)
+{
+	for (uint32_t k = 0; k < n; k++)
+		if (!strcmp(ng[k]->conf.name, g->conf.name) && (!by_another || ng[k] != g))
+			return true;
+	return false;
+}
+
+/* The new guest list: configured guests kept or made (fresh), discovered
+ * ones and the host source carried over; the others stopped and freed. */
+static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc,
+			      struct vmt_guest **ng, struct reload_count *c)
+{
+	uint32_t n = 0;
+	int r;
+
+	for (uint32_t i = 0; i < nc->nguests; i++) {
+		struct vmt_guest *old = manager_find_guest(m, nc->guests[i].name);
+
+		if (old && !old->discovered && config_guest_equal(&old->conf, &nc->guests[i])) {
+			/* a new pidfile changes what the detectors watch, not the rings */
+			memcpy(old->conf.pidfile, nc->guests[i].pidfile, sizeof(old->conf.pidfile));
+			ng[n++] = old;
+			old->keep = true;
+			c->kept++;
+			continue;
+		}
+		r = guest_new(&m->genv, &nc->guests[i], &ng[n]);
+		if (r < 0) {
+			log_error_errno(r, "reload: guest %s: %m", nc->guests[i].name);
+			continue;
+		}
+		ng[n++]->fresh = true;
+		c->added++;
+	}
+	/* discovered guests stay unless a configured one took the name */
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
+
+		if (g->discovered && !name_taken(ng, n, g, true)) {
+			ng[n++] = g;
+			g->keep = true;
+		}
+	}
+	/* the host source keeps its instance and rings if host: did not change */
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
+
+		if (g->src && !name_taken(ng, n, g, false) && host_conf_equal(&m->conf.host, &nc->host)) {
+			ng[n++] = g;
+			g->keep = true;
+			c->host_kept = true;
+		}
+	}
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
+
+		if (g->keep) {
+			g->keep = false;
+			continue;
+		}
+		guest_stop(g);
+		guest_free(g);
+		c->removed++;
+	}
+	return n;
+}
+
+/* The new configuration in force, and what follows from it. */
+static void reload_apply(struct vmt_manager *m, struct vmt_config *nc, const struct reload_count *c)
+{
+	bool detectors_changed = memcmp(&m->conf.detectors, &nc->detectors, sizeof(nc->detectors)) != 0;
+	bool state_moved = strcmp(m->conf.state_dir, nc->state_dir) != 0;
+
+	config_free(&m->conf);
+	m->conf = *nc;
+	m->mem.max = m->conf.memory_max;
+	if (state_moved) {
+		/* SAMPLES lists the new folder once a retention pass has seen it */
+		sindex_free(&m->samples);
+		dump_submit_retention(&m->dumps);
+	}
+	if (detectors_changed) {
+		probe_free(m->probe);
+		m->probe = NULL;
+		if (manager_probe_new(m) < 0)
+			log_error("reload: the detectors could not be set up again");
+	}
+	probe_sync_guests(m->probe);
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		if (m->guests.v[i]->fresh) {
+			m->guests.v[i]->fresh = false;
+			guest_connect(m->guests.v[i]);
+		}
+	if (!c->host_kept)
+		manager_start_host(m);	/* logs why it cannot */
+	if (m->conf.ndiscovery && !m->discovery &&
+	    discovery_new(&m->discovery, m->event, &m->conf, &m->guests, manager_on_discovered, m) < 0)
+		log_error("cannot watch the discovery folders");
+	discovery_rescan(m->discovery);
+	control_forget_access(m->control);	/* the control groups may have changed */
+}
+
+int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
+{
+	struct reload_count c = { 0 };
+	struct vmt_config nc;
+	struct vmt_guest **ng;
+	uint32_t n;
+	int r;
+
+	sd_notify(0, "RELOADING=1");
+	r = reload_read(m, &nc, err, err_len);
+	if (r < 0) {
+		log_error("reload refused, keeping the running configuration: %s", err);
+		sd_notify(0, "READY=1");
+		return r;
+	}
+	ng = calloc(nc.nguests + m->guests.n + 1, sizeof(*ng));
+	if (!ng) {
+		config_free(&nc);
+		snprintf(err, err_len, "out of memory");
+		sd_notify(0, "READY=1");
+		return -ENOMEM;
+	}
+	n = reload_guests(m, &nc, ng, &c);
+	free(m->guests.v);
+	m->guests.v = ng;
+	m->guests.n = n;
+	reload_apply(m, &nc, &c);
+	log_notice("configuration reloaded: %u guest(s) kept, %u started, %u removed", c.kept,
+		   c.added, c.removed);
+	sd_notify(0, "READY=1");
+	manager_notify_status(m);
+	return 0;
+}
