@@ -67,7 +67,7 @@ LIBVMTCTL   := $(O)/libvmtctl.a
 TEST_LIBS   := $(LIBVMTD) $(LIBVMTCTL) $(LIBVMT)
 PROGS       := $(O)/vmtraced $(O)/vmtracectl $(O)/vmtrace-agent
 
-.PHONY: all tests check check-stress check-unit check-integration check-e2e demo deps install clean help bench soak corpus
+.PHONY: layering all tests check check-stress check-unit check-integration check-e2e demo deps install clean help bench soak corpus
 all: $(PROGS)
 
 help:
@@ -80,6 +80,7 @@ help:
 	@echo "make soak       64 guests flooding for SOAK_SECONDS (600): RSS, fds, dumps"
 	@echo "make fuzz       fuzz every parser of guest and file input (FUZZ_TIME=60 s each)"
 	@echo "make deps       install the Debian packages that are missing (root only)"
+	@echo "make layering   check the include graph and link lines (run by make check)"
 	@echo "make clean      remove $(O)/"
 
 $(O)/%.o: %.c
@@ -165,10 +166,12 @@ $(SHIM): tests/tools/faultshim.c
 
 tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM) $(CORPUS)
 
-# `make check`: packages, then a sanitizer build of everything in build/san,
-# then every suite, then a short pass of every fuzz target (about 30 s).
+# `make check`: packages, the layering check (tools/layering.py: no include
+# cycle among daemon/'s modules, no forbidden include or link), then a
+# sanitizer build of everything in build/san, then every suite, then a short
+# pass of every fuzz target (about 30 s).
 # The summary line of run-tests.sh counts tests.
-check: deps
+check: deps layering
 	$(Q)$(MAKE) --no-print-directory O=$(O)/san SAN=1 tests
 	$(Q)$(MAKE) --no-print-directory O=$(O)/plain tests
 	$(Q)VMT_BUILD=$(O)/san VMT_AGENT=$(O)/plain/vmtrace-agent tests/run-tests.sh
@@ -201,6 +204,9 @@ soak: deps
 
 deps:
 	$(Q)tools/deps.sh
+
+layering:
+	$(Q)python3 tools/layering.py
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/vmtraced \
