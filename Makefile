@@ -245,6 +245,7 @@ $(O)/daemon/probe.o: ALL_CFLAGS += -DVMT_HAVE_BPF -I$(O)/bpf
 $(O)/daemon/probe.o: $(O)/bpf/detect.skel.h
 # test_probe compiles daemon/probe.c in, against a manager of its own.
 $(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c daemon/qemu.c bpf/detect.h \
+		$(wildcard daemon/*.h) \
 		$(O)/bpf/detect.skel.h $(TESTLIB_OBJS) $(LIBVMT)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
