@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * guest-int: what guest.c (channels, timers, rings) and guest-msg.c (the
- * agent's messages) share inside one guest. Not for other modules.
+ * guest-int: what the guest module's files share inside one guest: guest.c
+ * (life cycle, channels, timers), guest-msg.c (the agent's messages) and
+ * guest-aux.c (its metadata bundle and aux). Not for other modules.
  */
 #ifndef VMT_GUEST_INT_H
 #define VMT_GUEST_INT_H
@@ -40,5 +41,13 @@ void guest_end_flush(struct vmt_guest *g);
 /* guest-msg.c */
 void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg);
 void guest_check_flushed(struct vmt_guest *g);
+/* Its window decodes only with what the guest is replacing: dump it now if
+ * the guest's budgets allow, else drop it (counted). */
+void guest_save_window(struct vmt_guest *g, const char *why);
+
+/* guest-aux.c: the metadata bundle's messages */
+void guest_on_meta_begin(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_on_meta_data(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg);
 
 #endif

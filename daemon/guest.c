@@ -484,49 +484,6 @@ void guest_free_rings(struct vmt_guest *g)
 	g->nrings = 0;
 }
 
-/*
- * The aux in force goes with the rings whose pages it decodes. Its bundle,
- * if no sample needed its file, goes too: what a job queued has is a copy.
- */
-void guest_drop_aux(struct vmt_guest *g)
-{
-	g->have_aux = false;
-	g->aux_pending = false;
-	free(g->aux.meta);
-	g->aux.meta = NULL;
-	g->aux.meta_len = 0;
-	guest_settle_meta(g);
-}
-
-uint64_t guest_meta_held(const struct vmt_guest *g)
-{
-	uint64_t n = g->tasks.len + g->tasks_rx.len;
-
-	if (g->meta_open)
-		n += g->meta_total;
-	if (g->aux.meta)
-		n += g->aux.meta_len * (g->aux_pending ? 2 : 1);
-	return n;
-}
-
-void guest_settle_meta(struct vmt_guest *g)
-{
-	mem_charge_meta(g->env->mem, &g->meta_charged, guest_meta_held(g));
-}
-
-void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok)
-{
-	if (!g->have_aux || g->aux.id != aux_id)
-		return;	/* an aux replaced since: its own job is its own */
-	g->aux_pending = false;
-	if (ok) {
-		free(g->aux.meta);
-		g->aux.meta = NULL;
-		g->aux.meta_len = 0;
-	}
-	guest_settle_meta(g);
-}
-
 struct vmt_guest *guest_list_find(const struct vmt_guest_list *l, const char *name)
 {
 	for (uint32_t i = 0; i < l->n; i++)
