@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * guest-msg: what a guest's agent says on the control channel, checked and
- * acted on: HELLO starts a session, STARTED and the metadata bundle
- * (guest-aux.c) settle the aux version, FLUSHED marks where a dump's
- * window ends, TRIGGER asks for a dump, TASKS names the tasks. Everything
- * here is untrusted input.
+ * guest-msg: what a guest's agent says on the control channel: read and
+ * framed (the channel's turn among the inputs, a message left unfinished
+ * given up), then checked and acted on: HELLO starts a session, STARTED
+ * and the metadata bundle (guest-aux.c) settle the aux version, FLUSHED
+ * marks where a dump's window ends, TRIGGER asks for a dump, TASKS names
+ * the tasks. Everything here is untrusted input.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -309,7 +310,7 @@ static void guest_on_tasks(struct vmt_guest *g, const struct vmt_msg *msg)
 	g->tasks_rx = (struct vmt_buf){ 0 };
 }
 
-void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
+static void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 {
 	switch (msg->type) {
 	case VMT_MSG_HELLO:
@@ -353,4 +354,132 @@ void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 	}
 	/* what it holds in metadata may have changed with any of them */
 	guest_settle_meta(g);
+}
+
+/* ---- the control channel ---------------------------------------------- */
+
+uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g)
+{
+	return g->ctl_rejected_bytes_base + g->rx->rejected_bytes;
+}
+
+uint64_t guest_ctl_rejected_msgs(const struct vmt_guest *g)
+{
+	return g->rx->rejected_msgs;
+}
+
+static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* Check for an unfinished control message when it has had its time. */
+static void guest_arm_partial(struct vmt_guest *g)
+{
+	uint64_t usec = CTL_PARTIAL_TIMEOUT_NS / 1000 + 10000;
+	int r;
+
+	if (g->partial_timer) {
+		sd_event_source_set_time_relative(g->partial_timer, usec);
+		sd_event_source_set_enabled(g->partial_timer, SD_EVENT_ONESHOT);
+		return;
+	}
+	r = sd_event_add_time_relative(g->env->event, &g->partial_timer, CLOCK_MONOTONIC, usec, 100000,
+				       guest_partial_cb, g);
+	if (r < 0)
+		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot arm timer: %m");
+}
+
+/*
+ * Read and handle the control channel, at most budget bytes; true if it
+ * was read dry (or closed).
+ */
+bool guest_ctl_read(struct vmt_guest *g, size_t budget)
+{
+	uint64_t rejected = g->rx->rejected_bytes, messages = g->rx->messages;
+	bool drained = false;
+
+	for (size_t done = 0; done < budget && channel_is_open(&g->ctl);) {
+		struct vmt_msg msg;
+		size_t room;
+		uint8_t *p = proto_rx_space(g->rx, &room);
+		ssize_t n = read(g->ctl.rfd, p, room);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				guest_disconnect(g, strerror(errno));
+			drained = true;
+			break;
+		}
+		if (n == 0) {
+			guest_disconnect(g, "control channel closed");
+			drained = true;
+			break;
+		}
+		done += (size_t)n;
+		sync_stamp_rx(g);
+		proto_rx_wrote(g->rx, (size_t)n);
+		while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
+			guest_dispatch(g, &msg);
+	}
+	if (g->rx->rejected_bytes != rejected)
+		guest_complain(g, g->rx->last_error, "control channel: %llu bytes of garbage skipped",
+			       (unsigned long long)(g->rx->rejected_bytes - rejected));
+	/* the clock of an unfinished message starts when the last whole one ended */
+	if (!proto_rx_partial(g->rx) || g->rx->messages != messages)
+		g->ctl_partial_since = 0;
+	if (channel_is_open(&g->ctl) && proto_rx_partial(g->rx) && !g->ctl_partial_since) {
+		g->ctl_partial_since = now_monotonic_ns();
+		guest_arm_partial(g);
+	}
+	return drained;
+}
+
+int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_guest *g = userdata;
+	bool drained = guest_ctl_read(g, READ_BUDGET_BYTES);
+
+	/*
+	 * An agent's control messages are small and few: its channel goes ahead
+	 * of bulk page reads (FLUSHED should not wait behind them). One that
+	 * keeps the channel full past a callback's budget takes its turn with
+	 * everyone else's input until it has been read dry, so that it cannot
+	 * starve the other guests, their data and the control socket.
+	 */
+	if (g->ctl_src && drained == g->ctl_demoted) {
+		g->ctl_demoted = !drained;
+		sd_event_source_set_priority(g->ctl_src, drained ? SD_EVENT_PRIORITY_IMPORTANT
+								 : SD_EVENT_PRIORITY_NORMAL);
+	}
+	return 0;
+}
+
+static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	guest_check_partial(userdata);
+	return 0;
+}
+
+void guest_check_partial(struct vmt_guest *g)
+{
+	uint64_t now = now_monotonic_ns(), rejected = g->rx->rejected_bytes;
+	size_t held = proto_rx_partial(g->rx);
+	struct vmt_msg msg;
+
+	if (!g->ctl_partial_since || !channel_is_open(&g->ctl) ||
+	    now - g->ctl_partial_since < CTL_PARTIAL_TIMEOUT_NS)
+		return;
+	proto_rx_abandon(g->rx);
+	guest_complain(g, -ETIMEDOUT,
+		       "control channel: a message unfinished for %.1f s (%zu bytes held) given up, "
+		       "%llu bytes skipped; the agent may have restarted in the middle of it",
+		       (double)(now - g->ctl_partial_since) / 1e9, held,
+		       (unsigned long long)(g->rx->rejected_bytes - rejected));
+	g->ctl_partial_since = 0;
+	while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
+		guest_dispatch(g, &msg);
+	if (channel_is_open(&g->ctl) && proto_rx_partial(g->rx)) {
+		g->ctl_partial_since = now;
+		guest_arm_partial(g);
+	}
 }

@@ -13,10 +13,6 @@
 #include "page.h"
 
 #define OUT_MAX 65536			/* control bytes queued for a guest that does not read */
-#define READ_BUDGET_BYTES (256 * 1024)	/* per data callback, so one guest cannot starve others */
-/* Read of the control channel when a data channel closed: more than a
- * socket buffers, less than a flood could make it loop for long. */
-#define CTL_DRAIN_MAX (4 * 1024 * 1024)
 #define LOG_BURST 10
 #define LOG_WINDOW_NS (10 * 1000000000ull)
 
@@ -124,46 +120,7 @@ void guest_arm(struct vmt_guest *g, uint64_t usec)
 		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot arm timer: %m");
 }
 
-static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata);
-
-/* Check for an unfinished control message when it has had its time. */
-static void guest_arm_partial(struct vmt_guest *g)
-{
-	uint64_t usec = CTL_PARTIAL_TIMEOUT_NS / 1000 + 10000;
-	int r;
-
-	if (g->partial_timer) {
-		sd_event_source_set_time_relative(g->partial_timer, usec);
-		sd_event_source_set_enabled(g->partial_timer, SD_EVENT_ONESHOT);
-		return;
-	}
-	r = sd_event_add_time_relative(g->env->event, &g->partial_timer, CLOCK_MONOTONIC, usec, 100000,
-				       guest_partial_cb, g);
-	if (r < 0)
-		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot arm timer: %m");
-}
-
-uint64_t guest_mem(const struct vmt_guest *g)
-{
-	uint64_t t = 0;
-
-	for (uint32_t i = 0; i < g->nrings; i++)
-		t += ring_mem_size(g->rings[i].nr_pages, g->rings[i].layout.page_size);
-	return t;
-}
-
-uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g)
-{
-	return g->ctl_rejected_bytes_base + g->rx->rejected_bytes;
-}
-
-uint64_t guest_ctl_rejected_msgs(const struct vmt_guest *g)
-{
-	return g->rx->rejected_msgs;
-}
-
 /* ---- sending ---------------------------------------------------------- */
-
 
 static int guest_flush_out(struct vmt_guest *g)
 {
@@ -227,38 +184,6 @@ void guest_send_start(struct vmt_guest *g)
 }
 
 /* ---- channels --------------------------------------------------------- */
-
-static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);
-/*
- * The next page to fill is held by a dump being written and the dump
- * reserve is used up: stop reading this channel until a dump is written
- * (guest_resume). The guest's own ring buffer holds the trace meanwhile;
- * what it has to drop, it counts, and the pages say so.
- */
-static void guest_pause(struct vmt_guest *g, uint32_t cpu)
-{
-	if (!g->data_src[cpu] || sd_event_source_set_enabled(g->data_src[cpu], SD_EVENT_OFF) < 0)
-		return;
-	g->c.read_pauses++;
-	g->npaused++;
-	guest_complain(g, 0, "cpu%u: reading paused: its next page is held by a dump being written "
-		       "and dump_reserve is used up", cpu);
-}
-
-void guest_resume(struct vmt_guest *g)
-{
-	for (uint32_t i = 0; i < g->nrings; i++)
-		ring_settle(&g->rings[i]);
-	if (g->src)
-		g->src_ops->resume(g->src);
-	/* only guest_pause switches a data source off */
-	for (uint32_t i = 0; g->npaused && i < g->nchan; i++)
-		if (g->data_src[i])
-			sd_event_source_set_enabled(g->data_src[i], SD_EVENT_ON);
-	g->npaused = 0;
-}
-
-static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 
 static void guest_close_channels(struct vmt_guest *g)
 {
@@ -379,13 +304,6 @@ static int guest_open_channels(struct vmt_guest *g)
 	return r;
 }
 
-void guest_drain_data(struct vmt_guest *g)
-{
-	for (uint32_t i = 0; i < g->nchan; i++)
-		if (channel_is_open(&g->data[i]))
-			g->c.stale_bytes += channel_drain(&g->data[i]);
-}
-
 void guest_connect(struct vmt_guest *g)
 {
 	int r;
@@ -468,274 +386,12 @@ void guest_fail(struct vmt_guest *g, const char *why)
 	guest_arm(g, FAILED_RETRY_USEC);
 }
 
-/* ---- rings ------------------------------------------------------------ */
-
-void guest_free_rings(struct vmt_guest *g)
-{
-	for (uint32_t i = 0; i < g->nrings; i++)
-		ring_free(&g->rings[i]);
-	free(g->rings);
-	free(g->stream_base);
-	free(g->target_seq);
-	free(g->stats);
-	g->rings = NULL;
-	g->stream_base = g->target_seq = NULL;
-	g->stats = NULL;
-	g->nrings = 0;
-}
-
 struct vmt_guest *guest_list_find(const struct vmt_guest_list *l, const char *name)
 {
 	for (uint32_t i = 0; i < l->n; i++)
 		if (!strcmp(l->v[i]->conf.name, name))
 			return l->v[i];
 	return NULL;
-}
-
-bool guest_rings_empty(const struct vmt_guest *g)
-{
-	for (uint32_t i = 0; i < g->nrings; i++)
-		if (g->rings[i].count)
-			return false;
-	return true;
-}
-
-static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
-{
-	uint64_t pages = g->conf.rec.ring_size / page_size;
-	int r = 0;
-
-	if (pages < 1)
-		pages = 1;
-	if (pages > UINT32_MAX)
-		pages = UINT32_MAX;
-	page_layout_default(&g->layout, page_size);
-	g->rings = calloc(ncpus, sizeof(*g->rings));
-	g->stream_base = calloc(ncpus, sizeof(*g->stream_base));
-	g->target_seq = calloc(ncpus, sizeof(*g->target_seq));
-	g->stats = calloc(ncpus, sizeof(*g->stats));
-	if (!g->rings || !g->stream_base || !g->target_seq || !g->stats) {
-		free(g->rings);
-		free(g->stream_base);
-		free(g->target_seq);
-		free(g->stats);
-		g->rings = NULL;
-		g->stream_base = g->target_seq = NULL;
-		g->stats = NULL;
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < ncpus; i++) {
-		r = ring_init(&g->rings[i], (uint32_t)pages, &g->layout);
-		if (r < 0)
-			break;
-		g->rings[i].pool = &g->env->mem->reserve;
-		g->nrings = i + 1;
-	}
-	if (r < 0) {
-		guest_free_rings(g);
-		return r;
-	}
-	guest_log(g, VMT_LOG_INFO, 0, "rings: %u CPUs x %llu pages of %u bytes (%llu KiB)",
-		  ncpus, (unsigned long long)pages, page_size,
-		  (unsigned long long)(guest_mem(g) >> 10));
-	return 0;
-}
-
-int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
-{
-	uint64_t pages = VMT_MAX(g->conf.rec.ring_size / page_size, 1);
-	uint64_t need = ring_mem_size((uint32_t)VMT_MIN(pages, UINT32_MAX), page_size) * ncpus;
-	struct vmt_mem *mem = g->env->mem;
-	int r;
-
-	if (mem_take_rings(mem, need) < 0) {
-		log_guest(VMT_LOG_ERR, 0, g->conf.name,
-			  "refused: rings of %llu KiB do not fit under memory_max (%llu KiB used by rings, "
-			  "dump_reserve %llu KiB, memory_max %llu KiB)",
-			  (unsigned long long)(need >> 10), (unsigned long long)(mem->rings >> 10),
-			  (unsigned long long)(mem->reserve.bytes >> 10),
-			  (unsigned long long)(mem->max >> 10));
-		return -ENOSPC;
-	}
-	r = guest_alloc_rings(g, ncpus, page_size);
-	mem_give_rings(mem, need);	/* what was allocated counts, not the estimate */
-	if (r < 0)
-		return r;
-	mem->rings += guest_mem(g);
-	return 0;
-}
-
-/*
- * Read and handle the control channel, at most budget bytes; true if it
- * was read dry (or closed).
- */
-static bool guest_ctl_read(struct vmt_guest *g, size_t budget)
-{
-	uint64_t rejected = g->rx->rejected_bytes, messages = g->rx->messages;
-	bool drained = false;
-
-	for (size_t done = 0; done < budget && channel_is_open(&g->ctl);) {
-		struct vmt_msg msg;
-		size_t room;
-		uint8_t *p = proto_rx_space(g->rx, &room);
-		ssize_t n = read(g->ctl.rfd, p, room);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				guest_disconnect(g, strerror(errno));
-			drained = true;
-			break;
-		}
-		if (n == 0) {
-			guest_disconnect(g, "control channel closed");
-			drained = true;
-			break;
-		}
-		done += (size_t)n;
-		sync_stamp_rx(g);
-		proto_rx_wrote(g->rx, (size_t)n);
-		while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
-			guest_dispatch(g, &msg);
-	}
-	if (g->rx->rejected_bytes != rejected)
-		guest_complain(g, g->rx->last_error, "control channel: %llu bytes of garbage skipped",
-			       (unsigned long long)(g->rx->rejected_bytes - rejected));
-	/* the clock of an unfinished message starts when the last whole one ended */
-	if (!proto_rx_partial(g->rx) || g->rx->messages != messages)
-		g->ctl_partial_since = 0;
-	if (channel_is_open(&g->ctl) && proto_rx_partial(g->rx) && !g->ctl_partial_since) {
-		g->ctl_partial_since = now_monotonic_ns();
-		guest_arm_partial(g);
-	}
-	return drained;
-}
-
-static int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
-{
-	struct vmt_guest *g = userdata;
-	bool drained = guest_ctl_read(g, READ_BUDGET_BYTES);
-
-	/*
-	 * An agent's control messages are small and few: its channel goes ahead
-	 * of bulk page reads (FLUSHED should not wait behind them). One that
-	 * keeps the channel full past a callback's budget takes its turn with
-	 * everyone else's input until it has been read dry, so that it cannot
-	 * starve the other guests, their data and the control socket.
-	 */
-	if (g->ctl_src && drained == g->ctl_demoted) {
-		g->ctl_demoted = !drained;
-		sd_event_source_set_priority(g->ctl_src, drained ? SD_EVENT_PRIORITY_IMPORTANT
-								 : SD_EVENT_PRIORITY_NORMAL);
-	}
-	return 0;
-}
-static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata)
-{
-	guest_check_partial(userdata);
-	return 0;
-}
-
-void guest_check_partial(struct vmt_guest *g)
-{
-	uint64_t now = now_monotonic_ns(), rejected = g->rx->rejected_bytes;
-	size_t held = proto_rx_partial(g->rx);
-	struct vmt_msg msg;
-
-	if (!g->ctl_partial_since || !channel_is_open(&g->ctl) ||
-	    now - g->ctl_partial_since < CTL_PARTIAL_TIMEOUT_NS)
-		return;
-	proto_rx_abandon(g->rx);
-	guest_complain(g, -ETIMEDOUT,
-		       "control channel: a message unfinished for %.1f s (%zu bytes held) given up, "
-		       "%llu bytes skipped; the agent may have restarted in the middle of it",
-		       (double)(now - g->ctl_partial_since) / 1e9, held,
-		       (unsigned long long)(g->rx->rejected_bytes - rejected));
-	g->ctl_partial_since = 0;
-	while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
-		guest_dispatch(g, &msg);
-	if (channel_is_open(&g->ctl) && proto_rx_partial(g->rx)) {
-		g->ctl_partial_since = now;
-		guest_arm_partial(g);
-	}
-}
-
-static int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
-{
-	struct vmt_guest *g = userdata;
-	uint8_t *buf = g->env->bounce;
-	uint32_t cpu = 0;
-
-	while (cpu < g->nchan && g->data_src[cpu] != s)
-		cpu++;
-	if (cpu == g->nchan)
-		return 0;
-
-	/*
-	 * Big reads, then page-sized pieces into the ring: one read() per page
-	 * would wake the writer on the other side of the pipe for every page.
-	 * The budget keeps one busy guest from starving the others.
-	 */
-	for (uint32_t done = 0; done < READ_BUDGET_BYTES;) {
-		bool stream = g->state == GUEST_STREAMING && cpu < g->nrings;
-		size_t want = stream ? ring_room(&g->rings[cpu], g->env->bounce_size) : g->env->bounce_size;
-		ssize_t n;
-
-		if (!want) {
-			guest_pause(g, cpu);
-			break;
-		}
-		n = read(fd, buf, want);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0) {
-			/* what the agent said before it hung up still counts (its
-			 * metadata, say): at most what the socket still holds, for
-			 * its writer is gone */
-			guest_ctl_read(g, CTL_DRAIN_MAX);
-			if (channel_is_open(&g->data[cpu]))
-				guest_disconnect(g, "data channel closed");
-			return 0;
-		}
-		if (n < 0) {
-			if (errno != EAGAIN) {
-				guest_disconnect(g, strerror(errno));
-				return 0;
-			}
-			break;
-		}
-		done += (uint32_t)n;
-		if (!stream) {
-			/* no session: these bytes have no place in any stream */
-			g->c.stale_bytes += (uint64_t)n;
-			continue;
-		}
-		for (size_t off = 0; off < (size_t)n;) {
-			struct vmt_ring *r = &g->rings[cpu];
-			uint32_t room, k;
-			uint8_t *p = ring_fill_space(r, &room);
-
-			if (!p) {
-				/* cannot happen after ring_room(); never loop on it */
-				r->c.bytes_rejected += (uint64_t)n - off;
-				guest_complain(g, 0, "cpu%u: %zu bytes without room dropped", cpu,
-					       (size_t)n - off);
-				break;
-			}
-			k = (uint32_t)VMT_MIN((size_t)room, (size_t)n - off);
-			memcpy(p, buf + off, k);
-			off += k;
-			if (ring_fill_commit(r, k) == -EBADMSG)
-				guest_complain(g, 0, "cpu%u: page %llu rejected (bad commit or event length)",
-					       cpu, (unsigned long long)(r->next_seq - 1));
-		}
-		if ((size_t)n < want)
-			break;	/* drained for now */
-	}
-	guest_check_flushed(g);
-	return 0;
 }
 
 /* ---- API ---------------------------------------------------------------- */
