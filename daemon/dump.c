@@ -1,132 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dump: see dump.h. The window of each guest is frozen where it is
- * (freeze_guest), the writer writes it, and the answers come back here.
+ * dump: see dump.h. A dump's requests and phases, and the freezing of each
+ * guest's window where it is (freeze_guest); what goes to the writer
+ * besides, and what comes back, is dump-write.c's.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dump.h"
+#include "dump-int.h"
 #include "guest.h"
 #include "log.h"
 #include "guest-sync.h"
 #include "trigger.h"
-
-/* ---- retention ----------------------------------------------------------- */
-
-/* What the writer needs to apply the retention rules after a job: the
- * limits, and the aux versions live sessions will still write samples for. */
-static void job_set_retention(struct vmt_dumps *ds, struct vmt_job *job)
-{
-	snprintf(job->state_dir, sizeof(job->state_dir), "%s", ds->conf->state_dir);
-	job->retention = ds->conf->retention;
-	job->pins = calloc(ds->guests->n ? ds->guests->n : 1, sizeof(*job->pins));
-	if (!job->pins)
-		return;
-	for (uint32_t i = 0; i < ds->guests->n; i++) {
-		const struct vmt_guest *g = ds->guests->v[i];
-		if (!g->have_aux)
-			continue;
-		snprintf(job->pins[job->npins].guest, sizeof(job->pins[0].guest), "%s", g->conf.name);
-		job->pins[job->npins++].aux_version = g->aux.version;
-	}
-}
-
-void dump_submit_retention(struct vmt_dumps *ds)
-{
-	struct vmt_job *job = calloc(1, sizeof(*job));
-
-	if (!job)
-		return;
-	job->kind = VMT_JOB_RETENTION;
-	job_set_retention(ds, job);
-	writer_submit(ds->writer, job);
-}
-
-static void log_retention(struct vmt_dumps *ds, const struct vmt_job *job)
-{
-	const struct vmt_retention_result *r = &job->ret;
-
-	if (!job->state_dir[0])
-		return;
-	if (job->ret_error < 0 && job->ret_error != -ENOENT) {
-		log_full(VMT_LOG_WARNING, job->ret_error, NULL, "retention: cannot scan %s: %m",
-			 job->state_dir);
-		return;
-	}
-	ds->retention_deleted += r->samples + r->aux;
-	if (r->samples || r->aux || r->temps)
-		log_info("retention: deleted %u sample(s), %u aux file(s) (%llu KiB), %u stale temporary file(s); "
-			 "%u sample(s) kept (%llu KiB)",
-			 r->samples, r->aux, (unsigned long long)(r->bytes >> 10), r->temps,
-			 r->kept_samples, (unsigned long long)(r->kept_bytes >> 10));
-	if (r->errors)
-		log_full(VMT_LOG_WARNING, r->first_error, NULL, "retention: %u file(s) could not be deleted: %m",
-			 r->errors);
-	if (r->unmet)
-		log_warning("retention: limits not met: what is left is needed by live sessions");
-}
-
-/*
- * The index SAMPLES answers from, from what the writer saw: the list a
- * retention pass left, else the sample it just wrote. Jobs come back in
- * the order they were done, so the index follows the folder. A job queued
- * before a reload moved state_dir says nothing of the new one.
- */
-static void index_update(struct vmt_dumps *ds, struct vmt_job *job)
-{
-	const struct vmt_sample *s = &job->sample;
-	char path[PATH_MAX + 400];
-	struct vmt_sindex_entry e = { .path = path };
-
-	if (!job->state_dir[0] || strcmp(job->state_dir, ds->conf->state_dir))
-		return;
-	if (job->have_index) {
-		sindex_take(ds->samples, &job->index);
-		job->have_index = 0;
-		return;
-	}
-	if (job->ret_error < 0)
-		ds->samples->error = job->ret_error;
-	if (job->kind != VMT_JOB_SAMPLE || job->error < 0)
-		return;
-	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
-	snprintf(e.guest, sizeof(e.guest), "%s", s->guest);
-	e.created_ns = s->created_ns / 1000 * 1000;	/* as the name says it */
-	e.bytes = job->bytes;
-	e.aux_version = s->aux_version;
-	e.text = s->ntriggers ? (char *)s->triggers[0].reason : NULL;
-	if (sindex_add(ds->samples, &e) < 0)
-		log_error_errno(-ENOMEM, "%s is not in the sample index until the next retention "
-			       "pass: %m", path);
-}
-
-/*
- * At start, before any guest connects and anything is written: a daemon
- * killed between a sample's rename and the retention pass after it left
- * one sample too many, and its next dump must not add another. Run here,
- * in the loop's thread while the writer is idle, so that no session looks
- * up an aux file the pass is deleting. What it leaves is the first index
- * SAMPLES answers from.
- */
-void dump_retention_now(struct vmt_dumps *ds)
-{
-	struct vmt_job job = { .kind = VMT_JOB_RETENTION };
-	struct vmt_store kept;
-
-	job_set_retention(ds, &job);
-	job.ret_error = retention_apply_kept(job.state_dir, &job.retention, job.pins, job.npins,
-					     now_realtime_ns() / 1000000000, &job.ret, &kept);
-	if (job.ret_error == 0)
-		job.have_index = sindex_from_store(&job.index, &kept) == 0;
-	retention_store_free(&kept);
-	log_retention(ds, &job);
-	index_update(ds, &job);
-	free(job.pins);
-	sindex_free(&job.index);
-}
 
 /* ---- freezing ----------------------------------------------------------- */
 
@@ -156,19 +43,148 @@ static uint32_t window_end(const struct vmt_guest *g, uint32_t c)
 }
 
 /*
+ * Where each CPU's window lies in its ring, [first, end): span_ns > 0
+ * keeps only the pages with events of the last span_ns before the newest
+ * event of any CPU. Returns that start time (0: no cut).
+ */
+static uint64_t window_bounds(const struct vmt_guest *g, uint64_t span_ns, uint32_t *first,
+			      uint32_t *end)
+{
+	uint64_t t_end = 0, t_start = 0;
+
+	for (uint32_t c = 0; c < g->nrings; c++) {
+		end[c] = window_end(g, c);
+		if (end[c])
+			t_end = VMT_MAX(t_end, ring_slot(&g->rings[c], end[c] - 1)->last_ts);
+	}
+	if (span_ns && t_end > span_ns)
+		t_start = t_end - span_ns;
+	for (uint32_t c = 0; c < g->nrings; c++) {
+		while (first[c] < end[c] && ring_slot(&g->rings[c], first[c])->last_ts < t_start)
+			first[c]++;
+	}
+	return t_start;
+}
+
+/* The sample's header: who, when, which aux, the triggers, the tasks. */
+static int sample_header(struct vmt_dumps *ds, const struct vmt_guest *g, struct vmt_job *job,
+			 const struct vmt_trigger *t, uint32_t nt, uint64_t omitted, uint64_t dump_id)
+{
+	struct vmt_sample *s = &job->sample;
+
+	snprintf(s->guest, sizeof(s->guest), "%s", g->conf.name);
+	snprintf(s->host, sizeof(s->host), "%s", ds->hostname);
+	s->aux_version = g->aux.version;
+	if (g->tasks.len) {
+		s->tasks = malloc(g->tasks.len);
+		if (!s->tasks)
+			return -ENOMEM;
+		memcpy(s->tasks, g->tasks.data, g->tasks.len);
+		s->tasks_len = (uint32_t)g->tasks.len;
+	}
+	s->aux_id = g->aux.id;
+	s->created_ns = sample_time(ds);
+	s->dump_id = dump_id;
+	s->page_size = g->layout.page_size;
+	s->ntriggers = VMT_MIN(nt, VMT_SAMPLE_MAX_TRIGGERS);
+	s->triggers_omitted = omitted;
+	memcpy(s->triggers, t, s->ntriggers * sizeof(*t));
+	s->ctl_rejected_bytes = guest_ctl_rejected_bytes(g);
+	s->ctl_rejected_msgs = guest_ctl_rejected_msgs(g);
+	s->flush_timeouts = g->c.flush_timeouts;
+	sample_file_name(job->name, sizeof(job->name), g->conf.name, s->created_ns);
+	return 0;
+}
+
+/*
+ * CPU c's part of the sample: its counters, times and events, and the
+ * iovecs the writer reads its pages through (into iov; returns how many).
+ * The page straddling t_start is replaced by a cut copy in job->cut.
+ */
+static uint32_t freeze_cpu(const struct vmt_guest *g, struct vmt_job *job, uint32_t c,
+			   uint32_t first, uint32_t end, uint64_t t_start, struct vmt_iovec *iov)
+{
+	const struct vmt_ring *r = &g->rings[c];
+	const struct vmt_ring_hold *h = &job->holds[c];
+	struct vmt_sample_cpu *sc = &job->sample.cpus[c];
+	uint32_t ps = g->layout.page_size;
+	struct vmt_page_info cut_info;
+	bool cut = false;
+	uint32_t k = 0;
+
+	sc->cpu = c;
+	sc->npages = end - first;
+	ring_counters_to_sample(&r->c, &sc->counters);
+	sc->have_guest_stats = g->have_stats;
+	if (g->have_stats)
+		sc->guest = g->stats[c];
+	if (first < end && t_start && ring_slot(r, first)->first_ts < t_start) {
+		/* the page straddling the start: a cut copy in its place */
+		uint8_t *cp = job->cut + (size_t)c * ps;
+
+		memcpy(cp, ring_page(r, first), ps);
+		cut = page_cut_before(&g->layout, cp, t_start) > 0 &&
+		      page_scan(&g->layout, cp, &cut_info) >= 0;
+		if (cut)
+			iov[k++] = (struct vmt_iovec){ cp, ps };
+	}
+	for (uint32_t j = 0; j < h->nruns; j++) {
+		struct vmt_iovec run = h->runs[j];
+
+		if (cut && !j) {
+			run.base = (const uint8_t *)run.base + ps;
+			run.len -= ps;
+		}
+		if (run.len)
+			iov[k++] = run;
+	}
+	for (uint32_t i = first; i < end; i++) {
+		const struct vmt_ring_slot *sl = ring_slot(r, i);
+		struct vmt_page_info info = { .first_ts = sl->first_ts, .last_ts = sl->last_ts,
+					      .events = sl->events };
+
+		if (i == first && cut)
+			info = cut_info;
+		if (i == first) {
+			sc->first_seq = sl->seq;
+			sc->first_ts = info.first_ts;
+		}
+		sc->last_ts = info.last_ts;
+		sc->events += info.events;
+	}
+	sc->iov = iov;
+	sc->niov = k;
+	return k;
+}
+
+/* The clock points around the window, over all CPUs. */
+static int sample_clock(struct vmt_guest *g, struct vmt_sample *s)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (uint32_t c = 0; c < g->nrings; c++)
+		if (s->cpus[c].npages) {
+			lo = VMT_MIN(lo, s->cpus[c].first_ts);
+			hi = VMT_MAX(hi, s->cpus[c].last_ts);
+		}
+	if (sync_clock_info(g, lo == UINT64_MAX ? 0 : lo, hi, &s->clock) < 0)
+		return -ENOMEM;
+	s->have_clock = true;
+	return 0;
+}
+
+/*
  * Copy one guest's window out of its rings. span_ns > 0 keeps only the
  * events of the last span_ns before the newest event of any CPU, the same
  * start time on every CPU, cut inside the page that straddles it.
  */
-static void dump_submit_aux(struct vmt_dumps *ds, struct vmt_guest *g);
-
 static struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g,
 				    const struct vmt_trigger *t, uint32_t nt, uint64_t omitted,
 				    uint64_t dump_id, uint64_t span_ns)
 {
 	struct vmt_job *job;
 	uint32_t ps = g->layout.page_size;
-	uint64_t t_end = 0, t_start = 0;
+	uint64_t t_start;
 	uint32_t *first, *end;
 	size_t niov = 0;
 
@@ -181,21 +197,11 @@ static struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g,
 	job = calloc(1, sizeof(*job));
 	if (!job || !first || !end)
 		goto oom;
-	for (uint32_t c = 0; c < g->nrings; c++) {
-		end[c] = window_end(g, c);
-		if (end[c])
-			t_end = VMT_MAX(t_end, ring_slot(&g->rings[c], end[c] - 1)->last_ts);
-	}
-	if (span_ns && t_end > span_ns)
-		t_start = t_end - span_ns;
-	for (uint32_t c = 0; c < g->nrings; c++) {
-		while (first[c] < end[c] && ring_slot(&g->rings[c], first[c])->last_ts < t_start)
-			first[c]++;
-	}
+	t_start = window_bounds(g, span_ns, first, end);
 
 	job->kind = VMT_JOB_SAMPLE;
 	job->dump_id = dump_id;
-	job_set_retention(ds, job);
+	dump_job_retention(ds, job);
 	job->zstd_level = ds->conf->zstd_level;
 	job->zstd_workers = 2;
 	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
@@ -204,29 +210,8 @@ static struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g,
 	if (!job->holds || !job->sample.cpus)
 		goto oom;
 	job->sample.ncpus = g->nrings;	/* job_free releases the holds taken */
-
-	struct vmt_sample *s = &job->sample;
-	snprintf(s->guest, sizeof(s->guest), "%s", g->conf.name);
-	snprintf(s->host, sizeof(s->host), "%s", ds->hostname);
-	s->aux_version = g->aux.version;
-	if (g->tasks.len) {
-		s->tasks = malloc(g->tasks.len);
-		if (!s->tasks)
-			goto oom;
-		memcpy(s->tasks, g->tasks.data, g->tasks.len);
-		s->tasks_len = (uint32_t)g->tasks.len;
-	}
-	s->aux_id = g->aux.id;
-	s->created_ns = sample_time(ds);
-	s->dump_id = dump_id;
-	s->page_size = ps;
-	s->ntriggers = VMT_MIN(nt, VMT_SAMPLE_MAX_TRIGGERS);
-	s->triggers_omitted = omitted;
-	memcpy(s->triggers, t, s->ntriggers * sizeof(*t));
-	s->ctl_rejected_bytes = guest_ctl_rejected_bytes(g);
-	s->ctl_rejected_msgs = guest_ctl_rejected_msgs(g);
-	s->flush_timeouts = g->c.flush_timeouts;
-	sample_file_name(job->name, sizeof(job->name), g->conf.name, s->created_ns);
+	if (sample_header(ds, g, job, t, nt, omitted, dump_id) < 0)
+		goto oom;
 
 	/* no copy: the writer reads the pages where they are, held */
 	for (uint32_t c = 0; c < g->nrings; c++) {
@@ -239,71 +224,10 @@ static struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g,
 	if (!job->iovs || (t_start && !job->cut))
 		goto oom;
 	niov = 0;
-	for (uint32_t c = 0; c < g->nrings; c++) {
-		const struct vmt_ring *r = &g->rings[c];
-		const struct vmt_ring_hold *h = &job->holds[c];
-		struct vmt_sample_cpu *sc = &s->cpus[c];
-		struct vmt_iovec *iov = &job->iovs[niov];
-		struct vmt_page_info cut_info;
-		bool cut = false;
-		uint32_t k = 0;
-
-		sc->cpu = c;
-		sc->npages = end[c] - first[c];
-		ring_counters_to_sample(&r->c, &sc->counters);
-		sc->have_guest_stats = g->have_stats;
-		if (g->have_stats)
-			sc->guest = g->stats[c];
-		if (first[c] < end[c] && t_start && ring_slot(r, first[c])->first_ts < t_start) {
-			/* the page straddling the start: a cut copy in its place */
-			uint8_t *cp = job->cut + (size_t)c * ps;
-
-			memcpy(cp, ring_page(r, first[c]), ps);
-			cut = page_cut_before(&g->layout, cp, t_start) > 0 &&
-			      page_scan(&g->layout, cp, &cut_info) >= 0;
-			if (cut)
-				iov[k++] = (struct vmt_iovec){ cp, ps };
-		}
-		for (uint32_t j = 0; j < h->nruns; j++) {
-			struct vmt_iovec run = h->runs[j];
-
-			if (cut && !j) {
-				run.base = (const uint8_t *)run.base + ps;
-				run.len -= ps;
-			}
-			if (run.len)
-				iov[k++] = run;
-		}
-		for (uint32_t i = first[c]; i < end[c]; i++) {
-			const struct vmt_ring_slot *sl = ring_slot(r, i);
-			struct vmt_page_info info = { .first_ts = sl->first_ts, .last_ts = sl->last_ts,
-						      .events = sl->events };
-
-			if (i == first[c] && cut)
-				info = cut_info;
-			if (i == first[c]) {
-				sc->first_seq = sl->seq;
-				sc->first_ts = info.first_ts;
-			}
-			sc->last_ts = info.last_ts;
-			sc->events += info.events;
-		}
-		sc->iov = iov;
-		sc->niov = k;
-		niov += k;
-	}
-	{
-		/* the clock points around the window, over all CPUs */
-		uint64_t lo = UINT64_MAX, hi = 0;
-		for (uint32_t c = 0; c < g->nrings; c++)
-			if (s->cpus[c].npages) {
-				lo = VMT_MIN(lo, s->cpus[c].first_ts);
-				hi = VMT_MAX(hi, s->cpus[c].last_ts);
-			}
-		if (sync_clock_info(g, lo == UINT64_MAX ? 0 : lo, hi, &s->clock) < 0)
-			goto oom;
-		s->have_clock = true;
-	}
+	for (uint32_t c = 0; c < g->nrings; c++)
+		niov += freeze_cpu(g, job, c, first[c], end[c], t_start, &job->iovs[niov]);
+	if (sample_clock(g, &job->sample) < 0)
+		goto oom;
 	free(first);
 	free(end);
 	g->dumps.last_dump_ns = now_monotonic_ns();
@@ -337,32 +261,6 @@ void dump_guest_now(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt_
 		ds->dumps++;
 		writer_submit(ds->writer, job);
 	}
-}
-
-
-static void dump_submit_aux(struct vmt_dumps *ds, struct vmt_guest *g)
-{
-	struct vmt_job *job = calloc(1, sizeof(*job));
-
-	if (!job || !g->aux.meta)
-		goto fail;
-	job->kind = VMT_JOB_AUX;
-	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
-	aux_file_name(job->name, sizeof(job->name), g->aux.version);
-	job->aux = g->aux;
-	job->aux.meta = malloc(g->aux.meta_len);
-	if (!job->aux.meta)
-		goto fail;
-	/* the clocks and the method as they are now; the points are in samples */
-	job->aux.have_clock = sync_clock_info(g, 0, 0, &job->aux.sync) == 0;
-	memcpy(job->aux.meta, g->aux.meta, g->aux.meta_len);
-	g->aux_pending = true;
-	guest_settle_meta(g);	/* the job's copy counts too */
-	writer_submit(ds->writer, job);
-	return;
-fail:
-	free(job);
-	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot queue the aux file: %m");
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -412,7 +310,7 @@ void dump_free_all(struct vmt_dumps *ds)
 
 static void dump_begin(struct vmt_dumps *ds);
 
-static void dump_finish(struct vmt_dumps *ds)
+void dump_finish(struct vmt_dumps *ds)
 {
 	struct vmt_dump *d = ds->cur;
 
@@ -721,86 +619,4 @@ void dump_forget_client(struct vmt_dumps *ds, struct vmt_client *client)
 			}
 		}
 	}
-}
-
-/* ---- the writer's answers ------------------------------------------------- */
-
-void dump_writer_done(struct vmt_job *job, void *userdata)
-{
-	struct vmt_dumps *ds = userdata;
-	char path[PATH_MAX + 400];
-	char field[PATH_MAX + 420];
-	const char *fields[2] = { field, NULL };
-
-	snprintf(path, sizeof(path), "%s/%s", job->dir, job->name);
-	log_retention(ds, job);
-	/* before the dump's answer: who got it may ask for SAMPLES at once */
-	index_update(ds, job);
-	if (job->kind == VMT_JOB_RETENTION) {
-		job_free(job);
-		return;
-	}
-	if (job->kind == VMT_JOB_AUX) {
-		struct vmt_guest *g = guest_list_find(ds->guests, job->aux.guest);
-		bool mine = g && g->have_aux && g->aux.id == job->aux.id;
-
-		if (job->error < 0) {
-			log_full(VMT_LOG_ERR, job->error, NULL, "cannot write aux file %s: %m%s", path,
-				 mine && g->aux.meta ? "; the next dump tries again" : "");
-		} else if (job->existed) {
-			log_debug("%s is on disk already (%llu bytes)", path,
-				  (unsigned long long)job->bytes);
-		} else {
-			log_info("wrote %s (%llu bytes)", path, (unsigned long long)job->bytes);
-		}
-		if (g)
-			guest_aux_done(g, job->aux.id, job->error >= 0);
-		job_free(job);
-		return;
-	}
-	snprintf(field, sizeof(field), "SAMPLE=%s", path);
-	if (job->error < 0) {
-		ds->dump_errors++;
-		char aux[64] = "";
-
-		if (job->aux_missing)
-			aux_file_name(aux, sizeof(aux), job->sample.aux_version);
-		log_full(VMT_LOG_ERR, job->error, fields,
-			 "cannot write sample %s%s%s%s: %m; the rings are untouched, the next dump tries again",
-			 path, job->aux_missing ? ": its aux file " : "", aux,
-			 job->aux_missing ? " could not be written" :
-			 job->retried ? " (again after the retention rules made room)" : "");
-	} else {
-		uint64_t pages = 0;
-		struct vmt_guest *g = guest_list_find(ds->guests, job->sample.guest);
-
-		for (uint32_t c = 0; c < job->sample.ncpus; c++)
-			pages += job->sample.cpus[c].npages;
-		ds->samples_written++;
-		if (g)
-			snprintf(g->last_dump, sizeof(g->last_dump), "%s", path);
-		log_full(VMT_LOG_NOTICE, 0, fields, "wrote %s: %llu pages, %llu bytes, %llu ms", path,
-			 (unsigned long long)pages, (unsigned long long)job->bytes,
-			 (unsigned long long)(job->duration_ns / 1000000));
-	}
-	if (ds->cur && ds->cur->phase == VMT_DUMP_WRITE && job->dump_id == ds->cur->id) {
-		struct vmt_dump *d = ds->cur;
-		if (job->error < 0) {
-			d->error = job->error;
-		} else {
-			char **f = realloc(d->files, (d->nfiles + 1) * sizeof(*f));
-			if (f) {
-				d->files = f;
-				d->files[d->nfiles] = strdup(path);
-				if (d->files[d->nfiles])
-					d->nfiles++;
-			}
-		}
-		if (!--d->jobs_left)
-			dump_finish(ds);
-	}
-	job_free(job);
-	/* its pages are free: rings take theirs back, paused reading goes on */
-	for (uint32_t i = 0; i < ds->guests->n; i++)
-		guest_resume(ds->guests->v[i]);
 }

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * guest-int: what guest.c (channels, timers, rings) and guest-msg.c (the
- * agent's messages) share inside one guest. Not for other modules.
+ * guest-int: what the guest module's files share inside one guest: guest.c
+ * (life cycle, state, timers, connecting, sending), guest-msg.c (the
+ * control channel and the agent's messages), guest-aux.c (its metadata
+ * bundle and aux) and guest-data.c (its pages into the rings). Not for
+ * other modules.
  */
 #ifndef VMT_GUEST_INT_H
 #define VMT_GUEST_INT_H
@@ -14,6 +17,7 @@
 /* A control message begun and not finished for this long never will be:
  * an honest agent writes a message (64 KiB at most) at once. */
 #define CTL_PARTIAL_TIMEOUT_NS (5 * 1000000000ull)
+#define READ_BUDGET_BYTES (256 * 1024)	/* per data callback, so one guest cannot starve others */
 
 /* Complaints about guest input (a warning), and the lines of its sessions
  * coming and going: each within its own per-guest budget. */
@@ -38,7 +42,21 @@ void guest_drop_aux(struct vmt_guest *g);
 void guest_end_flush(struct vmt_guest *g);
 
 /* guest-msg.c */
-void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg);
+int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+/* Read and handle the control channel, at most budget bytes; true if it
+ * was read dry (or closed). */
+bool guest_ctl_read(struct vmt_guest *g, size_t budget);
 void guest_check_flushed(struct vmt_guest *g);
+/* Its window decodes only with what the guest is replacing: dump it now if
+ * the guest's budgets allow, else drop it (counted). */
+void guest_save_window(struct vmt_guest *g, const char *why);
+
+/* guest-aux.c: the metadata bundle's messages */
+void guest_on_meta_begin(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_on_meta_data(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg);
+
+/* guest-data.c */
+int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 
 #endif

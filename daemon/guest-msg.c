@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * guest-msg: what a guest's agent says on the control channel, checked and
- * acted on: HELLO starts a session, STARTED and the metadata bundle settle
- * the aux version, FLUSHED marks where a dump's window ends, TRIGGER asks
- * for a dump. Everything here is untrusted input.
+ * guest-msg: what a guest's agent says on the control channel: read and
+ * framed (the channel's turn among the inputs, a message left unfinished
+ * given up), then checked and acted on: HELLO starts a session, STARTED
+ * and the metadata bundle (guest-aux.c) settle the aux version, FLUSHED
+ * marks where a dump's window ends, TRIGGER asks for a dump, TASKS names
+ * the tasks. Everything here is untrusted input.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +26,7 @@
  * this dump, so its cooldown and budgets decide; a dump held back drops the
  * pages, counted and said.
  */
-static void guest_save_window(struct vmt_guest *g, const char *why)
+void guest_save_window(struct vmt_guest *g, const char *why)
 {
 	struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
 	uint64_t pages = 0;
@@ -173,317 +173,6 @@ static void guest_on_started(struct vmt_guest *g, const struct vmt_msg *msg)
 	}
 }
 
-static void guest_on_meta_begin(struct vmt_guest *g, const struct vmt_msg *msg)
-{
-	uint64_t total = get_le64(msg->payload);
-
-	if (g->state != GUEST_STARTING) {
-		g->c.msgs_unexpected++;
-		return;
-	}
-	if (total > g->conf.rec.meta_max || total == 0) {
-		char why[160];
-		g->c.meta_rejected++;
-		snprintf(why, sizeof(why), "metadata of %llu bytes refused (metadata_max %llu)",
-			 (unsigned long long)total, (unsigned long long)g->conf.rec.meta_max);
-		guest_fail(g, why);
-		return;
-	}
-	{
-		/* metadata is held in memory too, until its aux file is written */
-		struct vmt_mem *mem = g->env->mem;
-
-		if (!mem_meta_fits(mem, total)) {
-			char why[256];
-			g->c.meta_rejected++;
-			snprintf(why, sizeof(why),
-				 "metadata of %llu KiB does not fit under memory_max now (rings %llu KiB, "
-				 "dump_reserve %llu KiB, metadata held %llu KiB, memory_max %llu KiB)",
-				 (unsigned long long)(total >> 10), (unsigned long long)(mem->rings >> 10),
-				 (unsigned long long)(mem->reserve.bytes >> 10),
-				 (unsigned long long)(mem->meta >> 10), (unsigned long long)(mem->max >> 10));
-			guest_fail(g, why);
-			return;
-		}
-	}
-	buf_free(&g->meta);
-	g->meta_total = total;
-	g->meta_open = true;
-}
-
-static void guest_on_meta_data(struct vmt_guest *g, const struct vmt_msg *msg)
-{
-	if (!g->meta_open) {
-		g->c.msgs_unexpected++;
-		return;
-	}
-	if (msg->len > g->meta_total - g->meta.len) {
-		g->c.meta_rejected++;
-		guest_fail(g, "metadata larger than announced");
-		return;
-	}
-	if (buf_append(&g->meta, msg->payload, msg->len) < 0)
-		guest_fail(g, "no memory for metadata");
-}
-
-/* The bracketed entry of the bundle's trace_clock, else the HELLO's. */
-static void bundle_clock(const struct vmt_guest *g, char *out, size_t n)
-{
-	struct vmt_meta_entry e;
-
-	snprintf(out, n, "%s", g->hello.clock);
-	if (meta_find(g->meta.data, g->meta.len, "trace_clock", &e) < 0)
-		return;
-	for (uint32_t i = 0; i < e.data_len; i++) {
-		if (e.data[i] != '[')
-			continue;
-		uint32_t j = i + 1;
-		while (j < e.data_len && e.data[j] != ']' && j - i < n)
-			j++;
-		if (j < e.data_len && e.data[j] == ']' && j - i - 1 < n) {
-			bool ok = true;
-			for (uint32_t k = i + 1; k < j; k++)
-				ok &= (e.data[k] >= 'a' && e.data[k] <= 'z') || e.data[k] == '-' ||
-				      (e.data[k] >= '0' && e.data[k] <= '9');
-			if (ok && j > i + 1) {
-				memcpy(out, e.data + i + 1, j - i - 1);
-				out[j - i - 1] = 0;
-			}
-		}
-		return;
-	}
-}
-
-/*
- * What decoding the pages depends on: the machine, the boot and every
- * metadata file but the task-name tables, which move on with every session
- * while the pages already held still decode the same.
- */
-static uint64_t bundle_decode_id(const struct vmt_aux *a)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	struct vmt_meta_entry e;
-	size_t pos = 0;
-
-#define FNV(p, n)                                                       \
-	for (size_t k_ = 0; k_ < (n); k_++)                             \
-		h = (h ^ ((const uint8_t *)(p))[k_]) * 0x100000001b3ull
-	FNV(&a->ncpus, sizeof(a->ncpus));
-	FNV(&a->page_size, sizeof(a->page_size));
-	FNV(a->release, strlen(a->release));
-	FNV(a->clock, strlen(a->clock));
-	FNV(a->boot_id, strlen(a->boot_id));
-	while (meta_next(a->meta, a->meta_len, &pos, &e) > 0) {
-		if ((e.name_len == 14 && !memcmp(e.name, "saved_cmdlines", 14)) ||
-		    (e.name_len == 11 && !memcmp(e.name, "saved_tgids", 11)))
-			continue;
-		FNV(&e.name_len, sizeof(e.name_len));
-		FNV(e.name, e.name_len);
-		FNV(&e.data_len, sizeof(e.data_len));
-		FNV(e.data, e.data_len);
-	}
-#undef FNV
-	return h;
-}
-
-/*
- * The aux files of the guest's folder, by content id: read once, the first
- * time a session needs them (each file is checked whole: its id must be
- * what its content hashes to), then kept up to date as versions are given
- * out. A session no longer reads the folder: a guest that comes back again
- * and again costs a look-up in memory.
- */
-static void aux_index_build(struct vmt_guest *g)
-{
-	char dir[PATH_MAX + 80];
-	struct dirent *de;
-	DIR *d;
-
-	g->aux_index_built = true;
-	snprintf(dir, sizeof(dir), "%s/%s", g->env->conf->state_dir, g->conf.name);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		char path[PATH_MAX + 400], why[128];
-		struct vmt_aux_entry *e;
-		struct vmt_aux a;
-		uint32_t v;
-
-		if (!aux_file_version(de->d_name, strlen(de->d_name), &v))
-			continue;
-		g->aux_max_version = VMT_MAX(g->aux_max_version, v);
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (aux_read(path, g->conf.rec.meta_max, &a, why, sizeof(why)) < 0)
-			continue;
-		e = realloc(g->aux_index, (g->aux_nindex + 1) * sizeof(*e));
-		if (e) {
-			g->aux_index = e;
-			g->aux_index[g->aux_nindex++] = (struct vmt_aux_entry){ .version = v, .id = a.id };
-		}
-		aux_free(&a);
-	}
-	closedir(d);
-}
-
-/* The aux files a guest's index remembers at most (guest-msg.c). */
-#define AUX_INDEX_MAX 1024
-
-/*
- * The version this content id was given (its file on disk, or not written
- * yet: a version is given out at META_END, the file written only when a
- * sample needs it), or the next free one. *exists says whether its file is
- * on disk now: the index itself never claims that.
- */
-uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
-{
-	struct vmt_aux_entry *e;
-
-	*exists = false;
-	if (!g->aux_index_built)
-		aux_index_build(g);
-	if (g->have_aux)
-		g->aux_max_version = VMT_MAX(g->aux_max_version, g->aux.version);
-	for (size_t i = 0; i < g->aux_nindex; i++) {
-		char dir[PATH_MAX + 80], name[64];
-		int dfd;
-
-		if (g->aux_index[i].id != id)
-			continue;
-		/* retention may have deleted it since: then it is written again,
-		 * under the same version */
-		snprintf(dir, sizeof(dir), "%s/%s", g->env->conf->state_dir, g->conf.name);
-		aux_file_name(name, sizeof(name), g->aux_index[i].version);
-		dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		*exists = dfd >= 0 && faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-		if (dfd >= 0)
-			close(dfd);
-		return g->aux_index[i].version;
-	}
-	/*
-	 * A version given out is never given to other content, written or
-	 * not, so forgetting an entry is always safe: that content would get
-	 * a new version. A guest that boots again and again would grow the
-	 * index a little each time; past AUX_INDEX_MAX the oldest goes.
-	 */
-	if (g->aux_nindex >= AUX_INDEX_MAX) {
-		memmove(g->aux_index, g->aux_index + 1, (g->aux_nindex - 1) * sizeof(*g->aux_index));
-		g->aux_nindex--;
-	}
-	e = realloc(g->aux_index, (g->aux_nindex + 1) * sizeof(*e));
-	if (!e)
-		return ++g->aux_max_version;	/* only its look-up later is lost */
-	g->aux_index = e;
-	g->aux_index[g->aux_nindex++] = (struct vmt_aux_entry){ .version = ++g->aux_max_version,
-							       .id = id };
-	return g->aux_max_version;
-}
-
-static void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
-{
-	uint32_t crc = get_le32(msg->payload);
-	struct vmt_meta_entry hp;
-	struct vmt_page_layout layout;
-	struct vmt_aux a = { 0 };
-	const char *why = NULL;
-	uint64_t decode_id;
-	bool exists;
-
-	if (!g->meta_open) {
-		g->c.msgs_unexpected++;
-		return;
-	}
-	g->meta_open = false;
-	if (g->meta.len != g->meta_total)
-		why = "metadata shorter than announced";
-	else if (crc32c(0, g->meta.data, g->meta.len) != crc)
-		why = "metadata CRC mismatch";
-	else if (meta_validate(g->meta.data, g->meta.len, &why) < 0)
-		;
-	else if (meta_find(g->meta.data, g->meta.len, "events/header_page", &hp) < 0 ||
-		 page_layout_parse(&layout, (const char *)hp.data, hp.data_len, g->hello.page_size) < 0)
-		why = "events/header_page does not describe a page we can read";
-	if (why) {
-		char m[200];
-		g->c.meta_rejected++;
-		snprintf(m, sizeof(m), "metadata refused: %s", why);
-		guest_fail(g, m);
-		return;
-	}
-
-	snprintf(a.guest, sizeof(a.guest), "%s", g->conf.name);
-	a.ncpus = g->hello.ncpus;
-	a.page_size = g->hello.page_size;
-	snprintf(a.release, sizeof(a.release), "%s", g->hello.release);
-	bundle_clock(g, a.clock, sizeof(a.clock));
-	snprintf(a.boot_id, sizeof(a.boot_id), "%s", g->hello.boot_id);
-	snprintf(a.agent, sizeof(a.agent), "%s", g->hello.agent);
-	a.meta = g->meta.data;
-	a.meta_len = g->meta.len;
-	a.id = aux_compute_id(&a);
-	a.created_ns = now_realtime_ns();
-
-	decode_id = bundle_decode_id(&a);
-	if (!g->have_aux || a.id != g->aux.id) {
-		/* same boot, same formats (only the task names moved on): the
-		 * pages held decode with the new aux as well as with the old */
-		bool compatible = g->have_aux && decode_id == g->aux_decode_id;
-
-		/* otherwise the pages in the rings decode only with the old aux:
-		 * write them out before they go */
-		if (g->have_aux && !compatible && !guest_rings_empty(g)) {
-			char reason[VMT_REASON_MAX];
-			snprintf(reason, sizeof(reason), "guest rebooted or changed its events (aux %u replaced)",
-				 g->aux.version);
-			guest_save_window(g, reason);
-		}
-		if (!compatible) {
-			for (uint32_t i = 0; i < g->nrings; i++)
-				ring_clear(&g->rings[i]);
-			sync_forget(g);	/* a new boot: its clock started over */
-			buf_free(&g->tasks);	/* and its pids name other tasks */
-		}
-		a.version = guest_aux_version(g, a.id, &exists);
-		aux_free(&g->aux);
-		g->aux = a;
-		g->have_aux = true;
-		/* a job queued for the aux replaced has its own copy */
-		g->aux_pending = false;
-		/*
-		 * Nothing is written yet: a guest that says HELLO again and
-		 * again must not leave an aux file each time. The bundle stays
-		 * here (within metadata_max and memory_max) and freeze_guest()
-		 * queues the file ahead of the first sample that names it; the
-		 * writer leaves a file that is there as it is. Even one on
-		 * disk now is not trusted to be there then: a retention pass
-		 * queued before this session may delete it.
-		 */
-		g->meta = (struct vmt_buf){ 0 };
-		guest_log(g, VMT_LOG_INFO, 0, "aux version %u (%s)", g->aux.version,
-			  exists ? "already on disk" : "new");
-	} else {
-		buf_free(&g->meta);
-	}
-	g->aux_decode_id = decode_id;
-	g->layout = layout;
-	for (uint32_t i = 0; i < g->nrings; i++) {
-		g->rings[i].layout = layout;
-		ring_reset_stream(&g->rings[i], 0);
-		g->stream_base[i] = g->rings[i].next_seq;
-	}
-	/* whatever the data ports hold now predates this stream: the agent
-	 * starts writing pages only when it gets STREAM */
-	guest_drain_data(g);
-	guest_set_state(g, GUEST_STREAMING);
-	guest_send(g, VMT_MSG_STREAM, NULL, 0);
-	if (g->state != GUEST_STREAMING)
-		return;	/* STREAM could not be sent: the reconnect is armed */
-	if (g->timer)
-		sd_event_source_set_enabled(g->timer, SD_EVENT_OFF);
-	guest_log(g, VMT_LOG_INFO, 0, "streaming");
-	sync_session_start(g);
-}
-
 /* Are the bytes the agent sent before its FLUSHED all here? */
 void guest_check_flushed(struct vmt_guest *g)
 {
@@ -621,7 +310,7 @@ static void guest_on_tasks(struct vmt_guest *g, const struct vmt_msg *msg)
 	g->tasks_rx = (struct vmt_buf){ 0 };
 }
 
-void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
+static void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 {
 	switch (msg->type) {
 	case VMT_MSG_HELLO:
@@ -667,3 +356,130 @@ void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 	guest_settle_meta(g);
 }
 
+/* ---- the control channel ---------------------------------------------- */
+
+uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g)
+{
+	return g->ctl_rejected_bytes_base + g->rx->rejected_bytes;
+}
+
+uint64_t guest_ctl_rejected_msgs(const struct vmt_guest *g)
+{
+	return g->rx->rejected_msgs;
+}
+
+static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* Check for an unfinished control message when it has had its time. */
+static void guest_arm_partial(struct vmt_guest *g)
+{
+	uint64_t usec = CTL_PARTIAL_TIMEOUT_NS / 1000 + 10000;
+	int r;
+
+	if (g->partial_timer) {
+		sd_event_source_set_time_relative(g->partial_timer, usec);
+		sd_event_source_set_enabled(g->partial_timer, SD_EVENT_ONESHOT);
+		return;
+	}
+	r = sd_event_add_time_relative(g->env->event, &g->partial_timer, CLOCK_MONOTONIC, usec, 100000,
+				       guest_partial_cb, g);
+	if (r < 0)
+		log_guest(VMT_LOG_ERR, r, g->conf.name, "cannot arm timer: %m");
+}
+
+/*
+ * Read and handle the control channel, at most budget bytes; true if it
+ * was read dry (or closed).
+ */
+bool guest_ctl_read(struct vmt_guest *g, size_t budget)
+{
+	uint64_t rejected = g->rx->rejected_bytes, messages = g->rx->messages;
+	bool drained = false;
+
+	for (size_t done = 0; done < budget && channel_is_open(&g->ctl);) {
+		struct vmt_msg msg;
+		size_t room;
+		uint8_t *p = proto_rx_space(g->rx, &room);
+		ssize_t n = read(g->ctl.rfd, p, room);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				guest_disconnect(g, strerror(errno));
+			drained = true;
+			break;
+		}
+		if (n == 0) {
+			guest_disconnect(g, "control channel closed");
+			drained = true;
+			break;
+		}
+		done += (size_t)n;
+		sync_stamp_rx(g);
+		proto_rx_wrote(g->rx, (size_t)n);
+		while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
+			guest_dispatch(g, &msg);
+	}
+	if (g->rx->rejected_bytes != rejected)
+		guest_complain(g, g->rx->last_error, "control channel: %llu bytes of garbage skipped",
+			       (unsigned long long)(g->rx->rejected_bytes - rejected));
+	/* the clock of an unfinished message starts when the last whole one ended */
+	if (!proto_rx_partial(g->rx) || g->rx->messages != messages)
+		g->ctl_partial_since = 0;
+	if (channel_is_open(&g->ctl) && proto_rx_partial(g->rx) && !g->ctl_partial_since) {
+		g->ctl_partial_since = now_monotonic_ns();
+		guest_arm_partial(g);
+	}
+	return drained;
+}
+
+int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_guest *g = userdata;
+	bool drained = guest_ctl_read(g, READ_BUDGET_BYTES);
+
+	/*
+	 * An agent's control messages are small and few: its channel goes ahead
+	 * of bulk page reads (FLUSHED should not wait behind them). One that
+	 * keeps the channel full past a callback's budget takes its turn with
+	 * everyone else's input until it has been read dry, so that it cannot
+	 * starve the other guests, their data and the control socket.
+	 */
+	if (g->ctl_src && drained == g->ctl_demoted) {
+		g->ctl_demoted = !drained;
+		sd_event_source_set_priority(g->ctl_src, drained ? SD_EVENT_PRIORITY_IMPORTANT
+								 : SD_EVENT_PRIORITY_NORMAL);
+	}
+	return 0;
+}
+
+static int guest_partial_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	guest_check_partial(userdata);
+	return 0;
+}
+
+void guest_check_partial(struct vmt_guest *g)
+{
+	uint64_t now = now_monotonic_ns(), rejected = g->rx->rejected_bytes;
+	size_t held = proto_rx_partial(g->rx);
+	struct vmt_msg msg;
+
+	if (!g->ctl_partial_since || !channel_is_open(&g->ctl) ||
+	    now - g->ctl_partial_since < CTL_PARTIAL_TIMEOUT_NS)
+		return;
+	proto_rx_abandon(g->rx);
+	guest_complain(g, -ETIMEDOUT,
+		       "control channel: a message unfinished for %.1f s (%zu bytes held) given up, "
+		       "%llu bytes skipped; the agent may have restarted in the middle of it",
+		       (double)(now - g->ctl_partial_since) / 1e9, held,
+		       (unsigned long long)(g->rx->rejected_bytes - rejected));
+	g->ctl_partial_since = 0;
+	while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
+		guest_dispatch(g, &msg);
+	if (channel_is_open(&g->ctl) && proto_rx_partial(g->rx)) {
+		g->ctl_partial_since = now;
+		guest_arm_partial(g);
+	}
+}

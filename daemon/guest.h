@@ -163,7 +163,7 @@ struct vmt_guest {
 	struct vmt_aux_entry {
 		uint32_t version;
 		uint64_t id;
-	} *aux_index;		/* its aux files by content id (guest-msg.c) */
+	} *aux_index;		/* its aux files by content id (guest-aux.c) */
 	size_t aux_nindex;
 	uint32_t aux_max_version;
 	bool aux_index_built;

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dump-int: what dump.c (requests, phases, freezing) and dump-write.c
+ * (the writer's jobs and its answers) share. Not for other modules.
+ */
+#ifndef VMT_DUMP_INT_H
+#define VMT_DUMP_INT_H
+
+#include "dump.h"
+
+/* dump.c: the current dump's last job is back: answer its clients, start
+ * the next. */
+void dump_finish(struct vmt_dumps *ds);
+
+/* dump-write.c */
+/* What the writer needs to apply the retention rules after job. */
+void dump_job_retention(struct vmt_dumps *ds, struct vmt_job *job);
+/* Queue g's aux file (its bundle copied) ahead of the sample that needs it. */
+void dump_submit_aux(struct vmt_dumps *ds, struct vmt_guest *g);
+
+#endif

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * guest-data: a guest's pages, from its data channels (trace-path-cpuN)
+ * into its per-CPU rings: read in big pieces within a budget, cut into
+ * pages, reading paused while the next page is held by a dump and the dump
+ * reserve is used up, resumed when the dump is written; bytes outside a
+ * session drained and counted. And the rings themselves, within memory_max.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guest-int.h"
+#include "log.h"
+#include "page.h"
+
+/* Read of the control channel when a data channel closed: more than a
+ * socket buffers, less than a flood could make it loop for long. */
+#define CTL_DRAIN_MAX (4 * 1024 * 1024)
+
+/* ---- rings ------------------------------------------------------------ */
+
+uint64_t guest_mem(const struct vmt_guest *g)
+{
+	uint64_t t = 0;
+
+	for (uint32_t i = 0; i < g->nrings; i++)
+		t += ring_mem_size(g->rings[i].nr_pages, g->rings[i].layout.page_size);
+	return t;
+}
+
+void guest_free_rings(struct vmt_guest *g)
+{
+	for (uint32_t i = 0; i < g->nrings; i++)
+		ring_free(&g->rings[i]);
+	free(g->rings);
+	free(g->stream_base);
+	free(g->target_seq);
+	free(g->stats);
+	g->rings = NULL;
+	g->stream_base = g->target_seq = NULL;
+	g->stats = NULL;
+	g->nrings = 0;
+}
+
+bool guest_rings_empty(const struct vmt_guest *g)
+{
+	for (uint32_t i = 0; i < g->nrings; i++)
+		if (g->rings[i].count)
+			return false;
+	return true;
+}
+
+static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
+{
+	uint64_t pages = g->conf.rec.ring_size / page_size;
+	int r = 0;
+
+	if (pages < 1)
+		pages = 1;
+	if (pages > UINT32_MAX)
+		pages = UINT32_MAX;
+	page_layout_default(&g->layout, page_size);
+	g->rings = calloc(ncpus, sizeof(*g->rings));
+	g->stream_base = calloc(ncpus, sizeof(*g->stream_base));
+	g->target_seq = calloc(ncpus, sizeof(*g->target_seq));
+	g->stats = calloc(ncpus, sizeof(*g->stats));
+	if (!g->rings || !g->stream_base || !g->target_seq || !g->stats) {
+		free(g->rings);
+		free(g->stream_base);
+		free(g->target_seq);
+		free(g->stats);
+		g->rings = NULL;
+		g->stream_base = g->target_seq = NULL;
+		g->stats = NULL;
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < ncpus; i++) {
+		r = ring_init(&g->rings[i], (uint32_t)pages, &g->layout);
+		if (r < 0)
+			break;
+		g->rings[i].pool = &g->env->mem->reserve;
+		g->nrings = i + 1;
+	}
+	if (r < 0) {
+		guest_free_rings(g);
+		return r;
+	}
+	guest_log(g, VMT_LOG_INFO, 0, "rings: %u CPUs x %llu pages of %u bytes (%llu KiB)",
+		  ncpus, (unsigned long long)pages, page_size,
+		  (unsigned long long)(guest_mem(g) >> 10));
+	return 0;
+}
+
+int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
+{
+	uint64_t pages = VMT_MAX(g->conf.rec.ring_size / page_size, 1);
+	uint64_t need = ring_mem_size((uint32_t)VMT_MIN(pages, UINT32_MAX), page_size) * ncpus;
+	struct vmt_mem *mem = g->env->mem;
+	int r;
+
+	if (mem_take_rings(mem, need) < 0) {
+		log_guest(VMT_LOG_ERR, 0, g->conf.name,
+			  "refused: rings of %llu KiB do not fit under memory_max (%llu KiB used by rings, "
+			  "dump_reserve %llu KiB, memory_max %llu KiB)",
+			  (unsigned long long)(need >> 10), (unsigned long long)(mem->rings >> 10),
+			  (unsigned long long)(mem->reserve.bytes >> 10),
+			  (unsigned long long)(mem->max >> 10));
+		return -ENOSPC;
+	}
+	r = guest_alloc_rings(g, ncpus, page_size);
+	mem_give_rings(mem, need);	/* what was allocated counts, not the estimate */
+	if (r < 0)
+		return r;
+	mem->rings += guest_mem(g);
+	return 0;
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+/*
+ * The next page to fill is held by a dump being written and the dump
+ * reserve is used up: stop reading this channel until a dump is written
+ * (guest_resume). The guest's own ring buffer holds the trace meanwhile;
+ * what it has to drop, it counts, and the pages say so.
+ */
+static void guest_pause(struct vmt_guest *g, uint32_t cpu)
+{
+	if (!g->data_src[cpu] || sd_event_source_set_enabled(g->data_src[cpu], SD_EVENT_OFF) < 0)
+		return;
+	g->c.read_pauses++;
+	g->npaused++;
+	guest_complain(g, 0, "cpu%u: reading paused: its next page is held by a dump being written "
+		       "and dump_reserve is used up", cpu);
+}
+
+void guest_resume(struct vmt_guest *g)
+{
+	for (uint32_t i = 0; i < g->nrings; i++)
+		ring_settle(&g->rings[i]);
+	if (g->src)
+		g->src_ops->resume(g->src);
+	/* only guest_pause switches a data source off */
+	for (uint32_t i = 0; g->npaused && i < g->nchan; i++)
+		if (g->data_src[i])
+			sd_event_source_set_enabled(g->data_src[i], SD_EVENT_ON);
+	g->npaused = 0;
+}
+
+void guest_drain_data(struct vmt_guest *g)
+{
+	for (uint32_t i = 0; i < g->nchan; i++)
+		if (channel_is_open(&g->data[i]))
+			g->c.stale_bytes += channel_drain(&g->data[i]);
+}
+
+int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_guest *g = userdata;
+	uint8_t *buf = g->env->bounce;
+	uint32_t cpu = 0;
+
+	while (cpu < g->nchan && g->data_src[cpu] != s)
+		cpu++;
+	if (cpu == g->nchan)
+		return 0;
+
+	/*
+	 * Big reads, then page-sized pieces into the ring: one read() per page
+	 * would wake the writer on the other side of the pipe for every page.
+	 * The budget keeps one busy guest from starving the others.
+	 */
+	for (uint32_t done = 0; done < READ_BUDGET_BYTES;) {
+		bool stream = g->state == GUEST_STREAMING && cpu < g->nrings;
+		size_t want = stream ? ring_room(&g->rings[cpu], g->env->bounce_size) : g->env->bounce_size;
+		ssize_t n;
+
+		if (!want) {
+			guest_pause(g, cpu);
+			break;
+		}
+		n = read(fd, buf, want);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0) {
+			/* what the agent said before it hung up still counts (its
+			 * metadata, say): at most what the socket still holds, for
+			 * its writer is gone */
+			guest_ctl_read(g, CTL_DRAIN_MAX);
+			if (channel_is_open(&g->data[cpu]))
+				guest_disconnect(g, "data channel closed");
+			return 0;
+		}
+		if (n < 0) {
+			if (errno != EAGAIN) {
+				guest_disconnect(g, strerror(errno));
+				return 0;
+			}
+			break;
+		}
+		done += (uint32_t)n;
+		if (!stream) {
+			/* no session: these bytes have no place in any stream */
+			g->c.stale_bytes += (uint64_t)n;
+			continue;
+		}
+		for (size_t off = 0; off < (size_t)n;) {
+			struct vmt_ring *r = &g->rings[cpu];
+			uint32_t room, k;
+			uint8_t *p = ring_fill_space(r, &room);
+
+			if (!p) {
+				/* cannot happen after ring_room(); never loop on it */
+				r->c.bytes_rejected += (uint64_t)n - off;
+				guest_complain(g, 0, "cpu%u: %zu bytes without room dropped", cpu,
+					       (size_t)n - off);
+				break;
+			}
+			k = (uint32_t)VMT_MIN((size_t)room, (size_t)n - off);
+			memcpy(p, buf + off, k);
+			off += k;
+			if (ring_fill_commit(r, k) == -EBADMSG)
+				guest_complain(g, 0, "cpu%u: page %llu rejected (bad commit or event length)",
+					       cpu, (unsigned long long)(r->next_seq - 1));
+		}
+		if ((size_t)n < want)
+			break;	/* drained for now */
+	}
+	guest_check_flushed(g);
+	return 0;
+}
