@@ -43,9 +43,9 @@ static int test_fire(void *owner, const char *guest, const struct vmt_trigger *t
 	struct vmt_manager *m = owner;
 	uint64_t now = now_monotonic_ns();
 
-	m->triggers_total++;
+	m->dumps.triggers_total++;
 	if (cooldown_ns && last_fire_ns && now - last_fire_ns < cooldown_ns) {
-		m->triggers_suppressed++;
+		m->dumps.triggers_suppressed++;
 		return -EBUSY;
 	}
 	last_fire_ns = now;
@@ -459,12 +459,12 @@ START_TEST(storm_is_rate_limited)
 	d = &st.det[VMT_DETECTOR_VCPU_STARVATION];
 	printf("storm: %lu anomalies in 4s, %lu events sent, %lu fired, %lu suppressed (daemon %lu)\n",
 	       (unsigned long)d->seen,
-	       (unsigned long)(d->seen - (d->suppressed - t.m->triggers_suppressed) - d->dropped),
+	       (unsigned long)(d->seen - (d->suppressed - t.m->dumps.triggers_suppressed) - d->dropped),
 	       (unsigned long)d->fired, (unsigned long)d->suppressed,
-	       (unsigned long)t.m->triggers_suppressed);
+	       (unsigned long)t.m->dumps.triggers_suppressed);
 	ck_assert_uint_ge(d->seen, 100);
 	/* at most one per second per CPU gets past BPF */
-	ck_assert_uint_le(d->seen - (d->suppressed - t.m->triggers_suppressed) - d->dropped,
+	ck_assert_uint_le(d->seen - (d->suppressed - t.m->dumps.triggers_suppressed) - d->dropped,
 			  5 * (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
 	ck_assert_uint_le(d->fired, 3);
 	tp_free(&t);
