@@ -238,7 +238,7 @@ ifeq ($(HAVE_BPF),1)
 $(O)/daemon/probe.o: ALL_CFLAGS += -DVMT_HAVE_BPF -I$(O)/bpf
 $(O)/daemon/probe.o: $(O)/bpf/detect.skel.h
 # test_probe compiles daemon/probe.c in, against a manager of its own.
-$(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c daemon/qemu.c bpf/detect.h \
+$(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c daemon/qemu.c bpf/detect.h lib/detectors.h \
 		$(O)/bpf/detect.skel.h $(TESTLIB_OBJS) $(LIBVMT)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
@@ -254,7 +254,7 @@ $(O)/bpf/vmlinux.h:
 	$(Q)if [ -r $(VMLINUX_BTF) ]; then $(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp; \
 	else echo "  (no $(VMLINUX_BTF): using bpf/vmlinux-min.h)"; cp bpf/vmlinux-min.h $@.tmp; fi
 	$(Q)mv $@.tmp $@
-$(O)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h $(O)/bpf/vmlinux.h
+$(O)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h lib/detectors.h $(O)/bpf/vmlinux.h
 	@echo "  BPF     $<"
 	$(Q)$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(O)/bpf -Ibpf -c $< -o $@
 $(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o

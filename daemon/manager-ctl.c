@@ -123,7 +123,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		struct vmt_probe_status st;
 
 		probe_status(m->probe, &st);
-		for (int k = 0; k < VMT_CONFIG_DETECTORS; k++) {
+		for (int k = 0; k < VMT_DET_COUNT; k++) {
 			const struct vmt_probe_detector *d = &st.det[k];
 
 			ctl_msg_begin(&b, VMT_CTL_DETECTOR, id);

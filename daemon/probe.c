@@ -32,8 +32,6 @@
 #include "../bpf/detect.h"
 #include "detect.skel.h"
 
-_Static_assert((int)VMT_CONFIG_DETECTORS == (int)VMT_DET_COUNT, "config and bpf/detect.h detectors differ");
-
 struct vmt_probe {
 	struct vmt_probe_env env;
 	struct detect_bpf *skel;
@@ -41,9 +39,9 @@ struct vmt_probe {
 	sd_event_source *io, *timer, *defer;
 	struct bpf_link *links[8];
 	unsigned nlinks;
-	bool loaded[VMT_CONFIG_DETECTORS];
-	char reason[VMT_CONFIG_DETECTORS][160];
-	uint64_t fired[VMT_CONFIG_DETECTORS], mgr_suppressed[VMT_CONFIG_DETECTORS];
+	bool loaded[VMT_DET_COUNT];
+	char reason[VMT_DET_COUNT][160];
+	uint64_t fired[VMT_DET_COUNT], mgr_suppressed[VMT_DET_COUNT];
 	/* guest ids in the maps -> names; an id outlives its guest's entries,
 	 * so a death record that comes after the disconnect still has a name */
 	char (*names)[VMT_NAME_MAX];
@@ -73,7 +71,7 @@ static int libbpf_print_cb(enum libbpf_print_level level, const char *fmt, va_li
 
 static struct bpf_program *det_progs(struct detect_bpf *s, unsigned det, unsigned i)
 {
-	struct bpf_program *t[VMT_CONFIG_DETECTORS][2] = {
+	struct bpf_program *t[VMT_DET_COUNT][2] = {
 		[VMT_DET_PROCESS_DEATH] = { s->progs.vmt_process_exit, NULL },
 		[VMT_DET_VCPU_STARVATION] = { s->progs.vmt_wakeup, s->progs.vmt_switch },
 		[VMT_DET_KVM_EXIT] = { s->progs.vmt_kvm_exit, s->progs.vmt_kvm_entry },
@@ -121,13 +119,13 @@ static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_b
 	s = detect_bpf__open();
 	if (!s)
 		return -errno ?: -ENOMEM;
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		for (unsigned i = 0; i < 2; i++)
 			if (det_progs(s, d, i))
 				bpf_program__set_autoload(det_progs(s, d, i), want[d]);
 	s->rodata->starve_threshold_ns = dc[VMT_DET_VCPU_STARVATION].threshold_ms * 1000000ull;
 	s->rodata->kvm_threshold_ns = dc[VMT_DET_KVM_EXIT].threshold_ms * 1000000ull;
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		s->rodata->min_interval_ns[d] = dc[d].min_interval_ms * 1000000ull;
 	s->rodata->any_oom = dc[VMT_DET_OOM].any_process;
 	libbpf_last[0] = 0;
@@ -142,17 +140,17 @@ static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_b
 
 static int probe_load(struct vmt_probe *p)
 {
-	bool want[VMT_CONFIG_DETECTORS] = { 0 }, any = false;
+	bool want[VMT_DET_COUNT] = { 0 }, any = false;
 	int r;
 
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		want[d] = p->env.conf->detectors[d].enabled;
 		any |= want[d];
 	}
 	if (!any)
 		return 0;
 	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0) {
-		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 			snprintf(p->reason[d], sizeof(p->reason[d]),
 				 "the kernel has no BTF (/sys/kernel/btf/vmlinux)");
 		return 0;
@@ -160,8 +158,8 @@ static int probe_load(struct vmt_probe *p)
 	r = skel_open_load(p, want, &p->skel);
 	if (r < 0) {
 		/* find out which detectors cannot load, alone */
-		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
-			bool one[VMT_CONFIG_DETECTORS] = { 0 };
+		for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
+			bool one[VMT_DET_COUNT] = { 0 };
 			struct detect_bpf *s = NULL;
 
 			if (!want[d])
@@ -175,19 +173,19 @@ static int probe_load(struct vmt_probe *p)
 			detect_bpf__destroy(s);
 		}
 		any = false;
-		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 			any |= want[d];
 		if (!any)
 			return 0;
 		r = skel_open_load(p, want, &p->skel);
 		if (r < 0) {
-			for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+			for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 				if (want[d])
 					set_reason(p, d, r);
 			return 0;
 		}
 	}
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		unsigned first = p->nlinks;
 
 		if (!want[d])
@@ -563,7 +561,7 @@ int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env)
 	}
 	libbpf_set_print(libbpf_print_cb);
 	probe_load(p);
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		if (env->conf->detectors[d].enabled && !p->loaded[d])
 			log_warning("detector %s not loaded: %s", detector_name(d), p->reason[d]);
 	if (p->skel && p->nlinks) {
@@ -589,7 +587,7 @@ int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env)
 			goto fail;
 		sd_event_source_set_enabled(p->timer, SD_EVENT_ON);
 		probe_sync_guests_now(p);
-		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 			if (p->loaded[d])
 				log_info("detector %s loaded", detector_name(d));
 	}
@@ -624,7 +622,7 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 
 	memset(st, 0, sizeof(*st));
 	st->built = true;
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		struct vmt_probe_detector *o = &st->det[d];
 
 		o->name = detector_name(d);
@@ -648,7 +646,7 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 	c = calloc((size_t)ncpu, sizeof(*c));
 	if (!c)
 		return;
-	for (uint32_t d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (uint32_t d = 0; d < VMT_DET_COUNT; d++) {
 		struct vmt_probe_detector *o = &st->det[d];
 
 		if (bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.stats), &d, c) < 0)
@@ -677,7 +675,7 @@ int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env)
 	if (!p)
 		return -ENOMEM;
 	p->env = *env;
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		if (env->conf->detectors[d].enabled) {
 			log_warning("detectors not loaded: vmtraced was built without BPF");
 			break;
@@ -702,7 +700,7 @@ void probe_sync_guests_now(struct vmt_probe *p)
 void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 {
 	memset(st, 0, sizeof(*st));
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		st->det[d].name = detector_name(d);
 		st->det[d].enabled = p && p->env.conf->detectors[d].enabled;
 		snprintf(st->det[d].reason, sizeof(st->det[d].reason), "built without BPF");

@@ -47,7 +47,7 @@ struct vmt_probe_detector {
 struct vmt_probe_status {
 	bool built;		/* false: this vmtraced was built without BPF */
 	uint32_t pids, tids;	/* registered now */
-	struct vmt_probe_detector det[VMT_CONFIG_DETECTORS];
+	struct vmt_probe_detector det[VMT_DET_COUNT];
 };
 
 /*
