@@ -235,10 +235,11 @@ BPF_ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' -
 HAVE_BPF    ?= $(shell command -v $(CLANG) >/dev/null 2>&1 && [ -x $(BPFTOOL) ] && \
 	$(PKG_CONFIG) --exists libbpf && echo 1)
 ifeq ($(HAVE_BPF),1)
-$(O)/daemon/probe.o: ALL_CFLAGS += -DVMT_HAVE_BPF -I$(O)/bpf
+$(O)/daemon/probe.o $(O)/daemon/probe-maps.o: ALL_CFLAGS += -DVMT_HAVE_BPF -I$(O)/bpf
 $(O)/daemon/probe.o: $(O)/bpf/detect.skel.h
-# test_probe compiles daemon/probe.c in, against a manager of its own.
-$(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c daemon/qemu.c bpf/detect.h lib/detectors.h \
+# test_probe compiles daemon/probe*.c in, against a manager of its own.
+$(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c daemon/probe-maps.c \
+		daemon/probe-int.h daemon/qemu.c bpf/detect.h lib/detectors.h \
 		$(O)/bpf/detect.skel.h $(TESTLIB_OBJS) $(LIBVMT)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

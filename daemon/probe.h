@@ -8,7 +8,8 @@
  * socket peer, a pidfile: or libvirt's pidfile; vCPU threads from
  * /proc/PID/task/N/comm "CPU n/KVM"), reads the ring buffer in the event
  * loop, and turns each record into a BPF trigger (manager_request_dump).
- * The only file that includes the skeleton.
+ * probe.c is the only file that includes the skeleton; probe-maps.c keeps
+ * the maps in step, given their fds (probe-int.h).
  */
 #ifndef VMT_PROBE_H
 #define VMT_PROBE_H

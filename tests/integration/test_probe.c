@@ -26,6 +26,7 @@
 #include "../../daemon/guest.h"
 #include "../../daemon/manager.h"
 #include "../../daemon/probe.c"
+#include "../../daemon/probe-maps.c"
 #include "../../daemon/qemu.c"
 #include "testutil.h"
 #include "util.h"
