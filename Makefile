@@ -242,11 +242,11 @@ BPF_ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' -
 HAVE_BPF    ?= $(shell command -v $(CLANG) >/dev/null 2>&1 && [ -x $(BPFTOOL) ] && \
 	$(PKG_CONFIG) --exists libbpf && echo 1)
 ifeq ($(HAVE_BPF),1)
-$(O)/daemon/probe.o: ALL_CFLAGS += -DVMT_HAVE_BPF -I$(O)/bpf
+$(O)/daemon/probe.o $(O)/daemon/probe-maps.o: ALL_CFLAGS += -DVMT_HAVE_BPF -I$(O)/bpf
 $(O)/daemon/probe.o: $(O)/bpf/detect.skel.h
-# test_probe compiles daemon/probe.c in, against a manager of its own.
-$(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c daemon/qemu.c bpf/detect.h \
-		$(wildcard daemon/*.h) \
+# test_probe compiles daemon/probe*.c in, against a manager of its own.
+$(O)/tests/test_probe: tests/integration/test_probe.c daemon/probe.c daemon/probe-maps.c \
+		daemon/qemu.c bpf/detect.h lib/detectors.h $(wildcard daemon/*.h) \
 		$(O)/bpf/detect.skel.h $(TESTLIB_OBJS) $(LIBVMT)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
@@ -262,7 +262,7 @@ $(O)/bpf/vmlinux.h:
 	$(Q)if [ -r $(VMLINUX_BTF) ]; then $(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp; \
 	else echo "  (no $(VMLINUX_BTF): using bpf/vmlinux-min.h)"; cp bpf/vmlinux-min.h $@.tmp; fi
 	$(Q)mv $@.tmp $@
-$(O)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h $(O)/bpf/vmlinux.h
+$(O)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h lib/detectors.h $(O)/bpf/vmlinux.h
 	@echo "  BPF     $<"
 	$(Q)$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(O)/bpf -Ibpf -c $< -o $@
 $(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o

@@ -10,19 +10,8 @@
 #ifndef VMT_DETECT_H
 #define VMT_DETECT_H
 
-/* X(id, name) */
-#define VMT_DETECTORS(X)                   \
-	X(PROCESS_DEATH, "process_death")  \
-	X(VCPU_STARVATION, "vcpu_starvation") \
-	X(KVM_EXIT, "kvm_exit")            \
-	X(OOM, "oom")
-
-enum vmt_detector {
-#define X(n, s) VMT_DET_##n,
-	VMT_DETECTORS(X)
-#undef X
-	VMT_DET_COUNT
-};
+/* enum vmt_detector, VMT_DET_*: the one list, shared with the config */
+#include "../lib/detectors.h"
 
 #define VMT_DETECT_MAX_PIDS 4096
 #define VMT_DETECT_MAX_TIDS 65536

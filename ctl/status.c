@@ -13,23 +13,9 @@
 #include "ctlproto.h"
 #include "vfile.h"
 
-enum tag_kind { K_I32, K_U32, K_U64, K_STR };
-
-static const struct {
-	const char *name;
-	enum tag_kind kind;
-} tag_info[] = {
-#define K_i32 K_I32
-#define K_u32 K_U32
-#define K_u64 K_U64
-#define K_str K_STR
-#define X(n, v, k) [v] = { #n, K_##k },
-	VMT_CTL_TAGS(X)
-#undef X
-};
-
-/* Tags this vmtracectl knows: a newer daemon's others are skipped. */
-#define REC_TAGS (sizeof(tag_info) / sizeof(tag_info[0]))
+/* Tags this vmtracectl knows (the schema, ctlproto.h): a newer daemon's
+ * others are skipped. */
+#define REC_TAGS VMT_CTAG_LIMIT
 
 /* The record's values, looked up by tag. */
 struct rec {
@@ -47,20 +33,20 @@ static void rec_parse(const struct vmt_ctl_record *r, struct rec *out)
 	while (tlv_next(r->payload, r->len, &pos, &t) > 0) {
 		uint32_t u32;
 
-		if (t.tag >= REC_TAGS || !tag_info[t.tag].name)
+		switch (ctl_tag_kind(t.tag)) {
+		case VMT_CTK_NONE:
 			continue;	/* newer daemon: skip what we do not know */
-		switch (tag_info[t.tag].kind) {
-		case K_U32:
-		case K_I32:
+		case VMT_CTK_U32:
+		case VMT_CTK_I32:
 			if (tlv_u32(&t, &u32) < 0)
 				continue;
 			out->num[t.tag] = u32;
 			break;
-		case K_U64:
+		case VMT_CTK_U64:
 			if (tlv_u64(&t, &out->num[t.tag]) < 0)
 				continue;
 			break;
-		case K_STR:
+		case VMT_CTK_STR:
 			if (tlv_str(&t, out->str[t.tag], sizeof(out->str[t.tag])) < 0)
 				continue;
 			break;
@@ -92,10 +78,10 @@ static void rec_json(const struct rec *r)
 		if (!r->have[t])
 			continue;
 		printf("%s\"", first ? "" : ", ");
-		for (const char *n = tag_info[t].name; *n; n++)
+		for (const char *n = ctl_tag_name(t); *n; n++)
 			putchar(*n >= 'A' && *n <= 'Z' ? *n - 'A' + 'a' : *n);
 		printf("\": ");
-		if (tag_info[t].kind == K_STR)
+		if (ctl_tag_kind(t) == VMT_CTK_STR)
 			json_string(r->str[t]);
 		else
 			printf("%" PRIu64, r->num[t]);
@@ -360,7 +346,7 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 	}
 	ctl_msg_begin(&b, VMT_CTL_SAMPLES, 1);
 	if (argc == 2)
-		tlv_put_str(&b, VMT_CTAG_GUEST, argv[1]);
+		ctl_put_GUEST(&b, argv[1]);
 	r = client_request(&c, &b);
 	buf_free(&b);
 	if (!o->json)
@@ -447,13 +433,13 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 		return 1;
 	ctl_msg_begin(&b, VMT_CTL_DUMP, 1);
 	for (int i = optind; i < argc; i++)
-		tlv_put_str(&b, VMT_CTAG_GUEST, argv[i]);
+		ctl_put_GUEST(&b, argv[i]);
 	if (reason)
-		tlv_put_str(&b, VMT_CTAG_REASON, reason);
+		ctl_put_REASON(&b, reason);
 	if (window_ns)
-		tlv_put_u64(&b, VMT_CTAG_WINDOW_NS, window_ns);
+		ctl_put_WINDOW_NS(&b, window_ns);
 	if (post_ns)
-		tlv_put_u64(&b, VMT_CTAG_POST_NS, post_ns);
+		ctl_put_POST_NS(&b, post_ns);
 	r = client_request(&c, &b);
 	buf_free(&b);
 	while (r >= 0 && (r = client_next(&c, &rec, timeout_s * 1000)) > 0) {

@@ -41,27 +41,27 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 		ev += r->c.events_in;
 		back += r->c.ts_backwards;
 	}
-	tlv_put_str(b, VMT_CTAG_GUEST, g->conf.name);
-	tlv_put_str(b, VMT_CTAG_STATE, guest_state_name(g->state));
-	tlv_put_u64(b, VMT_CTAG_UPTIME_NS, now - g->state_since_ns);
-	tlv_put_u32(b, VMT_CTAG_NCPUS, g->nrings);
+	ctl_put_GUEST(b, g->conf.name);
+	ctl_put_STATE(b, guest_state_name(g->state));
+	ctl_put_UPTIME_NS(b, now - g->state_since_ns);
+	ctl_put_NCPUS(b, g->nrings);
 	if (g->have_hello)
-		tlv_put_str(b, VMT_CTAG_RELEASE, g->hello.release);
+		ctl_put_RELEASE(b, g->hello.release);
 	if (g->have_aux)
-		tlv_put_u32(b, VMT_CTAG_AUX_VERSION, g->aux.version);
-	tlv_put_u64(b, VMT_CTAG_PAGES, pages);
-	tlv_put_u64(b, VMT_CTAG_CAPACITY, cap);
-	tlv_put_u64(b, VMT_CTAG_MEM_USED, guest_mem(g));
-	tlv_put_u64(b, VMT_CTAG_BYTES_IN, bytes);
-	tlv_put_u64(b, VMT_CTAG_PAGES_IN, in);
-	tlv_put_u64(b, VMT_CTAG_EVENTS_IN, ev);
-	tlv_put_u64(b, VMT_CTAG_PAGES_OVERWRITTEN, ow);
-	tlv_put_u64(b, VMT_CTAG_PAGES_GUEST_LOST, lost);
-	tlv_put_u64(b, VMT_CTAG_EVENTS_GUEST_LOST, elost);
-	tlv_put_u64(b, VMT_CTAG_PAGES_REJECTED, prej);
-	tlv_put_u64(b, VMT_CTAG_BYTES_REJECTED, rej + g->c.stale_bytes);
-	tlv_put_u64(b, VMT_CTAG_CTL_REJECTED, guest_ctl_rejected_bytes(g));
-	tlv_put_u64(b, VMT_CTAG_TS_BACKWARDS, back);
+		ctl_put_AUX_VERSION(b, g->aux.version);
+	ctl_put_PAGES(b, pages);
+	ctl_put_CAPACITY(b, cap);
+	ctl_put_MEM_USED(b, guest_mem(g));
+	ctl_put_BYTES_IN(b, bytes);
+	ctl_put_PAGES_IN(b, in);
+	ctl_put_EVENTS_IN(b, ev);
+	ctl_put_PAGES_OVERWRITTEN(b, ow);
+	ctl_put_PAGES_GUEST_LOST(b, lost);
+	ctl_put_EVENTS_GUEST_LOST(b, elost);
+	ctl_put_PAGES_REJECTED(b, prej);
+	ctl_put_BYTES_REJECTED(b, rej + g->c.stale_bytes);
+	ctl_put_CTL_REJECTED(b, guest_ctl_rejected_bytes(g));
+	ctl_put_TS_BACKWARDS(b, back);
 	/* the window: from the oldest page held to the newest, over all CPUs */
 	if (pages) {
 		uint64_t first = UINT64_MAX, last = 0;
@@ -72,24 +72,24 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 			first = VMT_MIN(first, ring_slot(r, 0)->first_ts);
 			last = VMT_MAX(last, ring_slot(r, r->count - 1)->last_ts);
 		}
-		tlv_put_u64(b, VMT_CTAG_FIRST_TS, first);
-		tlv_put_u64(b, VMT_CTAG_LAST_TS, last);
+		ctl_put_FIRST_TS(b, first);
+		ctl_put_LAST_TS(b, last);
 	}
 	if (g->last_dump[0])
-		tlv_put_str(b, VMT_CTAG_LAST_DUMP, g->last_dump);
-	tlv_put_u64(b, VMT_CTAG_STALE_BYTES, g->c.stale_bytes);
-	tlv_put_u64(b, VMT_CTAG_FLUSH_TIMEOUTS, g->c.flush_timeouts);
-	tlv_put_u64(b, VMT_CTAG_SESSIONS, g->c.sessions);
-	tlv_put_u64(b, VMT_CTAG_META_REJECTED, g->c.meta_rejected);
-	tlv_put_u64(b, VMT_CTAG_TRIGGERS_SUPPRESSED, g->c.triggers_suppressed);
-	tlv_put_u64(b, VMT_CTAG_MSGS_UNEXPECTED, g->c.msgs_unexpected);
-	tlv_put_u64(b, VMT_CTAG_FLUSH_BAD, g->c.flush_bad);
-	tlv_put_u64(b, VMT_CTAG_AGENT_ERRORS, g->c.errors_from_agent);
-	tlv_put_u64(b, VMT_CTAG_READ_PAUSES, g->c.read_pauses);
-	tlv_put_u64(b, VMT_CTAG_PATHS_REFUSED, g->c.paths_refused);
-	tlv_put_u64(b, VMT_CTAG_PAGES_DISCARDED, g->c.pages_discarded);
-	tlv_put_u64(b, VMT_CTAG_HELLOS_DEFERRED, g->c.hellos_deferred);
-	tlv_put_u32(b, VMT_CTAG_FLAGS, g->discovered ? 1 : 0);
+		ctl_put_LAST_DUMP(b, g->last_dump);
+	ctl_put_STALE_BYTES(b, g->c.stale_bytes);
+	ctl_put_FLUSH_TIMEOUTS(b, g->c.flush_timeouts);
+	ctl_put_SESSIONS(b, g->c.sessions);
+	ctl_put_META_REJECTED(b, g->c.meta_rejected);
+	ctl_put_TRIGGERS_SUPPRESSED(b, g->c.triggers_suppressed);
+	ctl_put_MSGS_UNEXPECTED(b, g->c.msgs_unexpected);
+	ctl_put_FLUSH_BAD(b, g->c.flush_bad);
+	ctl_put_AGENT_ERRORS(b, g->c.errors_from_agent);
+	ctl_put_READ_PAUSES(b, g->c.read_pauses);
+	ctl_put_PATHS_REFUSED(b, g->c.paths_refused);
+	ctl_put_PAGES_DISCARDED(b, g->c.pages_discarded);
+	ctl_put_HELLOS_DEFERRED(b, g->c.hellos_deferred);
+	ctl_put_FLAGS(b, g->discovered ? 1 : 0);
 }
 
 static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t id, bool with_daemon)
@@ -98,20 +98,20 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 
 	if (with_daemon) {
 		ctl_msg_begin(&b, VMT_CTL_DAEMON, id);
-		tlv_put_str(&b, VMT_CTAG_VERSION, VMT_VERSION);
-		tlv_put_u64(&b, VMT_CTAG_UPTIME_NS, now_monotonic_ns() - m->start_ns);
-		tlv_put_u64(&b, VMT_CTAG_MEM_USED, mem_used(&m->mem));
-		tlv_put_u64(&b, VMT_CTAG_DUMPS, m->dumps.dumps);
-		tlv_put_u64(&b, VMT_CTAG_DUMP_ERRORS, m->dumps.dump_errors);
-		tlv_put_str(&b, VMT_CTAG_PATH, m->conf.state_dir);
-		tlv_put_u64(&b, VMT_CTAG_MEM_CAP, m->conf.memory_max);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE, m->mem.reserve.bytes);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE_USED, m->mem.reserve.in_use);
-		tlv_put_u64(&b, VMT_CTAG_RESERVE_PEAK, m->mem.reserve.peak);
-		tlv_put_u64(&b, VMT_CTAG_TRIGGERS, m->dumps.triggers_total);
-		tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, m->dumps.triggers_suppressed);
-		tlv_put_u64(&b, VMT_CTAG_REFUSED, control_refused(m->control));
-		tlv_put_u64(&b, VMT_CTAG_GUESTS_REFUSED, m->mem.rings_refused);
+		ctl_put_VERSION(&b, VMT_VERSION);
+		ctl_put_UPTIME_NS(&b, now_monotonic_ns() - m->start_ns);
+		ctl_put_MEM_USED(&b, mem_used(&m->mem));
+		ctl_put_DUMPS(&b, m->dumps.dumps);
+		ctl_put_DUMP_ERRORS(&b, m->dumps.dump_errors);
+		ctl_put_PATH(&b, m->conf.state_dir);
+		ctl_put_MEM_CAP(&b, m->conf.memory_max);
+		ctl_put_RESERVE(&b, m->mem.reserve.bytes);
+		ctl_put_RESERVE_USED(&b, m->mem.reserve.in_use);
+		ctl_put_RESERVE_PEAK(&b, m->mem.reserve.peak);
+		ctl_put_TRIGGERS(&b, m->dumps.triggers_total);
+		ctl_put_TRIGGERS_SUPPRESSED(&b, m->dumps.triggers_suppressed);
+		ctl_put_REFUSED(&b, control_refused(m->control));
+		ctl_put_GUESTS_REFUSED(&b, m->mem.rings_refused);
 		control_send(cl, &b);
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
@@ -123,21 +123,21 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		struct vmt_probe_status st;
 
 		probe_status(m->probe, &st);
-		for (int k = 0; k < VMT_CONFIG_DETECTORS; k++) {
+		for (int k = 0; k < VMT_DET_COUNT; k++) {
 			const struct vmt_probe_detector *d = &st.det[k];
 
 			ctl_msg_begin(&b, VMT_CTL_DETECTOR, id);
-			tlv_put_str(&b, VMT_CTAG_NAME, d->name);
-			tlv_put_u32(&b, VMT_CTAG_ENABLED, d->enabled);
-			tlv_put_u32(&b, VMT_CTAG_LOADED, d->loaded);
+			ctl_put_NAME(&b, d->name);
+			ctl_put_ENABLED(&b, d->enabled);
+			ctl_put_LOADED(&b, d->loaded);
 			if (!d->loaded)
-				tlv_put_str(&b, VMT_CTAG_MESSAGE, !st.built ? "built without BPF" :
+				ctl_put_MESSAGE(&b, !st.built ? "built without BPF" :
 						  !d->enabled ? "disabled in the configuration" : d->reason);
-			tlv_put_u64(&b, VMT_CTAG_EVENTS, d->events);
-			tlv_put_u64(&b, VMT_CTAG_SEEN, d->seen);
-			tlv_put_u64(&b, VMT_CTAG_FIRED, d->fired);
-			tlv_put_u64(&b, VMT_CTAG_TRIGGERS_SUPPRESSED, d->suppressed);
-			tlv_put_u64(&b, VMT_CTAG_DROPPED, d->dropped);
+			ctl_put_EVENTS(&b, d->events);
+			ctl_put_SEEN(&b, d->seen);
+			ctl_put_FIRED(&b, d->fired);
+			ctl_put_TRIGGERS_SUPPRESSED(&b, d->suppressed);
+			ctl_put_DROPPED(&b, d->dropped);
 			control_send(cl, &b);
 		}
 	}
@@ -234,16 +234,16 @@ static void handle_samples(struct vmt_manager *m, struct vmt_client *cl, uint32_
 		if (guest[0] && strcmp(guest, sm->guest))
 			continue;
 		ctl_msg_begin(&b, VMT_CTL_FILE, id);
-		tlv_put_str(&b, VMT_CTAG_PATH, sm->path);
-		tlv_put_str(&b, VMT_CTAG_GUEST, sm->guest);
-		tlv_put_u64(&b, VMT_CTAG_CREATED_NS, sm->created_ns);
-		tlv_put_u64(&b, VMT_CTAG_BYTES, sm->bytes);
+		ctl_put_PATH(&b, sm->path);
+		ctl_put_GUEST(&b, sm->guest);
+		ctl_put_CREATED_NS(&b, sm->created_ns);
+		ctl_put_BYTES(&b, sm->bytes);
 		if (!sm->info_error) {
-			tlv_put_u32(&b, VMT_CTAG_AUX_VERSION, sm->aux_version);
+			ctl_put_AUX_VERSION(&b, sm->aux_version);
 			if (sm->text)
-				tlv_put_str(&b, VMT_CTAG_REASON, sm->text);
+				ctl_put_REASON(&b, sm->text);
 		} else {
-			tlv_put_str(&b, VMT_CTAG_MESSAGE, sm->text ? sm->text : "");
+			ctl_put_MESSAGE(&b, sm->text ? sm->text : "");
 		}
 		if (b.len > VMT_CTL_MAX_MSG - 64)
 			continue;
@@ -265,7 +265,7 @@ void manager_answer_dump(struct vmt_client *cl, uint32_t id, char *const *files,
 	}
 	for (uint32_t i = 0; i < nfiles; i++) {
 		ctl_msg_begin(&b, VMT_CTL_FILE, id);
-		tlv_put_str(&b, VMT_CTAG_PATH, files[i]);
+		ctl_put_PATH(&b, files[i]);
 		control_send(cl, &b);
 	}
 	buf_free(&b);

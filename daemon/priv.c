@@ -42,7 +42,7 @@ uint64_t priv_needed(const struct vmt_config *conf)
 
 	/* a reload that changes the detectors loads their programs again;
 	 * the maps and ring buffer they use meanwhile need nothing */
-	for (unsigned i = 0; i < VMT_CONFIG_DETECTORS; i++)
+	for (unsigned i = 0; i < VMT_DET_COUNT; i++)
 		if (conf->detectors[i].enabled)
 			keep |= BIT(CAP_BPF) | BIT(CAP_PERFMON);
 	/* the host source takes /proc/kallsyms again when a reload sets it up

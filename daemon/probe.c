@@ -4,9 +4,7 @@
  * autoload is switched off for what is disabled or cannot load, so the
  * maps stay shared and one ring buffer serves all.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,11 +16,9 @@
 #include "guest.h"
 #include "log.h"
 #include "probe.h"
-#include "qemu.h"
 #include "util.h"
 
 #define RESYNC_USEC (2 * 1000000ull)	/* new vCPU threads, pidfiles that appear */
-#define MAX_NAMES 4096
 
 #ifdef VMT_HAVE_BPF
 
@@ -31,8 +27,7 @@
 
 #include "../bpf/detect.h"
 #include "detect.skel.h"
-
-_Static_assert((int)VMT_CONFIG_DETECTORS == (int)VMT_DET_COUNT, "config and bpf/detect.h detectors differ");
+#include "probe-int.h"
 
 struct vmt_probe {
 	struct vmt_probe_env env;
@@ -41,15 +36,10 @@ struct vmt_probe {
 	sd_event_source *io, *timer, *defer;
 	struct bpf_link *links[8];
 	unsigned nlinks;
-	bool loaded[VMT_CONFIG_DETECTORS];
-	char reason[VMT_CONFIG_DETECTORS][160];
-	uint64_t fired[VMT_CONFIG_DETECTORS], mgr_suppressed[VMT_CONFIG_DETECTORS];
-	/* guest ids in the maps -> names; an id outlives its guest's entries,
-	 * so a death record that comes after the disconnect still has a name */
-	char (*names)[VMT_NAME_MAX];
-	uint32_t nnames;
-	uint32_t npids, ntids;
-	uint64_t *bits;		/* what the subjects map holds */
+	bool loaded[VMT_DET_COUNT];
+	char reason[VMT_DET_COUNT][160];
+	uint64_t fired[VMT_DET_COUNT], mgr_suppressed[VMT_DET_COUNT];
+	struct vmt_probe_maps maps;	/* whom they watch (probe-maps.c) */
 };
 
 /* libbpf's messages, kept so a failed load can say why. */
@@ -73,7 +63,7 @@ static int libbpf_print_cb(enum libbpf_print_level level, const char *fmt, va_li
 
 static struct bpf_program *det_progs(struct detect_bpf *s, unsigned det, unsigned i)
 {
-	struct bpf_program *t[VMT_CONFIG_DETECTORS][2] = {
+	struct bpf_program *t[VMT_DET_COUNT][2] = {
 		[VMT_DET_PROCESS_DEATH] = { s->progs.vmt_process_exit, NULL },
 		[VMT_DET_VCPU_STARVATION] = { s->progs.vmt_wakeup, s->progs.vmt_switch },
 		[VMT_DET_KVM_EXIT] = { s->progs.vmt_kvm_exit, s->progs.vmt_kvm_entry },
@@ -121,13 +111,13 @@ static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_b
 	s = detect_bpf__open();
 	if (!s)
 		return -errno ?: -ENOMEM;
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		for (unsigned i = 0; i < 2; i++)
 			if (det_progs(s, d, i))
 				bpf_program__set_autoload(det_progs(s, d, i), want[d]);
 	s->rodata->starve_threshold_ns = dc[VMT_DET_VCPU_STARVATION].threshold_ms * 1000000ull;
 	s->rodata->kvm_threshold_ns = dc[VMT_DET_KVM_EXIT].threshold_ms * 1000000ull;
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		s->rodata->min_interval_ns[d] = dc[d].min_interval_ms * 1000000ull;
 	s->rodata->any_oom = dc[VMT_DET_OOM].any_process;
 	libbpf_last[0] = 0;
@@ -142,17 +132,17 @@ static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_b
 
 static int probe_load(struct vmt_probe *p)
 {
-	bool want[VMT_CONFIG_DETECTORS] = { 0 }, any = false;
+	bool want[VMT_DET_COUNT] = { 0 }, any = false;
 	int r;
 
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		want[d] = p->env.conf->detectors[d].enabled;
 		any |= want[d];
 	}
 	if (!any)
 		return 0;
 	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0) {
-		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 			snprintf(p->reason[d], sizeof(p->reason[d]),
 				 "the kernel has no BTF (/sys/kernel/btf/vmlinux)");
 		return 0;
@@ -160,8 +150,8 @@ static int probe_load(struct vmt_probe *p)
 	r = skel_open_load(p, want, &p->skel);
 	if (r < 0) {
 		/* find out which detectors cannot load, alone */
-		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
-			bool one[VMT_CONFIG_DETECTORS] = { 0 };
+		for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
+			bool one[VMT_DET_COUNT] = { 0 };
 			struct detect_bpf *s = NULL;
 
 			if (!want[d])
@@ -175,19 +165,19 @@ static int probe_load(struct vmt_probe *p)
 			detect_bpf__destroy(s);
 		}
 		any = false;
-		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 			any |= want[d];
 		if (!any)
 			return 0;
 		r = skel_open_load(p, want, &p->skel);
 		if (r < 0) {
-			for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+			for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 				if (want[d])
 					set_reason(p, d, r);
 			return 0;
 		}
 	}
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		unsigned first = p->nlinks;
 
 		if (!want[d])
@@ -216,201 +206,10 @@ static int probe_load(struct vmt_probe *p)
 	return 0;
 }
 
-/* ---- guests -> maps ----------------------------------------------------- */
-
-static uint32_t name_id(struct vmt_probe *p, const char *name)
-{
-	for (uint32_t i = 0; i < p->nnames; i++)
-		if (!strcmp(p->names[i], name))
-			return i;
-	if (p->nnames == MAX_NAMES)
-		return VMT_DETECT_NO_GUEST;
-	snprintf(p->names[p->nnames], VMT_NAME_MAX, "%s", name);
-	return p->nnames++;
-}
-
-struct tid_ent {
-	uint32_t tid;
-	uint32_t vcpu;
-};
-
-/* Threads of pid, vCPUs first: n named ones, or every thread if none is. */
-static int scan_threads(pid_t pid, struct tid_ent **out, uint32_t *nout)
-{
-	char path[64], comm[32];
-	struct tid_ent *all = NULL;
-	uint32_t n = 0, cap = 0, named = 0;
-	struct dirent *de;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		char cpath[96];
-		long tid = strtol(de->d_name, NULL, 10);
-		ssize_t k;
-		int fd, v = -1;
-
-		if (tid <= 0)
-			continue;
-		snprintf(cpath, sizeof(cpath), "/proc/%d/task/%ld/comm", (int)pid, tid);
-		fd = open(cpath, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			k = read(fd, comm, sizeof(comm) - 1);
-			close(fd);
-			if (k > 0) {
-				comm[k] = 0;
-				comm[strcspn(comm, "\n")] = 0;
-				v = qemu_vcpu_of_comm(comm);
-			}
-		}
-		if (n == cap) {
-			struct tid_ent *t = realloc(all, (cap = cap ? 2 * cap : 16) * sizeof(*t));
-
-			if (!t) {
-				closedir(d);
-				free(all);
-				return -ENOMEM;
-			}
-			all = t;
-		}
-		all[n++] = (struct tid_ent){ (uint32_t)tid, v < 0 ? VMT_DETECT_NO_VCPU : (uint32_t)v };
-		named += v >= 0;
-	}
-	closedir(d);
-	if (named) {
-		uint32_t j = 0;
-
-		for (uint32_t i = 0; i < n; i++)
-			if (all[i].vcpu != VMT_DETECT_NO_VCPU)
-				all[j++] = all[i];
-		n = j;
-	}
-	*out = all;
-	*nout = n;
-	return 0;
-}
-
-static bool in_list(const uint32_t *keys, uint32_t n, uint32_t k)
-{
-	for (uint32_t i = 0; i < n; i++)
-		if (keys[i] == k)
-			return true;
-	return false;
-}
-
-/* Delete the keys of map not in keep[]. */
-static void map_prune(int fd, const uint32_t *keep, uint32_t nkeep)
-{
-	uint32_t key, next, *dead = NULL;
-	uint32_t ndead = 0, cap = 0;
-	void *prev = NULL;
-
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (!in_list(keep, nkeep, next)) {
-			if (ndead == cap) {
-				uint32_t *t = realloc(dead, (cap = cap ? 2 * cap : 64) * sizeof(*t));
-
-				if (!t)
-					break;
-				dead = t;
-			}
-			dead[ndead++] = next;
-		}
-		key = next;
-		prev = &key;
-	}
-	for (uint32_t i = 0; i < ndead; i++)
-		bpf_map_delete_elem(fd, &dead[i]);
-	free(dead);
-}
-
-static void bits_set(uint64_t *b, const uint32_t *keys, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		b[(keys[i] >> 6) & (VMT_DETECT_BITMAP_WORDS - 1)] |= 1ull << (keys[i] & 63);
-}
-
-/* Write the words of the subjects map that change: after the hash maps,
- * so a bit never stands for an entry not yet there. */
-static void bits_sync(struct vmt_probe *p, const uint32_t *pk, uint32_t np, const uint32_t *tk,
-		      uint32_t nt)
-{
-	uint64_t *nb = calloc(VMT_DETECT_BITMAP_WORDS, sizeof(*nb));
-	int fd = bpf_map__fd(p->skel->maps.subjects);
-
-	if (!nb)
-		return;
-	bits_set(nb, pk, np);
-	bits_set(nb, tk, nt);
-	for (uint32_t w = 0; w < VMT_DETECT_BITMAP_WORDS; w++)
-		if (nb[w] != p->bits[w] && bpf_map_update_elem(fd, &w, &nb[w], BPF_ANY) == 0)
-			p->bits[w] = nb[w];
-	free(nb);
-}
-
 void probe_sync_guests_now(struct vmt_probe *p)
 {
-	const struct vmt_guest_list *l;
-	uint32_t *pkeys = NULL, *tkeys = NULL, np = 0, nt = 0;
-	int pfd, tfd;
-
-	if (!p || !p->skel)
-		return;
-	l = p->env.guests;
-	pfd = bpf_map__fd(p->skel->maps.pids);
-	tfd = bpf_map__fd(p->skel->maps.tids);
-	pkeys = calloc(l->n + 1, sizeof(*pkeys));
-	if (!pkeys)
-		return;
-	for (uint32_t i = 0; i < l->n; i++) {
-		const struct vmt_guest *g = l->v[i];
-		struct vmt_detect_pid vp = { 0 };
-		struct tid_ent *th = NULL;
-		uint32_t nth = 0, *tk;
-		pid_t pid = guest_qemu_pid(g);
-
-		if (pid <= 0 || scan_threads(pid, &th, &nth) < 0)
-			continue;
-		vp.guest = name_id(p, g->conf.name);
-		if (vp.guest == VMT_DETECT_NO_GUEST) {
-			free(th);
-			continue;
-		}
-		if (bpf_map_update_elem(pfd, &(uint32_t){ (uint32_t)pid }, &vp, BPF_ANY) == 0)
-			pkeys[np++] = (uint32_t)pid;
-		tk = realloc(tkeys, (nt + nth) * sizeof(*tk) + 1);
-		if (!tk) {
-			free(th);
-			continue;
-		}
-		tkeys = tk;
-		for (uint32_t j = 0; j < nth; j++) {
-			struct vmt_detect_tid vt = { .guest = vp.guest, .vcpu = th[j].vcpu }, cur;
-
-			/* keep the timestamps of a thread already there */
-			if (bpf_map_lookup_elem(tfd, &th[j].tid, &cur) == 0 && cur.guest == vt.guest &&
-			    cur.vcpu == vt.vcpu) {
-				tkeys[nt++] = th[j].tid;
-				continue;
-			}
-			if (bpf_map_update_elem(tfd, &th[j].tid, &vt, BPF_ANY) == 0)
-				tkeys[nt++] = th[j].tid;
-		}
-		free(th);
-	}
-	map_prune(pfd, pkeys, np);
-	map_prune(tfd, tkeys, nt);
-	bits_sync(p, pkeys, np, tkeys, nt);
-	if (np != p->npids || nt != p->ntids)
-		log_debug("detectors: watching %" PRIu32 " QEMU processes, %" PRIu32 " threads", np,
-			  nt);
-	p->npids = np;
-	p->ntids = nt;
-	free(pkeys);
-	free(tkeys);
+	if (p && p->skel)
+		probe_maps_sync(&p->maps, p->env.guests);
 }
 
 /* ---- records -> triggers ------------------------------------------------ */
@@ -485,11 +284,11 @@ static int rb_event(void *ctx, void *data, size_t len)
 	snprintf(t.reason, sizeof(t.reason), "%s: ", detector_name(e->detector));
 	event_reason(e, t.reason + strlen(t.reason), sizeof(t.reason) - strlen(t.reason));
 	if (e->guest != VMT_DETECT_NO_GUEST) {
-		if (e->guest >= p->nnames) {
+		guest = probe_maps_guest(&p->maps, e->guest);
+		if (!guest) {
 			log_debug("detector %s: its guest is gone", t.reason);
 			return 0;
 		}
-		guest = p->names[e->guest];
 	}
 	r = p->env.fire(p->env.owner, guest, &t);
 	if (r == -EBUSY) {
@@ -553,17 +352,18 @@ int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env)
 	if (!p)
 		return -ENOMEM;
 	p->env = *env;
-	p->names = calloc(MAX_NAMES, sizeof(*p->names));
-	p->bits = calloc(VMT_DETECT_BITMAP_WORDS, sizeof(*p->bits));
-	if (!p->names || !p->bits) {
-		free(p->names);
-		free(p->bits);
+	if (probe_maps_init(&p->maps) < 0) {
 		free(p);
 		return -ENOMEM;
 	}
 	libbpf_set_print(libbpf_print_cb);
 	probe_load(p);
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+	if (p->skel) {
+		p->maps.pids_fd = bpf_map__fd(p->skel->maps.pids);
+		p->maps.tids_fd = bpf_map__fd(p->skel->maps.tids);
+		p->maps.subjects_fd = bpf_map__fd(p->skel->maps.subjects);
+	}
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		if (env->conf->detectors[d].enabled && !p->loaded[d])
 			log_warning("detector %s not loaded: %s", detector_name(d), p->reason[d]);
 	if (p->skel && p->nlinks) {
@@ -589,7 +389,7 @@ int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env)
 			goto fail;
 		sd_event_source_set_enabled(p->timer, SD_EVENT_ON);
 		probe_sync_guests_now(p);
-		for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+		for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 			if (p->loaded[d])
 				log_info("detector %s loaded", detector_name(d));
 	}
@@ -612,8 +412,7 @@ void probe_free(struct vmt_probe *p)
 	while (p->nlinks)
 		bpf_link__destroy(p->links[--p->nlinks]);
 	detect_bpf__destroy(p->skel);
-	free(p->names);
-	free(p->bits);
+	probe_maps_free(&p->maps);
 	free(p);
 }
 
@@ -624,7 +423,7 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 
 	memset(st, 0, sizeof(*st));
 	st->built = true;
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		struct vmt_probe_detector *o = &st->det[d];
 
 		o->name = detector_name(d);
@@ -643,12 +442,12 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 	}
 	if (!p || !p->skel || ncpu <= 0)
 		return;
-	st->pids = p->npids;
-	st->tids = p->ntids;
+	st->pids = p->maps.npids;
+	st->tids = p->maps.ntids;
 	c = calloc((size_t)ncpu, sizeof(*c));
 	if (!c)
 		return;
-	for (uint32_t d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (uint32_t d = 0; d < VMT_DET_COUNT; d++) {
 		struct vmt_probe_detector *o = &st->det[d];
 
 		if (bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.stats), &d, c) < 0)
@@ -677,7 +476,7 @@ int probe_new(struct vmt_probe **out, const struct vmt_probe_env *env)
 	if (!p)
 		return -ENOMEM;
 	p->env = *env;
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++)
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		if (env->conf->detectors[d].enabled) {
 			log_warning("detectors not loaded: vmtraced was built without BPF");
 			break;
@@ -702,7 +501,7 @@ void probe_sync_guests_now(struct vmt_probe *p)
 void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 {
 	memset(st, 0, sizeof(*st));
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		st->det[d].name = detector_name(d);
 		st->det[d].enabled = p && p->env.conf->detectors[d].enabled;
 		snprintf(st->det[d].reason, sizeof(st->det[d].reason), "built without BPF");

@@ -8,7 +8,8 @@
  * socket peer, a pidfile: or libvirt's pidfile; vCPU threads from
  * /proc/PID/task/N/comm "CPU n/KVM"), reads the ring buffer in the event
  * loop, and turns each record into a BPF trigger (manager_request_dump).
- * The only file that includes the skeleton.
+ * probe.c is the only file that includes the skeleton; probe-maps.c keeps
+ * the maps in step, given their fds (probe-int.h).
  */
 #ifndef VMT_PROBE_H
 #define VMT_PROBE_H
@@ -47,7 +48,7 @@ struct vmt_probe_detector {
 struct vmt_probe_status {
 	bool built;		/* false: this vmtraced was built without BPF */
 	uint32_t pids, tids;	/* registered now */
-	struct vmt_probe_detector det[VMT_CONFIG_DETECTORS];
+	struct vmt_probe_detector det[VMT_DET_COUNT];
 };
 
 /*

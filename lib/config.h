@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "detectors.h"	/* the BPF detectors: VMT_DET_* */
+
 #define VMT_CONFIG_MAX_GUESTS 1024
 #define VMT_CONFIG_MAX_DISCOVERY 64
 #define VMT_CONFIG_MAX_EVENTS 4096	/* bytes of the joined event list */
@@ -97,15 +99,6 @@ struct vmt_sync_conf {
 	char kvm_debugfs[3841];	/* KVM's debugfs folder: vCPU TSC offsets */
 };
 
-/* BPF detectors (daemon/probe.c), in the order of bpf/detect.h. */
-enum vmt_detector_id {
-	VMT_DETECTOR_PROCESS_DEATH,
-	VMT_DETECTOR_VCPU_STARVATION,
-	VMT_DETECTOR_KVM_EXIT,
-	VMT_DETECTOR_OOM,
-	VMT_CONFIG_DETECTORS
-};
-
 struct vmt_detector_conf {
 	int enabled;
 	uint32_t threshold_ms;	/* vcpu_starvation, kvm_exit; 0 for the others */
@@ -130,7 +123,7 @@ struct vmt_config {
 	struct vmt_control_conf control;
 	struct vmt_host_conf host;
 	struct vmt_sync_conf sync;
-	struct vmt_detector_conf detectors[VMT_CONFIG_DETECTORS];
+	struct vmt_detector_conf detectors[VMT_DET_COUNT];
 	uint32_t ndiscovery;
 	struct vmt_discovery_conf *discovery;
 	uint32_t nguests;
@@ -182,5 +175,7 @@ const char *transport_name(enum vmt_transport t);
 const char *layout_name(enum vmt_layout l);
 /* "process_death", ...; "unknown" out of range. */
 const char *detector_name(unsigned id);
+/* Its VMT_DETS_* (lib/detectors.h); 0 out of range. */
+unsigned detector_settings(unsigned id);
 
 #endif

@@ -15,27 +15,35 @@
 #define THRESHOLD_MAX_MS (600 * SEC_MS)
 #define INTERVAL_MAX_MS (3600 * SEC_MS)
 
-static const char *const names[VMT_CONFIG_DETECTORS] = {
-	[VMT_DETECTOR_PROCESS_DEATH] = "process_death",
-	[VMT_DETECTOR_VCPU_STARVATION] = "vcpu_starvation",
-	[VMT_DETECTOR_KVM_EXIT] = "kvm_exit",
-	[VMT_DETECTOR_OOM] = "oom",
+static const struct {
+	const char *name;
+	unsigned settings;	/* VMT_DETS_* */
+	uint32_t threshold_ms, min_interval_ms;
+} detectors[VMT_DET_COUNT] = {
+#define X(id, name, settings, threshold_ms, interval_ms) \
+	[VMT_DET_##id] = { name, settings, threshold_ms, interval_ms },
+	VMT_DETECTORS(X)
+#undef X
 };
+
+unsigned detector_settings(unsigned id)
+{
+	return id < VMT_DET_COUNT ? detectors[id].settings : 0;
+}
 
 const char *detector_name(unsigned id)
 {
-	return id < VMT_CONFIG_DETECTORS ? names[id] : "unknown";
+	return id < VMT_DET_COUNT ? detectors[id].name : "unknown";
 }
 
 void config_detect_init(struct vmt_detector_conf *d)
 {
-	memset(d, 0, VMT_CONFIG_DETECTORS * sizeof(*d));
-	for (unsigned i = 0; i < VMT_CONFIG_DETECTORS; i++)
+	memset(d, 0, VMT_DET_COUNT * sizeof(*d));
+	for (unsigned i = 0; i < VMT_DET_COUNT; i++) {
 		d[i].enabled = 1;
-	d[VMT_DETECTOR_VCPU_STARVATION].threshold_ms = 100;
-	d[VMT_DETECTOR_VCPU_STARVATION].min_interval_ms = 1000;
-	d[VMT_DETECTOR_KVM_EXIT].threshold_ms = 50;
-	d[VMT_DETECTOR_KVM_EXIT].min_interval_ms = 1000;
+		d[i].threshold_ms = detectors[i].threshold_ms;
+		d[i].min_interval_ms = detectors[i].min_interval_ms;
+	}
 }
 
 static int det_enabled(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
@@ -99,36 +107,31 @@ static const struct yamlconf_key oom_keys[] = {
 static int detector_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 			  struct vmt_detector_conf *d, unsigned id)
 {
-	switch (id) {
-	case VMT_DETECTOR_VCPU_STARVATION:
-	case VMT_DETECTOR_KVM_EXIT:
+	unsigned settings = detector_settings(id);
+
+	if (settings & VMT_DETS_THRESHOLD)
 		return yamlconf_read_block(y, v, field, "detector settings", threshold_keys,
 					   ARRAY_SIZE(threshold_keys), d);
-	case VMT_DETECTOR_OOM:
+	if (settings & VMT_DETS_ANY_PROCESS)
 		return yamlconf_read_block(y, v, field, "detector settings", oom_keys,
 					   ARRAY_SIZE(oom_keys), d);
-	default:
-		return yamlconf_read_block(y, v, field, "detector settings", plain_keys,
-					   ARRAY_SIZE(plain_keys), d);
-	}
+	return yamlconf_read_block(y, v, field, "detector settings", plain_keys,
+				   ARRAY_SIZE(plain_keys), d);
 }
 
-#define DET_FN(id)                                                                          \
+#define X(id, name, settings, threshold_ms, interval_ms)                                \
 	static int det_##id(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj) \
 	{                                                                                   \
 		struct vmt_detector_conf *d = obj;                                          \
-		return detector_parse(y, v, field, &d[id], id);                             \
+		return detector_parse(y, v, field, &d[VMT_DET_##id], VMT_DET_##id);         \
 	}
-DET_FN(VMT_DETECTOR_PROCESS_DEATH)
-DET_FN(VMT_DETECTOR_VCPU_STARVATION)
-DET_FN(VMT_DETECTOR_KVM_EXIT)
-DET_FN(VMT_DETECTOR_OOM)
+VMT_DETECTORS(X)
+#undef X
 
 static const struct yamlconf_key detector_keys[] = {
-	{ "process_death", det_VMT_DETECTOR_PROCESS_DEATH },
-	{ "vcpu_starvation", det_VMT_DETECTOR_VCPU_STARVATION },
-	{ "kvm_exit", det_VMT_DETECTOR_KVM_EXIT },
-	{ "oom", det_VMT_DETECTOR_OOM },
+#define X(id, name, settings, threshold_ms, interval_ms) { name, det_##id },
+	VMT_DETECTORS(X)
+#undef X
 };
 
 int config_detect_parse(struct yamlconf *y, yaml_node_t *v, const char *field,

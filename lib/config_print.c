@@ -150,16 +150,16 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fputs("\n  kvm_debugfs: ", f);
 	print_str(f, c->sync.kvm_debugfs);
 	fputs("\ndetectors:\n", f);
-	for (unsigned i = 0; i < VMT_CONFIG_DETECTORS; i++) {
+	for (unsigned i = 0; i < VMT_DET_COUNT; i++) {
 		const struct vmt_detector_conf *d = &c->detectors[i];
 
 		fprintf(f, "  %s:\n    enabled: ", detector_name(i));
 		print_bool(f, d->enabled);
 		fputc('\n', f);
-		if (i == VMT_DETECTOR_VCPU_STARVATION || i == VMT_DETECTOR_KVM_EXIT)
+		if (detector_settings(i) & VMT_DETS_THRESHOLD)
 			fprintf(f, "    threshold: %" PRIu32 "ms\n", d->threshold_ms);
 		fprintf(f, "    min_interval: %" PRIu32 "ms\n", d->min_interval_ms);
-		if (i == VMT_DETECTOR_OOM) {
+		if (detector_settings(i) & VMT_DETS_ANY_PROCESS) {
 			fputs("    any_process: ", f);
 			print_bool(f, d->any_process);
 			fputc('\n', f);

@@ -9,8 +9,11 @@
 #ifndef VMT_CTLPROTO_H
 #define VMT_CTLPROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "vfile.h"	/* struct vmt_buf, tlv_put_*: the typed writers' */
 
 #define VMT_CTL_MAGIC 0x43544d56u	/* "VMTC" little-endian */
 #define VMT_CTL_VERSION 1
@@ -18,29 +21,63 @@
 #define VMT_CTL_MAX_MSG 65536
 #define VMT_CTL_DEFAULT_SOCKET "/run/vmtraced/control.sock"
 
-/* X(name, value) */
-#define VMT_CTL_MESSAGES(X)  \
-	X(STATUS,   1)       \
-	X(DUMP,     2)       \
-	X(GUESTS,   3)       \
-	X(SAMPLES,  4)       \
-	X(RELOAD,   5)       \
-	X(ERROR,  100)       \
-	X(END,    101)       \
-	X(DAEMON, 102)       \
-	X(GUEST,  103)       \
-	X(FILE,   104)       \
-	X(CPU,    105)       \
-	X(DETECTOR, 106)
+/*
+ * The schema: every message type, who sends it, and the tags it may carry
+ * (VMT_CTL_TAGS below gives each tag's wire type). Both ends, the fuzz
+ * target and docs/PROTOCOL.md's tables (checked by tests/unit/test_ctlproto)
+ * follow it. A reader skips tags it does not know, so a tag may be added
+ * to a message without a new version; never change a tag's type.
+ *
+ * X(name, value, sender, tags): sender client or daemon; tags a list
+ * macro, T(TAG) for each tag the message may carry.
+ */
+#define VMT_CTL_MESSAGES(X)                                  \
+	X(STATUS,     1, client, VMT_CTL_NO_TAGS)            \
+	X(DUMP,       2, client, VMT_CTL_DUMP_TAGS)          \
+	X(GUESTS,     3, client, VMT_CTL_NO_TAGS)            \
+	X(SAMPLES,    4, client, VMT_CTL_SAMPLES_TAGS)       \
+	X(RELOAD,     5, client, VMT_CTL_NO_TAGS)            \
+	X(ERROR,    100, daemon, VMT_CTL_ERROR_TAGS)         \
+	X(END,      101, daemon, VMT_CTL_NO_TAGS)            \
+	X(DAEMON,   102, daemon, VMT_CTL_DAEMON_TAGS)        \
+	X(GUEST,    103, daemon, VMT_CTL_GUEST_TAGS)         \
+	X(FILE,     104, daemon, VMT_CTL_FILE_TAGS)          \
+	X(CPU,      105, daemon, VMT_CTL_NO_TAGS)            \
+	X(DETECTOR, 106, daemon, VMT_CTL_DETECTOR_TAGS)
+
+#define VMT_CTL_NO_TAGS(T)
+#define VMT_CTL_DUMP_TAGS(T) T(GUEST) T(REASON) T(WINDOW_NS) T(POST_NS)
+#define VMT_CTL_SAMPLES_TAGS(T) T(GUEST)
+#define VMT_CTL_ERROR_TAGS(T) T(ERRNO) T(MESSAGE)
+#define VMT_CTL_DAEMON_TAGS(T)                                                      \
+	T(VERSION) T(UPTIME_NS) T(MEM_USED) T(MEM_CAP) T(DUMPS) T(DUMP_ERRORS) T(PATH) \
+	T(TRIGGERS) T(TRIGGERS_SUPPRESSED) T(REFUSED) T(GUESTS_REFUSED) T(RESERVE)   \
+	T(RESERVE_USED) T(RESERVE_PEAK)
+#define VMT_CTL_GUEST_TAGS(T)                                                       \
+	T(GUEST) T(STATE) T(UPTIME_NS) T(NCPUS) T(RELEASE) T(AUX_VERSION) T(PAGES)     \
+	T(CAPACITY) T(MEM_USED) T(BYTES_IN) T(PAGES_IN) T(EVENTS_IN)                   \
+	T(PAGES_OVERWRITTEN) T(PAGES_GUEST_LOST) T(EVENTS_GUEST_LOST)                  \
+	T(PAGES_REJECTED) T(BYTES_REJECTED) T(CTL_REJECTED) T(TS_BACKWARDS)            \
+	T(FIRST_TS) T(LAST_TS) T(LAST_DUMP) T(STALE_BYTES) T(FLUSH_TIMEOUTS)           \
+	T(SESSIONS) T(META_REJECTED) T(TRIGGERS_SUPPRESSED) T(MSGS_UNEXPECTED)         \
+	T(FLUSH_BAD) T(AGENT_ERRORS) T(READ_PAUSES) T(PATHS_REFUSED)                  \
+	T(PAGES_DISCARDED) T(HELLOS_DEFERRED) T(FLAGS)
+/* a DUMP's files: PATH only; SAMPLES' also the rest */
+#define VMT_CTL_FILE_TAGS(T) \
+	T(PATH) T(GUEST) T(CREATED_NS) T(BYTES) T(AUX_VERSION) T(REASON) T(MESSAGE)
+#define VMT_CTL_DETECTOR_TAGS(T)                                                    \
+	T(NAME) T(ENABLED) T(LOADED) T(MESSAGE) T(EVENTS) T(SEEN) T(FIRED)             \
+	T(TRIGGERS_SUPPRESSED) T(DROPPED)
 
 enum vmt_ctl_type {
-#define X(n, v) VMT_CTL_##n = v,
+#define X(n, v, from, tags) VMT_CTL_##n = v,
 	VMT_CTL_MESSAGES(X)
 #undef X
 };
 const char *ctl_msg_name(unsigned type);
 
-/* TLV tags used in payloads. X(name, value, kind) kind: u32 u64 str */
+/* TLV tags used in payloads. X(name, value, kind) kind, the wire type:
+ * i32 u32 (4 bytes) u64 (8) str (NUL-terminated). Numbered densely: append. */
 #define VMT_CTL_TAGS(X)                       \
 	X(ERRNO,            1, i32)           \
 	X(MESSAGE,          2, str)           \
@@ -110,7 +147,45 @@ enum vmt_ctl_tag {
 #undef X
 };
 
-struct vmt_buf;
+/* One past the highest tag (they are dense, ctlproto.c checks it). */
+enum {
+#define X(n, v, k) +1
+	VMT_CTAG_LIMIT = 1 VMT_CTL_TAGS(X)
+#undef X
+};
+
+enum vmt_ctl_kind { VMT_CTK_NONE, VMT_CTK_I32, VMT_CTK_U32, VMT_CTK_U64, VMT_CTK_STR };
+
+/* "GUEST", ...; NULL for a tag not in the schema. */
+const char *ctl_tag_name(unsigned tag);
+/* Its wire type, VMT_CTK_NONE for a tag not in the schema. */
+enum vmt_ctl_kind ctl_tag_kind(unsigned tag);
+/* "client" or "daemon"; NULL for an unknown type. */
+const char *ctl_msg_sender(unsigned type);
+/* May a message of this type carry this tag? */
+bool ctl_msg_allows(unsigned type, unsigned tag);
+
+/*
+ * Typed writers, one per tag, ctl_put_NAME(b, value): the value's C type
+ * is the tag's wire type, so a tag cannot be put with the wrong size.
+ * Which message may carry it is checked by ctl_msg_check().
+ */
+#define VMT_CTL_CTYPE_i32 int32_t
+#define VMT_CTL_CTYPE_u32 uint32_t
+#define VMT_CTL_CTYPE_u64 uint64_t
+#define VMT_CTL_CTYPE_str const char *
+#define VMT_CTL_PUT_i32(b, tag, v) tlv_put_u32(b, tag, (uint32_t)(v))
+#define VMT_CTL_PUT_u32 tlv_put_u32
+#define VMT_CTL_PUT_u64 tlv_put_u64
+#define VMT_CTL_PUT_str tlv_put_str
+#define X(n, v, k)                                                          \
+	static inline int ctl_put_##n(struct vmt_buf *b, VMT_CTL_CTYPE_##k x) \
+	{                                                                   \
+		return VMT_CTL_PUT_##k(b, VMT_CTAG_##n, x);                   \
+	}
+VMT_CTL_TAGS(X)
+#undef X
+
 /* Start a message in b (cleared first); add records with tlv_put*(). */
 int ctl_msg_begin(struct vmt_buf *b, unsigned type, uint32_t id);
 /* Patch the length into the header; -EMSGSIZE past VMT_CTL_MAX_MSG. */
@@ -119,5 +194,14 @@ int ctl_msg_end(struct vmt_buf *b);
 /* Check a received packet; 0 with type, id, payload filled, or -EBADMSG. */
 int ctl_msg_parse(const void *p, size_t len, unsigned *type, uint32_t *id,
 		  const uint8_t **payload, uint32_t *plen);
+/*
+ * Check a payload against the schema: every tag known, allowed in a
+ * message of this type and of its wire type's size (a string
+ * NUL-terminated, no NUL inside). 0, -EPROTO for a tag the message may
+ * not carry (*bad_tag set, may be NULL), -EBADMSG for a malformed one.
+ * The writers hold themselves to it; a reader need not (it skips the
+ * tags it does not know, which a newer peer may send).
+ */
+int ctl_msg_check(unsigned type, const uint8_t *payload, size_t len, unsigned *bad_tag);
 
 #endif

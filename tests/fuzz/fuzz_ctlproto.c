@@ -9,6 +9,10 @@
  * into destinations of the programs' sizes. Every record is also read the
  * way ctl/status.c reads answers it does not expect. The destinations are
  * malloc'd at exactly those sizes, so an overrun shows.
+ *
+ * Then the schema (ctlproto.h): a message ctl_msg_check() passes carries
+ * only tags its type allows, each readable by its wire type's reader, and
+ * written again through the typed writers it comes out byte for byte.
  */
 #include <errno.h>
 #include <string.h>
@@ -83,6 +87,50 @@ static void record(unsigned type, const struct vmt_tlv *t)
 	str_into(t, STATUS_STR);
 }
 
+/* A message the schema passed: typed reads succeed, typed writes repeat it. */
+static void schema_holds(unsigned type, uint32_t id, const uint8_t *pkt, size_t size)
+{
+	const uint8_t *payload = pkt + VMT_CTL_HDR_SIZE;
+	size_t plen = size - VMT_CTL_HDR_SIZE, pos = 0;
+	struct vmt_buf b = { 0 };
+	struct vmt_tlv t;
+	uint32_t u32;
+	uint64_t u64;
+	char *str;
+
+	FUZZ_CHECK(ctl_msg_sender(type) != NULL);
+	FUZZ_CHECK(ctl_msg_begin(&b, type, id) == 0);
+	while (tlv_next(payload, plen, &pos, &t) == 1) {
+		FUZZ_CHECK(ctl_msg_allows(type, t.tag) && ctl_tag_name(t.tag));
+		switch (ctl_tag_kind(t.tag)) {
+		case VMT_CTK_I32:
+		case VMT_CTK_U32:
+			FUZZ_CHECK(tlv_u32(&t, &u32) == 0);
+			FUZZ_CHECK(tlv_put_u32(&b, t.tag, u32) == 0);
+			break;
+		case VMT_CTK_U64:
+			FUZZ_CHECK(tlv_u64(&t, &u64) == 0);
+			FUZZ_CHECK(tlv_put_u64(&b, t.tag, u64) == 0);
+			break;
+		case VMT_CTK_STR:
+			str = malloc(t.len + 1);
+			if (!str)
+				abort();
+			memcpy(str, t.data, t.len);
+			str[t.len] = 0;
+			FUZZ_CHECK(strlen(str) == t.len);	/* no NUL inside */
+			FUZZ_CHECK(tlv_put_str(&b, t.tag, str) == 0);
+			free(str);
+			break;
+		case VMT_CTK_NONE:
+			FUZZ_CHECK(!"an allowed tag the schema does not know");
+		}
+	}
+	FUZZ_CHECK(ctl_msg_end(&b) == 0);
+	FUZZ_CHECK(b.len == size && !memcmp(b.data, pkt, size));
+	buf_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* a copy of exactly the packet's size, as recv() leaves it */
@@ -109,6 +157,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		/* ctl_msg_parse promised that the records tile the payload */
 		FUZZ_CHECK(r == 0 && pos == plen);
+		r = ctl_msg_check(type, payload, plen, NULL);
+		FUZZ_CHECK(r == 0 || r == -EPROTO || r == -EBADMSG);
+		if (r == 0)
+			schema_holds(type, id, pkt, size);
 	} else if (size >= VMT_CTL_HDR_SIZE) {
 		/* the receivers stop at a bad record: walk what a lax reader would */
 		plen = (uint32_t)VMT_MIN(size - VMT_CTL_HDR_SIZE, (size_t)VMT_CTL_MAX_MSG);

@@ -26,6 +26,7 @@
 #include "../../daemon/guest.h"
 #include "../../daemon/manager.h"
 #include "../../daemon/probe.c"
+#include "../../daemon/probe-maps.c"
 #include "../../daemon/qemu.c"
 #include "testutil.h"
 #include "util.h"
@@ -203,8 +204,8 @@ START_TEST(death_fires_with_signal)
 	t.guests[0].ctl.peer_pid = pid;	/* as SO_PEERCRED gives it */
 	tp_start(&t);
 	st = status_of(&t);
-	ck_assert_msg(st.det[VMT_DETECTOR_PROCESS_DEATH].loaded, "not loaded: %s",
-		      st.det[VMT_DETECTOR_PROCESS_DEATH].reason);
+	ck_assert_msg(st.det[VMT_DET_PROCESS_DEATH].loaded, "not loaded: %s",
+		      st.det[VMT_DET_PROCESS_DEATH].reason);
 	ck_assert_uint_eq(st.pids, 1);
 	kill(pid, SIGSEGV);
 	waitpid(pid, NULL, 0);
@@ -215,7 +216,7 @@ START_TEST(death_fires_with_signal)
 	ck_assert_uint_eq(tr->kind, VMT_TRIGGER_BPF);
 	ck_assert_uint_eq(tr->pid, (uint32_t)pid);
 	ck_assert_str_eq(seen_guest[tr - seen], "vm1");
-	ck_assert_uint_ge(status_of(&t).det[VMT_DETECTOR_PROCESS_DEATH].fired, 1);
+	ck_assert_uint_ge(status_of(&t).det[VMT_DET_PROCESS_DEATH].fired, 1);
 	tp_free(&t);
 }
 END_TEST
@@ -232,13 +233,13 @@ START_TEST(starved_vcpu_fires)
 	if (!can_run())
 		VMT_SKIP("needs BPF in the build, root and /sys/kernel/btf/vmlinux");
 	tp_init(&t);
-	t.m->conf.detectors[VMT_DETECTOR_VCPU_STARVATION].threshold_ms = 100;
+	t.m->conf.detectors[VMT_DET_VCPU_STARVATION].threshold_ms = 100;
 	vcpu = spawn_vcpu(true, 0);
 	write_pidfile(&t, &t.guests[1], vcpu);
 	tp_start(&t);
 	st = status_of(&t);
-	ck_assert_msg(st.det[VMT_DETECTOR_VCPU_STARVATION].loaded, "not loaded: %s",
-		      st.det[VMT_DETECTOR_VCPU_STARVATION].reason);
+	ck_assert_msg(st.det[VMT_DET_VCPU_STARVATION].loaded, "not loaded: %s",
+		      st.det[VMT_DET_VCPU_STARVATION].reason);
 	ck_assert_uint_eq(st.tids, 1);
 	/* a real-time hog on the vCPU's CPU keeps it runnable, off-CPU, 300ms */
 	hog = fork();
@@ -283,17 +284,17 @@ START_TEST(kvm_exit_loads_or_says_why)
 	/* kvm built in, or its module loaded: the tracepoints are there */
 	if (access("/sys/kernel/tracing/events/kvm/kvm_exit", F_OK) == 0 ||
 	    access("/sys/kernel/debug/tracing/events/kvm/kvm_exit", F_OK) == 0)
-		ck_assert_msg(st.det[VMT_DETECTOR_KVM_EXIT].loaded, "kvm there but not loaded: %s",
-			      st.det[VMT_DETECTOR_KVM_EXIT].reason);
+		ck_assert_msg(st.det[VMT_DET_KVM_EXIT].loaded, "kvm there but not loaded: %s",
+			      st.det[VMT_DET_KVM_EXIT].reason);
 	else
-		ck_assert_msg(!st.det[VMT_DETECTOR_KVM_EXIT].loaded &&
-				      st.det[VMT_DETECTOR_KVM_EXIT].reason[0],
+		ck_assert_msg(!st.det[VMT_DET_KVM_EXIT].loaded &&
+				      st.det[VMT_DET_KVM_EXIT].reason[0],
 			      "no kvm tracepoints, yet loaded");
 	/* whatever kvm did, the others are there */
-	ck_assert(st.det[VMT_DETECTOR_PROCESS_DEATH].loaded);
-	ck_assert(st.det[VMT_DETECTOR_VCPU_STARVATION].loaded);
-	printf("kvm_exit: %s%s\n", st.det[VMT_DETECTOR_KVM_EXIT].loaded ? "loaded" : "not loaded: ",
-	       st.det[VMT_DETECTOR_KVM_EXIT].reason);
+	ck_assert(st.det[VMT_DET_PROCESS_DEATH].loaded);
+	ck_assert(st.det[VMT_DET_VCPU_STARVATION].loaded);
+	printf("kvm_exit: %s%s\n", st.det[VMT_DET_KVM_EXIT].loaded ? "loaded" : "not loaded: ",
+	       st.det[VMT_DET_KVM_EXIT].reason);
 	tp_free(&t);
 }
 END_TEST
@@ -306,13 +307,13 @@ START_TEST(disabled_detectors_stay_out)
 	if (!can_run())
 		VMT_SKIP("needs BPF in the build, root and /sys/kernel/btf/vmlinux");
 	tp_init(&t);
-	t.m->conf.detectors[VMT_DETECTOR_KVM_EXIT].enabled = 0;
-	t.m->conf.detectors[VMT_DETECTOR_OOM].enabled = 0;
+	t.m->conf.detectors[VMT_DET_KVM_EXIT].enabled = 0;
+	t.m->conf.detectors[VMT_DET_OOM].enabled = 0;
 	tp_start(&t);
 	st = status_of(&t);
-	ck_assert(!st.det[VMT_DETECTOR_KVM_EXIT].loaded);
-	ck_assert_str_eq(st.det[VMT_DETECTOR_KVM_EXIT].reason, "disabled in the config");
-	ck_assert(st.det[VMT_DETECTOR_PROCESS_DEATH].loaded);
+	ck_assert(!st.det[VMT_DET_KVM_EXIT].loaded);
+	ck_assert_str_eq(st.det[VMT_DET_KVM_EXIT].reason, "disabled in the config");
+	ck_assert(st.det[VMT_DET_PROCESS_DEATH].loaded);
 	tp_free(&t);
 }
 END_TEST
@@ -330,7 +331,7 @@ START_TEST(unprivileged_degrades)
 	ck_assert_int_eq(setresuid(65534, 65534, 65534), 0);
 	tp_start(&t);
 	st = status_of(&t);
-	for (unsigned d = 0; d < VMT_CONFIG_DETECTORS; d++) {
+	for (unsigned d = 0; d < VMT_DET_COUNT; d++) {
 		ck_assert_msg(!st.det[d].loaded, "%s loaded without privileges", st.det[d].name);
 		ck_assert_msg(strstr(st.det[d].reason, "not permitted"), "%s: %s", st.det[d].name,
 			      st.det[d].reason);
@@ -382,7 +383,7 @@ START_TEST(oom_in_a_small_cgroup)
 	fclose(f);
 	write_pidfile(&t, &t.guests[0], pid);
 	tp_start(&t);
-	ck_assert(status_of(&t).det[VMT_DETECTOR_OOM].loaded);
+	ck_assert(status_of(&t).det[VMT_DET_OOM].loaded);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	/* the hog itself: registered, then it eats 64M in a 32M cgroup */
@@ -431,8 +432,8 @@ START_TEST(storm_is_rate_limited)
 	if (!can_run())
 		VMT_SKIP("needs BPF in the build, root and /sys/kernel/btf/vmlinux");
 	tp_init(&t);
-	t.m->conf.detectors[VMT_DETECTOR_VCPU_STARVATION].threshold_ms = 1;
-	t.m->conf.detectors[VMT_DETECTOR_VCPU_STARVATION].min_interval_ms = 1000;
+	t.m->conf.detectors[VMT_DET_VCPU_STARVATION].threshold_ms = 1;
+	t.m->conf.detectors[VMT_DET_VCPU_STARVATION].min_interval_ms = 1000;
 	cooldown_ns = 2000000000ull;	/* the manager's own, behind the BPF one */
 	/* eight busy "vCPUs" on two CPUs: each waits for the three others */
 	for (int i = 0; i < n; i++)
@@ -456,7 +457,7 @@ START_TEST(storm_is_rate_limited)
 		kill(vcpu[i], SIGKILL);
 		waitpid(vcpu[i], NULL, 0);
 	}
-	d = &st.det[VMT_DETECTOR_VCPU_STARVATION];
+	d = &st.det[VMT_DET_VCPU_STARVATION];
 	printf("storm: %lu anomalies in 4s, %lu events sent, %lu fired, %lu suppressed (daemon %lu)\n",
 	       (unsigned long)d->seen,
 	       (unsigned long)(d->seen - (d->suppressed - t.m->dumps.triggers_suppressed) - d->dropped),
