@@ -25,7 +25,8 @@ Q := @
 endif
 
 ifeq ($(SAN),1)
-SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	-DVMT_SCHEMA_STRICT
 endif
 
 PKGS       := libsystemd libtracefs libtraceevent libzstd yaml-0.1

@@ -115,12 +115,16 @@ void control_send(struct vmt_client *cl, struct vmt_buf *b)
 		return;
 	type = get_le16(b->data + 6);
 	/* the answers are built by code alone: a tag the schema does not allow
-	 * in this message is a bug of ours (NDEBUG: said, and sent anyway) */
+	 * in this message is a bug of ours. Said, and sent anyway: a client
+	 * skips a tag it does not know, and a status answer is no reason to
+	 * stop recording. The sanitizer build the suites run aborts instead. */
 	r = ctl_msg_check(type, b->data + VMT_CTL_HDR_SIZE, b->len - VMT_CTL_HDR_SIZE, &tag);
 	if (r < 0)
 		log_error("control: %s answer breaks the schema (tag %s): %s", ctl_msg_name(type),
 			  ctl_tag_name(tag) ? ctl_tag_name(tag) : "?", strerror(-r));
+#ifdef VMT_SCHEMA_STRICT
 	assert(r == 0);
+#endif
 	/* a client that does not read its answers loses them, not the daemon */
 	if (send(cl->fd, b->data, b->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		log_debug("control: answer to pid %d lost: %s", cl->pid, strerror(errno));
