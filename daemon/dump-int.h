@@ -12,6 +12,11 @@
  * the next. */
 void dump_finish(struct vmt_dumps *ds);
 
+/* dump-freeze.c: g's window (span_ns 0: all of it) held in a sample job for
+ * the writer, or NULL (nothing recorded yet; out of memory, counted). */
+struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt_trigger *t,
+			     uint32_t nt, uint64_t omitted, uint64_t dump_id, uint64_t span_ns);
+
 /* dump-write.c */
 /* What the writer needs to apply the retention rules after job. */
 void dump_job_retention(struct vmt_dumps *ds, struct vmt_job *job);
