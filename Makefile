@@ -9,6 +9,10 @@ SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+# vmtracectl's bash completion: installed when the tree has it
+BASH_COMPLETION ?= tools/vmtracectl.bash
 DESTDIR    ?=
 
 O          ?= build
@@ -38,7 +42,7 @@ CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
 WARN       := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2
 BASE_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DVMT_VERSION='"$(VERSION)"' \
-	-DVMT_HAVE_JOURNAL -Ilib $(SANFLAGS)
+	-DVMT_HAVE_JOURNAL -Ilib $(SANFLAGS) $(CPPFLAGS)
 ALL_CFLAGS := $(BASE_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS     := $(PKG_LIBS) -lpthread
 
@@ -69,7 +73,8 @@ LIBVMTCTL   := $(O)/libvmtctl.a
 TEST_LIBS   := $(LIBVMTD) $(LIBVMTCTL) $(LIBVMT)
 PROGS       := $(O)/vmtraced $(O)/vmtracectl $(O)/vmtrace-agent
 
-.PHONY: layering all tests check check-stress check-unit check-integration check-e2e demo deps install clean help bench soak corpus
+.PHONY: layering all tests check check-stress check-unit check-integration check-e2e demo deps \
+	install install-agent uninstall uninstall-agent deb clean help bench soak corpus
 all: $(PROGS)
 
 help:
@@ -77,7 +82,10 @@ help:
 	@echo "make check      install missing packages (as root), run every test suite"
 	@echo "make check-stress  the suites while stress-ng loads every CPU and the disk"
 	@echo "make demo       boot a small guest under QEMU, record it, dump, merge, report"
-	@echo "make install    install programs, config, units, man pages (DESTDIR, PREFIX)"
+	@echo "make install    install vmtraced, vmtracectl, config, units, man pages (DESTDIR, PREFIX)"
+	@echo "make install-agent  install vmtrace-agent, its unit and udev rule (guest images)"
+	@echo "make uninstall  remove what make install put (not the configuration); uninstall-agent"
+	@echo "make deb        build vmtraced and vmtrace-agent .deb packages into $(O)/deb/"
 	@echo "make bench      run the benchmarks under bench/"
 	@echo "make soak       64 guests flooding for SOAK_SECONDS (600): RSS, fds, dumps"
 	@echo "make fuzz       fuzz every parser of guest and file input (FUZZ_TIME=60 s each)"
@@ -105,16 +113,16 @@ $(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null)
 $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
 
 $(O)/vmtracectl: $(CTL_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The agent runs in a minimal guest initramfs: a static binary with no
 # sanitizer (static ASan is not supported), built on its own.
 AGENT_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DVMT_VERSION='"$(VERSION)"' -Ilib \
-	$(shell $(PKG_CONFIG) --cflags libtracefs 2>/dev/null) -O2 -g
+	$(shell $(PKG_CONFIG) --cflags libtracefs 2>/dev/null) $(CPPFLAGS) -O2 -g
 AGENT_LIB_SRCS := lib/proto.c lib/util.c lib/meta.c lib/log.c lib/ftmeta.c
 $(O)/agent-objs/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -122,7 +130,7 @@ $(O)/agent-objs/%.o: %.c
 	$(Q)$(CC) $(AGENT_CFLAGS) -MMD -MP -c -o $@ $<
 $(O)/vmtrace-agent: $(AGENT_SRCS:%.c=$(O)/agent-objs/%.o) $(AGENT_LIB_SRCS:%.c=$(O)/agent-objs/%.o)
 	@echo "  LD      $@ (static)"
-	$(Q)$(CC) -static -o $@ $^ $(shell $(PKG_CONFIG) --static --libs libtracefs 2>/dev/null) -lpthread
+	$(Q)$(CC) -static $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --static --libs libtracefs 2>/dev/null) -lpthread
 
 # Tests: each tests/unit/test_X.c is one Check suite linked with libvmt and
 # the programs' pure modules; those that test one find its folder's headers.
@@ -210,20 +218,70 @@ deps:
 layering:
 	$(Q)python3 tools/layering.py
 
-install: all
+# Units name the programs by their default path (PREFIX=/usr/local): the
+# installed copy names where they are installed.
+INSTALL_UNIT = sed -e '/^ExecStart/s|/usr/local/sbin/|$(SBINDIR)/|' \
+	-e '/^ExecStart/s|/usr/local/bin/|$(BINDIR)/|'
+CONF       := $(DESTDIR)$(SYSCONFDIR)/vmtraced/vmtraced.yaml
+
+# A configuration already there is the administrator's: never overwritten,
+# the shipped one goes beside it as vmtraced.yaml.new.
+install: $(O)/vmtraced $(O)/vmtracectl
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/vmtraced \
-		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR)
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSUSERSDIR)
 	install -m 755 $(O)/vmtraced $(DESTDIR)$(SBINDIR)/vmtraced
 	install -m 755 $(O)/vmtracectl $(DESTDIR)$(BINDIR)/vmtracectl
-	install -m 755 $(O)/vmtrace-agent $(DESTDIR)$(BINDIR)/vmtrace-agent
-	install -m 644 conf/vmtraced.yaml $(DESTDIR)$(SYSCONFDIR)/vmtraced/vmtraced.yaml
-	for f in docs/man/*.5; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(MANDIR)/man5/; done; true
-	for f in docs/man/*.8; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(MANDIR)/man8/; done; true
-	for f in units/*.service units/*.socket; do [ -e "$$f" ] && install -m 644 $$f $(DESTDIR)$(UNITDIR)/; done; true
-	install -d $(DESTDIR)$(TMPFILESDIR)
+	@if [ -e $(CONF) ]; then \
+		echo "install -m 644 conf/vmtraced.yaml $(CONF).new"; \
+		install -m 644 conf/vmtraced.yaml $(CONF).new && \
+		echo "install: $(CONF) is kept; the shipped configuration is $(CONF).new"; \
+	else \
+		echo "install -m 644 conf/vmtraced.yaml $(CONF)"; \
+		install -m 644 conf/vmtraced.yaml $(CONF); \
+	fi
+	install -m 644 docs/man/vmtraced.yaml.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 644 docs/man/vmtraced.8 docs/man/vmtracectl.8 $(DESTDIR)$(MANDIR)/man8/
+	for u in vmtraced.service vmtraced.socket; do \
+		$(INSTALL_UNIT) units/$$u > $(DESTDIR)$(UNITDIR)/$$u && chmod 644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
 	install -m 644 units/vmtraced.tmpfiles $(DESTDIR)$(TMPFILESDIR)/vmtraced.conf
-	install -d $(DESTDIR)$(SYSUSERSDIR)
 	install -m 644 units/vmtraced.sysusers $(DESTDIR)$(SYSUSERSDIR)/vmtraced.conf
+	@if [ -e $(BASH_COMPLETION) ]; then \
+		echo "install -D -m 644 $(BASH_COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/vmtracectl"; \
+		install -D -m 644 $(BASH_COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/vmtracectl; \
+	fi
+
+# The guest side, for guest images: the static agent, its unit, the udev
+# rule that starts it when the control port appears, its man page.
+install-agent: $(O)/vmtrace-agent
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(UDEVRULESDIR) \
+		$(DESTDIR)$(MANDIR)/man8
+	install -m 755 $(O)/vmtrace-agent $(DESTDIR)$(SBINDIR)/vmtrace-agent
+	$(INSTALL_UNIT) units/vmtrace-agent.service > $(DESTDIR)$(UNITDIR)/vmtrace-agent.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/vmtrace-agent.service
+	install -m 644 units/99-vmtrace-agent.rules $(DESTDIR)$(UDEVRULESDIR)/
+	install -m 644 docs/man/vmtrace-agent.8 $(DESTDIR)$(MANDIR)/man8/
+
+# What install put, but the configuration (vmtraced.yaml.new, an unedited
+# copy, goes too).
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/vmtraced $(DESTDIR)$(BINDIR)/vmtracectl $(CONF).new \
+		$(DESTDIR)$(MANDIR)/man5/vmtraced.yaml.5 $(DESTDIR)$(MANDIR)/man8/vmtraced.8 \
+		$(DESTDIR)$(MANDIR)/man8/vmtracectl.8 $(DESTDIR)$(UNITDIR)/vmtraced.service \
+		$(DESTDIR)$(UNITDIR)/vmtraced.socket $(DESTDIR)$(TMPFILESDIR)/vmtraced.conf \
+		$(DESTDIR)$(SYSUSERSDIR)/vmtraced.conf $(DESTDIR)$(BASHCOMPDIR)/vmtracectl
+	@[ ! -e $(CONF) ] || echo "uninstall: $(CONF) is kept"
+
+uninstall-agent:
+	rm -f $(DESTDIR)$(SBINDIR)/vmtrace-agent $(DESTDIR)$(UNITDIR)/vmtrace-agent.service \
+		$(DESTDIR)$(UDEVRULESDIR)/99-vmtrace-agent.rules $(DESTDIR)$(MANDIR)/man8/vmtrace-agent.8
+
+# Debian packages (debian/): tools/mkdeb.sh builds them from a copy of the
+# tree in $(O)/deb and runs lintian. DEB_VERSION=V adds a changelog entry
+# for V to the copy (a newer version, for upgrade tests).
+deb:
+	$(Q)tools/mkdeb.sh $(O)/deb $(DEB_VERSION)
 
 clean:
 	rm -rf $(O)

@@ -602,10 +602,12 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: vmtrace-agent [-d DIR] [-s SOCKET] [-k] [-v]\n"
 		   "       vmtrace-agent [-s SOCKET] trigger REASON\n"
-		   "  -d DIR     virtio ports directory (default " PORTS_DIR ")\n"
-		   "  -s SOCKET  trigger requests (default " VMT_TRIGGER_SOCK ")\n"
-		   "  -k         no TRIGGER on kernel oops/BUG/WARNING/panic lines\n"
-		   "  -v         debug messages\n");
+		   "  -d, --ports DIR     virtio ports directory (default " PORTS_DIR ")\n"
+		   "  -s, --socket SOCKET trigger requests (default " VMT_TRIGGER_SOCK ")\n"
+		   "  -k, --no-kmsg       no TRIGGER on kernel oops/BUG/WARNING/panic lines\n"
+		   "  -v, --verbose       debug messages\n"
+		   "  -V, --version       print the version\n"
+		   "  -h, --help          this help\n");
 }
 
 int main(int argc, char **argv)
@@ -618,13 +620,24 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int c, r;
 
+	static const struct option longopts[] = {
+		{ "ports", required_argument, NULL, 'd' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "no-kmsg", no_argument, NULL, 'k' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+
 	log_set_ident("vmtrace-agent");
-	while ((c = getopt(argc, argv, "d:s:kvh")) != -1) {
+	while ((c = getopt_long(argc, argv, "d:s:kvVh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': a.ports_dir = optarg; break;
 		case 's': sock = optarg; break;
 		case 'k': kmsg = false; break;
 		case 'v': log_set_level(VMT_LOG_DEBUG); break;
+		case 'V': printf("vmtrace-agent %s\n", VMT_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

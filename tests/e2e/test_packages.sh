@@ -1,0 +1,215 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The Debian packages, built, checked and installed on this machine:
+#   build      tools/mkdeb.sh builds vmtraced and vmtrace-agent .debs
+#   lintian    no lintian error (warnings are printed)
+#   install    apt-get install ./*.deb: programs, units naming /usr/sbin,
+#              udev rule, man pages, the user vmtraced (sysusers), the
+#              folder /run/vmtraced/guests (tmpfiles), the conffile
+#   config     vmtraced -n accepts the installed configuration
+#   upgrade    the configuration edited, a newer version (a changelog entry
+#              in the copy) installed over it: the edit is kept, no
+#              .dpkg-dist beside it, the programs are the new version
+#   purge      apt-get purge removes programs and configuration
+# Installs for real (CI machines are throwaway), so it SKIPs where that
+# would touch someone's installation (either package or /etc/vmtraced
+# already there) and puts back what it changed: the packages purged, the
+# user vmtraced and /run/vmtraced removed if it made them, services kept
+# from starting (policy-rc.d) while systemd runs. Nothing waits on time.
+# Prints Check's summary line; tests that cannot run print SKIP lines.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+TESTS="build lintian install config upgrade purge"
+checks=0 failures=0
+pass() { echo "PASS: $1"; checks=$((checks + 1)); }
+fail() { echo "FAIL: $1: $2"; checks=$((checks + 1)); failures=$((failures + 1)); }
+skip() { echo "SKIP: $1: $2"; checks=$((checks + 1)); }
+summary() {
+	echo "$(( checks ? (checks - failures) * 100 / checks : 100 ))%: Checks: $checks, Failures: $failures, Errors: 0"
+	[ $failures = 0 ]
+	exit
+}
+skip_rest() {	# why: every test not run yet
+	local t seen=1
+	for t in $TESTS; do
+		[ "$t" = "$1" ] && seen=0
+		[ $seen = 0 ] && skip "$t" "$2"
+	done
+	summary
+}
+installed() { dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null | grep -q '^ii'; }
+
+why=""
+[ "$(id -u)" = 0 ] || why="not root"
+for t in dpkg-buildpackage dh lintian apt-get systemd-sysusers; do
+	[ -z "$why" ] && ! command -v $t >/dev/null && why="no $t (make deps)"
+done
+for p in vmtraced vmtrace-agent; do
+	[ -z "$why" ] && dpkg-query -W "$p" >/dev/null 2>&1 &&
+		why="package $p is on this machine already: not touched"
+done
+[ -z "$why" ] && [ -e /etc/vmtraced ] && why="/etc/vmtraced exists: not touched"
+[ -n "$why" ] && skip_rest build "$why"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vmt-pkg.XXXXXX")
+had_user=0; getent passwd vmtraced >/dev/null && had_user=1
+had_group=0; getent group vmtraced >/dev/null && had_group=1
+had_run=0; [ -e /run/vmtraced ] && had_run=1
+policy=""
+if [ -d /run/systemd/system ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+	# the daemon would start with the shipped configuration: not in a test
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d &&
+		policy=/usr/sbin/policy-rc.d
+fi
+cleanup() {
+	local p
+	for p in vmtraced vmtrace-agent; do
+		dpkg-query -W "$p" >/dev/null 2>&1 && dpkg --purge "$p" >>"$WORK/cleanup.log" 2>&1
+	done
+	[ -n "$policy" ] && rm -f "$policy"
+	[ $had_user = 0 ] && getent passwd vmtraced >/dev/null && userdel vmtraced 2>/dev/null
+	[ $had_group = 0 ] && getent group vmtraced >/dev/null && groupdel vmtraced 2>/dev/null
+	[ $had_run = 0 ] && rm -rf /run/vmtraced
+	[ -n "${VMT_KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+export DEBIAN_FRONTEND=noninteractive
+apt_install() {	# log debs...: no network needed, every dependency is here
+	local log=$1
+	shift
+	apt-get install -y -q --no-install-recommends "$@" </dev/null >"$log" 2>&1
+}
+arch=$(dpkg --print-architecture)
+v1=$(dpkg-parsechangelog -SVersion)
+v2="$v1+test1"
+
+# ---- build ---------------------------------------------------------------
+start=$(date +%s)
+if LINTIAN=0 tools/mkdeb.sh "$WORK/v1" >"$WORK/build1.out" 2>&1; then
+	pass "build ($v1, $(( $(date +%s) - start )) s)"
+else
+	sed 's/^/  /' "$WORK/build1.out" | tail -20
+	fail build "tools/mkdeb.sh failed"
+	skip_rest lintian "no packages"
+fi
+debs1="$WORK/v1/vmtraced_${v1}_$arch.deb $WORK/v1/vmtrace-agent_${v1}_$arch.deb"
+
+# ---- lintian -------------------------------------------------------------
+# lintian leaves files in TMPDIR: in WORK, which goes
+mkdir -p "$WORK/tmp"
+TMPDIR=$WORK/tmp lintian --fail-on error --tag-display-limit 0 $debs1 >"$WORK/lintian.out" 2>&1
+rc=$?
+grep -E '^[EWIP]: ' "$WORK/lintian.out" | sed 's/^/  /'
+if [ $rc = 0 ] && ! grep -q '^E: ' "$WORK/lintian.out"; then
+	pass "lintian (no error, $(grep -c '^W: ' "$WORK/lintian.out") warnings)"
+else
+	fail lintian "errors (exit $rc)"
+fi
+
+# ---- install -------------------------------------------------------------
+if ! apt_install "$WORK/install1.log" $debs1; then
+	tail -20 "$WORK/install1.log" | sed 's/^/  /'
+	fail install "apt-get install failed"
+	skip_rest config "not installed"
+fi
+why=""
+for f in /usr/sbin/vmtraced /usr/bin/vmtracectl /usr/sbin/vmtrace-agent; do
+	[ -x "$f" ] || why="$why; no $f"
+done
+for f in /lib/systemd/system/vmtraced.service /lib/systemd/system/vmtraced.socket \
+	/lib/systemd/system/vmtrace-agent.service /lib/udev/rules.d/99-vmtrace-agent.rules \
+	/usr/lib/sysusers.d/vmtraced.conf /usr/lib/tmpfiles.d/vmtraced.conf \
+	/usr/share/man/man8/vmtraced.8.gz /usr/share/man/man8/vmtracectl.8.gz \
+	/usr/share/man/man8/vmtrace-agent.8.gz /usr/share/man/man5/vmtraced.yaml.5.gz \
+	/etc/vmtraced/vmtraced.yaml; do
+	[ -f "$f" ] || why="$why; no $f"
+done
+if [ -e "$ROOT/tools/vmtracectl.bash" ] && [ ! -f /usr/share/bash-completion/completions/vmtracectl ]; then
+	why="$why; no bash completion for vmtracectl"
+fi
+grep -qx 'ExecStart=/usr/sbin/vmtraced' /lib/systemd/system/vmtraced.service ||
+	why="$why; vmtraced.service: $(grep '^ExecStart' /lib/systemd/system/vmtraced.service)"
+grep -qx 'ExecStart=/usr/sbin/vmtrace-agent' /lib/systemd/system/vmtrace-agent.service ||
+	why="$why; vmtrace-agent.service: $(grep '^ExecStart=' /lib/systemd/system/vmtrace-agent.service)"
+dpkg-query -W -f='${Conffiles}\n' vmtraced | grep -q '^ */etc/vmtraced/vmtraced.yaml ' ||
+	why="$why; /etc/vmtraced/vmtraced.yaml is not a conffile"
+getent passwd vmtraced >/dev/null || why="$why; no user vmtraced (sysusers)"
+[ "$(stat -c '%a %G' /run/vmtraced/guests 2>/dev/null)" = "2775 vmtraced" ] ||
+	why="$why; /run/vmtraced/guests: $(stat -c '%a %G' /run/vmtraced/guests 2>&1) (tmpfiles)"
+ldd /usr/sbin/vmtrace-agent >/dev/null 2>&1 && why="$why; vmtrace-agent is not static"
+out=$(/usr/sbin/vmtrace-agent --version 2>&1)
+[ "$out" = "vmtrace-agent $v1" ] || why="$why; vmtrace-agent --version: $out"
+out=$(/usr/sbin/vmtraced -V 2>&1)
+[[ "$out" == *"$v1"* ]] || why="$why; vmtraced -V: $out"
+if [ -z "$why" ]; then
+	pass "install (programs, units, udev rule, man pages, user, /run/vmtraced/guests, conffile)"
+else
+	fail install "${why#; }"
+fi
+
+# ---- config --------------------------------------------------------------
+if out=$(/usr/sbin/vmtraced -n -c /etc/vmtraced/vmtraced.yaml 2>&1); then
+	pass "config (vmtraced -n accepts /etc/vmtraced/vmtraced.yaml)"
+else
+	fail config "vmtraced -n: $out"
+fi
+
+# ---- upgrade -------------------------------------------------------------
+# an edit the checker must see in the normalized output
+sed -i 's/^log_level: info/log_level: debug/' /etc/vmtraced/vmtraced.yaml
+echo "# edited by test_packages" >>/etc/vmtraced/vmtraced.yaml
+why=""
+if ! LINTIAN=0 tools/mkdeb.sh "$WORK/v2" "$v2" >"$WORK/build2.out" 2>&1; then
+	tail -20 "$WORK/build2.out" | sed 's/^/  /'
+	why="tools/mkdeb.sh $v2 failed"
+elif ! apt_install "$WORK/install2.log" "$WORK/v2/vmtraced_${v2}_$arch.deb" \
+	"$WORK/v2/vmtrace-agent_${v2}_$arch.deb"; then
+	tail -20 "$WORK/install2.log" | sed 's/^/  /'
+	why="apt-get install of $v2 failed"
+else
+	for p in vmtraced vmtrace-agent; do
+		got=$(dpkg-query -W -f='${Version}' $p)
+		[ "$got" = "$v2" ] || why="$why; $p is $got after the upgrade"
+	done
+	grep -qx '# edited by test_packages' /etc/vmtraced/vmtraced.yaml ||
+		why="$why; the edit of vmtraced.yaml is gone"
+	ls /etc/vmtraced/*.dpkg-* >/dev/null 2>&1 &&
+		why="$why; dpkg left $(ls /etc/vmtraced/*.dpkg-*)"
+	out=$(/usr/sbin/vmtraced -n -v -c /etc/vmtraced/vmtraced.yaml 2>&1) ||
+		why="$why; vmtraced -n on the edited configuration: $out"
+	echo "$out" | grep -q '^log_level: debug' ||
+		why="$why; vmtraced -n -v does not show the edit (log_level: debug)"
+	out=$(/usr/sbin/vmtrace-agent --version 2>&1)
+	[ "$out" = "vmtrace-agent $v2" ] || why="$why; vmtrace-agent --version: $out"
+	why=${why#; }
+fi
+if [ -z "$why" ]; then
+	pass "upgrade ($v1 -> $v2: the edited configuration kept and accepted)"
+else
+	fail upgrade "$why"
+fi
+
+# ---- purge ---------------------------------------------------------------
+why=""
+if ! apt-get purge -y -q vmtraced vmtrace-agent </dev/null >"$WORK/purge.log" 2>&1; then
+	tail -20 "$WORK/purge.log" | sed 's/^/  /'
+	why="apt-get purge failed"
+else
+	for p in vmtraced vmtrace-agent; do
+		dpkg-query -W "$p" >/dev/null 2>&1 && why="$why; $p still known to dpkg"
+	done
+	for f in /usr/sbin/vmtraced /usr/bin/vmtracectl /usr/sbin/vmtrace-agent /etc/vmtraced \
+		/lib/systemd/system/vmtraced.service /lib/udev/rules.d/99-vmtrace-agent.rules; do
+		[ -e "$f" ] && why="$why; $f is left"
+	done
+	why=${why#; }
+fi
+if [ -z "$why" ]; then
+	pass "purge (programs and configuration gone)"
+else
+	fail purge "$why"
+fi
+summary
