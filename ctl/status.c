@@ -207,7 +207,7 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 	if (!v)
 		return 1;
 	if (argc > 1) {
-		fprintf(stderr, "usage: vmtracectl %s\n", name);
+		ctl_command_usage(stderr, name);
 		free(v);
 		return 2;
 	}
@@ -350,7 +350,7 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 	if (!v)
 		return 1;
 	if (argc > 2) {
-		fprintf(stderr, "usage: vmtracectl samples [GUEST]\n");
+		ctl_command_usage(stderr, "samples");
 		free(v);
 		return 2;
 	}
@@ -400,10 +400,21 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv)
 {
 	if (argc > 1) {
-		fprintf(stderr, "usage: vmtracectl reload\n");
+		ctl_command_usage(stderr, "reload");
 		return 2;
 	}
 	return simple_request(o, VMT_CTL_RELOAD, "configuration reloaded");
+}
+
+static void dump_usage(FILE *f)
+{
+	ctl_command_usage(f, "dump");
+	fprintf(f, "\nGUEST...         the guests to dump (default: every guest)\n"
+		   "--window SEC     only the last SEC seconds before the request\n"
+		   "--post SEC       record SEC seconds more, then dump\n"
+		   "--reason TEXT    the trigger's reason, kept in the sample\n"
+		   "--timeout SEC    wait at most this long for the answer (300)\n"
+		   "-h, --help       this help\n");
 }
 
 int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
@@ -413,6 +424,7 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "window", required_argument, NULL, 'w' },
 		{ "post", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	uint64_t window_ns = 0, post_ns = 0;
@@ -423,8 +435,11 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 	int timeout_s = 300, opt, r, files = 0;
 
 	optind = 0;	/* 0: glibc forgets the permutation state of the last parse */
-	while ((opt = getopt_long(argc, argv, "r:t:w:p:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "r:t:w:p:h", longopts, NULL)) != -1) {
 		switch (opt) {
+		case 'h':
+			dump_usage(stdout);
+			return 0;
 		case 'r': reason = optarg; break;
 		case 't': timeout_s = atoi(optarg); break;
 		case 'w':
@@ -436,8 +451,7 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 			}
 			break;
 		default:
-			fprintf(stderr, "usage: vmtracectl dump [GUEST...] [--window SEC] [--post SEC] "
-					"[--reason TEXT] [--timeout SEC]\n");
+			dump_usage(stderr);
 			return 2;
 		}
 	}
@@ -477,7 +491,12 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 	}
 	if (o->json && r == 0)
 		printf("%s]}\n", files ? "" : "{\"files\": [");
-	if (r == 0 && !files)
+	if (r == 0 && !files) {
+		/* the daemon said yes but no guest had a page to write */
 		fprintf(stderr, "vmtracectl: nothing recorded yet: no sample written\n");
+		finish(&c, r);
+		return 1;
+	}
 	return finish(&c, r);
 }
+
