@@ -13,6 +13,7 @@ struct vmt_ctl_opts {
 
 int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_guests(const struct vmt_ctl_opts *o, int argc, char **argv);
+int cmd_metrics(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv);

@@ -26,6 +26,8 @@ static const struct {
 } commands[] = {
 	{ "status", cmd_status, "status", "the daemon, every guest and detector", false },
 	{ "guests", cmd_guests, "guests", "the guests only", false },
+	{ "metrics", cmd_metrics, "metrics",
+	  "every counter of status, in Prometheus' text format", false },
 	{ "dump", cmd_dump, "dump [GUEST...] [--window SEC] [--post SEC] [--reason TEXT] [--timeout SEC]",
 	  "write samples now; prints the files (exit 1 if none was written)", true },
 	{ "samples", cmd_samples, "samples [GUEST]", "the samples on disk, newest first", false },

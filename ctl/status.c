@@ -11,6 +11,7 @@
 #include "client.h"
 #include "commands.h"
 #include "ctlproto.h"
+#include "status.h"
 #include "vfile.h"
 
 enum tag_kind { K_I32, K_U32, K_U64, K_STR };
@@ -500,3 +501,57 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 	return finish(&c, r);
 }
 
+/* ---- the STATUS answer, record by record, for metrics.c (status.h) ---- */
+
+struct ctl_values {
+	struct rec r;
+};
+
+bool ctl_value_num(const struct ctl_values *v, unsigned tag, uint64_t *out)
+{
+	if (tag >= REC_TAGS || !v->r.have[tag] || tag_info[tag].kind == K_STR)
+		return false;
+	*out = v->r.num[tag];
+	return true;
+}
+
+const char *ctl_value_str(const struct ctl_values *v, unsigned tag)
+{
+	if (tag >= REC_TAGS || !v->r.have[tag] || tag_info[tag].kind != K_STR)
+		return NULL;
+	return v->r.str[tag];
+}
+
+const char *ctl_tag_name(unsigned tag)
+{
+	return tag < REC_TAGS ? tag_info[tag].name : NULL;
+}
+
+int ctl_status_walk(const struct vmt_ctl_opts *o,
+		    int (*fn)(void *arg, unsigned type, const struct ctl_values *v), void *arg)
+{
+	struct vmt_ctl_client c;
+	struct vmt_ctl_record rec;
+	struct vmt_buf b = { 0 };
+	struct ctl_values *v = malloc(sizeof(*v));
+	int r;
+
+	if (!v)
+		return 1;
+	if (connect_or_explain(&c, o->socket) < 0) {
+		free(v);
+		return 1;
+	}
+	ctl_msg_begin(&b, VMT_CTL_STATUS, 1);
+	r = client_request(&c, &b);
+	buf_free(&b);
+	while (r >= 0 && (r = client_next(&c, &rec, 10000)) > 0) {
+		rec_parse(&rec, &v->r);
+		if (fn(arg, rec.type, v) < 0) {
+			snprintf(c.error, sizeof(c.error), "out of memory");
+			r = -ENOMEM;
+		}
+	}
+	free(v);
+	return finish(&c, r);
+}
