@@ -401,6 +401,49 @@ START_TEST(metrics_unit_writes_atomically)
 }
 END_TEST
 
+/* ---- bash completion ---------------------------------------------------------- */
+
+/* Complete "vmtracectl WORDS..." (the last word the one under the cursor)
+ * with tools/vmtracectl.bash and this build's vmtracectl first in PATH. */
+static int complete_words(char *out, size_t n, const char *words)
+{
+	return run(out, n, NULL, 0,
+		   "PATH='%s/%s':$PATH bash -c '. \"%s/tools/vmtracectl.bash\"; "
+		   "COMP_WORDS=(vmtracectl %s); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); "
+		   "_vmtracectl; echo \"${COMPREPLY[*]}\"'",
+		   test_srcdir(), test_builddir(), test_srcdir(), words);
+}
+
+START_TEST(completion_names_guests)
+{
+	struct itest_run r;
+	char out[4096], words[600];
+
+	NEED_INPUT();
+	if (itest_sh("command -v bash >/dev/null"))
+		VMT_SKIP("no bash");
+	ck_assert_int_eq(complete_words(out, sizeof(out), "\"\""), 0);
+	ck_assert_str_eq(out, "status guests metrics dump samples reload info merge report\n");
+	ck_assert_int_eq(complete_words(out, sizeof(out), "dump --w"), 0);
+	ck_assert_str_eq(out, "--window\n");
+	/* no daemon: nothing, and nothing said */
+	ck_assert_int_eq(complete_words(out, sizeof(out), "-s /nonexistent/sock dump \"\""), 0);
+	ck_assert_str_eq(out, "\n");
+
+	itest_run_init(&r, &in, "complete");
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 4MiB\n", 2);	/* g2 never comes */
+	itest_expect_streaming(&r.d, "g1", 10000);
+	snprintf(words, sizeof(words), "-s '\\''%s'\\'' dump \"\"", r.d.sock);
+	ck_assert_int_eq(complete_words(out, sizeof(out), words), 0);
+	ck_assert_str_eq(out, "g1 g2\n");
+	snprintf(words, sizeof(words), "--socket '\\''%s'\\'' samples g", r.d.sock);
+	ck_assert_int_eq(complete_words(out, sizeof(out), words), 0);
+	ck_assert_str_eq(out, "g1 g2\n");
+	itest_run_end(&r);
+}
+END_TEST
+
 /* ---- events lost in the guest: one warning ------------------------------------ */
 
 static bool page_flagged(const uint8_t *p)
@@ -461,6 +504,7 @@ int main(void)
 	TEST_ADD(t, metrics_two_guests);
 	TEST_ADD(t, metrics_unit_writes_atomically);
 	TEST_ADD(t, lost_events_warned_once);
+	TEST_ADD(t, completion_names_guests);
 	tcase_set_timeout(t, 120);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);
