@@ -4,6 +4,7 @@
 #define VMT_COMMANDS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 struct vmt_ctl_opts {
 	const char *socket;
@@ -12,11 +13,15 @@ struct vmt_ctl_opts {
 
 int cmd_status(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_guests(const struct vmt_ctl_opts *o, int argc, char **argv);
+int cmd_metrics(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_info(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_report(const struct vmt_ctl_opts *o, int argc, char **argv);
+
+/* "usage: vmtracectl … NAME SYNOPSIS" and its summary, from the command table. */
+void ctl_command_usage(FILE *f, const char *name);
 
 #endif

@@ -169,7 +169,7 @@ int cmd_info(const struct vmt_ctl_opts *o, int argc, char **argv)
 
 	(void)o;
 	if (argc < 2) {
-		fprintf(stderr, "usage: vmtracectl info SAMPLE...\n");
+		ctl_command_usage(stderr, "info");
 		return 2;
 	}
 	for (int i = 1; i < argc; i++) {

@@ -12,29 +12,72 @@
 #include "ctlproto.h"
 #include "log.h"
 
+/*
+ * Commands that parse options of their own (own_help) answer -h/--help
+ * themselves, anywhere among their arguments; for the others any -h or
+ * --help argument asks for the help (a sample named so: ./--help).
+ */
 static const struct {
 	const char *name;
 	int (*fn)(const struct vmt_ctl_opts *o, int argc, char **argv);
-	const char *help;
+	const char *synopsis;
+	const char *summary;
+	bool own_help;
 } commands[] = {
-	{ "status", cmd_status, "status                    the daemon and every guest" },
-	{ "guests", cmd_guests, "guests                    the guests only" },
-	{ "dump", cmd_dump, "dump [GUEST...] [--window SEC] [--post SEC] [--reason TEXT]\n"
-			    "                            write samples now; prints the files" },
-	{ "samples", cmd_samples, "samples [GUEST]           the samples on disk, newest first" },
-	{ "reload", cmd_reload, "reload                    re-read the configuration" },
-	{ "info", cmd_info, "info SAMPLE...            what a sample holds: triggers, window, counters" },
-	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE... samples (+ their aux) -> trace.dat" },
-	{ "report", cmd_report, "report [--stats] [--cpu LIST] [--event PAT]... SAMPLE...\n"
-				"                            the samples' events as text, one time line" },
+	{ "status", cmd_status, "status", "the daemon, every guest and detector", false },
+	{ "guests", cmd_guests, "guests", "the guests only", false },
+	{ "metrics", cmd_metrics, "metrics",
+	  "every counter of status, in Prometheus' text format", false },
+	{ "dump", cmd_dump, "dump [GUEST...] [--window SEC] [--post SEC] [--reason TEXT] [--timeout SEC]",
+	  "write samples now; prints the files (exit 1 if none was written)", true },
+	{ "samples", cmd_samples, "samples [GUEST]", "the samples on disk, newest first", false },
+	{ "reload", cmd_reload, "reload",
+	  "re-read the configuration (exit 1, with its error, if refused)", false },
+	{ "info", cmd_info, "info SAMPLE...", "what a sample holds: triggers, window, counters", false },
+	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE...", "samples (+ their aux) -> trace.dat", true },
+	{ "report", cmd_report, "report [--stats] [--cpu LIST] [--event PAT]... SAMPLE...",
+	  "the samples' events as text, one time line", true },
 };
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: vmtracectl [-s SOCKET] [--json] COMMAND [ARGS]\n\ncommands:\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %s\n", commands[i].help);
-	fprintf(f, "\nThe socket defaults to $VMTRACED_SOCKET or %s.\n", VMT_CTL_DEFAULT_SOCKET);
+	fprintf(f, "usage: vmtracectl [-s SOCKET] [--json] COMMAND [ARGS]\n"
+		   "       vmtracectl COMMAND --help\n\ncommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		if (strlen(commands[i].synopsis) > 26)
+			fprintf(f, "  %s\n  %-26s %s\n", commands[i].synopsis, "", commands[i].summary);
+		else
+			fprintf(f, "  %-26s %s\n", commands[i].synopsis, commands[i].summary);
+	}
+	fprintf(f, "\noptions:\n"
+		   "  -s, --socket SOCKET  the control socket (default $VMTRACED_SOCKET or %s)\n"
+		   "  --json               status, guests, samples, dump: JSON\n"
+		   "  -h, --help           this help\n"
+		   "  -V, --version        the version\n"
+		   "\nExit: 0 done, 1 failed or refused (the daemon not running, nothing written),\n"
+		   "2 usage error; merge: 3 some samples left out. See vmtracectl(8).\n",
+		VMT_CTL_DEFAULT_SOCKET);
+}
+
+void ctl_command_usage(FILE *f, const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(commands[i].name, name))
+			fprintf(f, "usage: vmtracectl [-s SOCKET] [--json] %s\n\n%s\n",
+				commands[i].synopsis, commands[i].summary);
+}
+
+static bool asks_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return true;
+	}
+	return false;
 }
 
 int main(int argc, char **argv)
@@ -66,10 +109,16 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+	for (size_t i = 0; i < NCOMMANDS; i++)
 		if (!strcmp(argv[optind], commands[i].name)) {
-			optind++;
-			return commands[i].fn(&o, argc - optind + 1, argv + optind - 1);
+			int cargc = argc - optind;
+			char **cargv = argv + optind;
+
+			if (!commands[i].own_help && asks_help(cargc, cargv)) {
+				ctl_command_usage(stdout, commands[i].name);
+				return 0;
+			}
+			return commands[i].fn(&o, cargc, cargv);
 		}
 	fprintf(stderr, "vmtracectl: unknown command '%s'\n", argv[optind]);
 	usage(stderr);

@@ -458,9 +458,9 @@ struct merge_opts {
 	int quiet;
 };
 
-static void merge_usage(void)
+static void merge_usage(FILE *f)
 {
-	fprintf(stderr, "usage: vmtracectl merge [-o DIR|FILE.dat] [--aux AUX] [-q] SAMPLE...\n"
+	fprintf(f, "usage: vmtracectl merge [-o DIR|FILE.dat] [--aux AUX] [-q] SAMPLE...\n"
 			"       vmtracectl merge [-o DIR] [-d STATE_DIR|-c CONFIG] --since WHEN [--until WHEN] [GUEST...]\n");
 }
 
@@ -475,12 +475,13 @@ static int merge_options(int argc, char **argv, struct merge_opts *m)
 		{ "until", required_argument, NULL, 'U' },
 		{ "state-dir", required_argument, NULL, 'd' },
 		{ "config", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int opt;
 
 	optind = 0;	/* 0: glibc forgets the permutation state of the last parse */
-	while ((opt = getopt_long(argc, argv, "o:a:qd:c:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "o:a:qd:c:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'o': m->out = optarg; break;
 		case 'a': m->aux_path = optarg; break;
@@ -489,7 +490,8 @@ static int merge_options(int argc, char **argv, struct merge_opts *m)
 		case 'U': m->until_s = optarg; break;
 		case 'd': snprintf(m->state_dir, sizeof(m->state_dir), "%s", optarg); break;
 		case 'c': m->config = optarg; break;
-		default: merge_usage(); return 2;
+		case 'h': merge_usage(stdout); return 0;
+		default: merge_usage(stderr); return 2;
 		}
 	}
 	return -1;
@@ -618,7 +620,7 @@ int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 		if (ret >= 0)
 			return ret;
 	} else if (optind >= argc) {
-		merge_usage();
+		merge_usage(stderr);
 		return 2;
 	}
 

@@ -353,9 +353,9 @@ static void report_run(struct report *r)
 	}
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: vmtracectl report [--aux FILE] [--cpu LIST] [--event PATTERN]... [--guest NAME]...\n"
 		"                         [--since SEC] [--until SEC] [--host-time|--raw-time] [--stats]\n"
 		"                         SAMPLE...\n");
@@ -380,7 +380,7 @@ static int report_options(int argc, char **argv, struct report_opts *o, const ch
 	int opt;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "a:C:e:g:s", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "a:C:e:g:sh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'a': *aux_path = optarg; break;
 		case 'C':
@@ -412,12 +412,12 @@ static int report_options(int argc, char **argv, struct report_opts *o, const ch
 		case 'H': o->host_time = true; o->raw_time = false; break;
 		case 'R': o->raw_time = true; o->host_time = false; break;
 		case 's': o->stats = true; break;
-		case 'h': usage(); return 0;
-		default: usage(); return 2;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
 		}
 	}
 	if (optind >= argc) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	return -1;

@@ -11,6 +11,7 @@
 #include "client.h"
 #include "commands.h"
 #include "ctlproto.h"
+#include "status.h"
 #include "vfile.h"
 
 /* Tags this vmtracectl knows (the schema, ctlproto.h): a newer daemon's
@@ -193,7 +194,7 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 	if (!v)
 		return 1;
 	if (argc > 1) {
-		fprintf(stderr, "usage: vmtracectl %s\n", name);
+		ctl_command_usage(stderr, name);
 		free(v);
 		return 2;
 	}
@@ -336,7 +337,7 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 	if (!v)
 		return 1;
 	if (argc > 2) {
-		fprintf(stderr, "usage: vmtracectl samples [GUEST]\n");
+		ctl_command_usage(stderr, "samples");
 		free(v);
 		return 2;
 	}
@@ -386,10 +387,21 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv)
 {
 	if (argc > 1) {
-		fprintf(stderr, "usage: vmtracectl reload\n");
+		ctl_command_usage(stderr, "reload");
 		return 2;
 	}
 	return simple_request(o, VMT_CTL_RELOAD, "configuration reloaded");
+}
+
+static void dump_usage(FILE *f)
+{
+	ctl_command_usage(f, "dump");
+	fprintf(f, "\nGUEST...         the guests to dump (default: every guest)\n"
+		   "--window SEC     only the last SEC seconds before the request\n"
+		   "--post SEC       record SEC seconds more, then dump\n"
+		   "--reason TEXT    the trigger's reason, kept in the sample\n"
+		   "--timeout SEC    wait at most this long for the answer (300)\n"
+		   "-h, --help       this help\n");
 }
 
 int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
@@ -399,6 +411,7 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "window", required_argument, NULL, 'w' },
 		{ "post", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	uint64_t window_ns = 0, post_ns = 0;
@@ -409,8 +422,11 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 	int timeout_s = 300, opt, r, files = 0;
 
 	optind = 0;	/* 0: glibc forgets the permutation state of the last parse */
-	while ((opt = getopt_long(argc, argv, "r:t:w:p:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "r:t:w:p:h", longopts, NULL)) != -1) {
 		switch (opt) {
+		case 'h':
+			dump_usage(stdout);
+			return 0;
 		case 'r': reason = optarg; break;
 		case 't': timeout_s = atoi(optarg); break;
 		case 'w':
@@ -422,8 +438,7 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 			}
 			break;
 		default:
-			fprintf(stderr, "usage: vmtracectl dump [GUEST...] [--window SEC] [--post SEC] "
-					"[--reason TEXT] [--timeout SEC]\n");
+			dump_usage(stderr);
 			return 2;
 		}
 	}
@@ -463,7 +478,66 @@ int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv)
 	}
 	if (o->json && r == 0)
 		printf("%s]}\n", files ? "" : "{\"files\": [");
-	if (r == 0 && !files)
+	if (r == 0 && !files) {
+		/* the daemon said yes but no guest had a page to write */
 		fprintf(stderr, "vmtracectl: nothing recorded yet: no sample written\n");
+		finish(&c, r);
+		return 1;
+	}
+	return finish(&c, r);
+}
+
+/* ---- the STATUS answer, record by record, for metrics.c (status.h) ---- */
+
+struct ctl_values {
+	struct rec r;
+};
+
+bool ctl_value_num(const struct ctl_values *v, unsigned tag, uint64_t *out)
+{
+	if (tag >= REC_TAGS || !v->r.have[tag] || tag_info[tag].kind == K_STR)
+		return false;
+	*out = v->r.num[tag];
+	return true;
+}
+
+const char *ctl_value_str(const struct ctl_values *v, unsigned tag)
+{
+	if (tag >= REC_TAGS || !v->r.have[tag] || tag_info[tag].kind != K_STR)
+		return NULL;
+	return v->r.str[tag];
+}
+
+const char *ctl_tag_name(unsigned tag)
+{
+	return tag < REC_TAGS ? tag_info[tag].name : NULL;
+}
+
+int ctl_status_walk(const struct vmt_ctl_opts *o,
+		    int (*fn)(void *arg, unsigned type, const struct ctl_values *v), void *arg)
+{
+	struct vmt_ctl_client c;
+	struct vmt_ctl_record rec;
+	struct vmt_buf b = { 0 };
+	struct ctl_values *v = malloc(sizeof(*v));
+	int r;
+
+	if (!v)
+		return 1;
+	if (connect_or_explain(&c, o->socket) < 0) {
+		free(v);
+		return 1;
+	}
+	ctl_msg_begin(&b, VMT_CTL_STATUS, 1);
+	r = client_request(&c, &b);
+	buf_free(&b);
+	while (r >= 0 && (r = client_next(&c, &rec, 10000)) > 0) {
+		rec_parse(&rec, &v->r);
+		if (fn(arg, rec.type, v) < 0) {
+			snprintf(c.error, sizeof(c.error), "out of memory");
+			r = -ENOMEM;
+		}
+	}
+	free(v);
 	return finish(&c, r);
 }

@@ -173,6 +173,7 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 	 */
 	for (uint32_t done = 0; done < READ_BUDGET_BYTES;) {
 		bool stream = g->state == GUEST_STREAMING && cpu < g->nrings;
+		uint64_t lost_pages, lost_events;
 		size_t want = stream ? ring_room(&g->rings[cpu], g->env->bounce_size) : g->env->bounce_size;
 		ssize_t n;
 
@@ -206,6 +207,8 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			g->c.stale_bytes += (uint64_t)n;
 			continue;
 		}
+		lost_pages = g->rings[cpu].c.pages_guest_lost;
+		lost_events = g->rings[cpu].c.events_guest_lost;
 		for (size_t off = 0; off < (size_t)n;) {
 			struct vmt_ring *r = &g->rings[cpu];
 			uint32_t room, k;
@@ -225,6 +228,9 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 				guest_complain(g, 0, "cpu%u: page %llu rejected (bad commit or event length)",
 					       cpu, (unsigned long long)(r->next_seq - 1));
 		}
+		if (g->rings[cpu].c.pages_guest_lost != lost_pages)
+			guest_warn_lost(g, cpu, g->rings[cpu].c.pages_guest_lost - lost_pages,
+					g->rings[cpu].c.events_guest_lost - lost_events);
 		if ((size_t)n < want)
 			break;	/* drained for now */
 	}

@@ -25,6 +25,9 @@ void guest_complain(struct vmt_guest *g, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void guest_log(struct vmt_guest *g, int level, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* pages of cpu came flagged as following events lost in the guest (events
+ * of them counted): a warning, the first in a while, with what followed. */
+void guest_warn_lost(struct vmt_guest *g, uint32_t cpu, uint64_t pages, uint64_t events);
 void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s);
 void guest_arm(struct vmt_guest *g, uint64_t usec);
 void guest_send(struct vmt_guest *g, unsigned type, const void *p, uint32_t len);

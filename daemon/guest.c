@@ -90,6 +90,40 @@ void guest_log(struct vmt_guest *g, int level, int err, const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * Events lost in the guest (its ring buffer overran before the agent read
+ * it) leave a hole in every sample: worth a warning, but a guest that
+ * overruns all the time must not fill the journal. The first in a while,
+ * then, and with the next one what was held back; status counts them all.
+ */
+#define LOST_WINDOW_NS (60 * 1000000000ull)
+
+void guest_warn_lost(struct vmt_guest *g, uint32_t cpu, uint64_t pages, uint64_t events)
+{
+	struct vmt_log_budget *b = &g->log_lost;
+	uint64_t now = now_monotonic_ns();
+	char counted[48] = "", since[128] = "";
+
+	if (b->until_ns && now <= b->until_ns) {
+		g->lost_pages_quiet += pages;
+		g->lost_events_quiet += events;
+		b->used++;
+		return;
+	}
+	if (events)
+		snprintf(counted, sizeof(counted), " (%llu events)", (unsigned long long)events);
+	if (b->used)
+		snprintf(since, sizeof(since), "; since the last warning, %llu more page(s) (%llu events)",
+			 (unsigned long long)g->lost_pages_quiet, (unsigned long long)g->lost_events_quiet);
+	log_guest(VMT_LOG_WARNING, 0, g->conf.name,
+		  "cpu%u: events lost in the guest before %llu page(s)%s: its trace buffer overran%s "
+		  "(said at most once a minute)",
+		  cpu, (unsigned long long)pages, counted, since);
+	b->until_ns = now + LOST_WINDOW_NS;
+	b->used = 0;
+	g->lost_pages_quiet = g->lost_events_quiet = 0;
+}
+
 void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s)
 {
 	if (g->state != s)

@@ -192,6 +192,8 @@ struct vmt_guest {
 	struct vmt_log_budget log_complaints;	/* rate limits of what it makes us log */
 	struct vmt_log_budget log_sessions;
 	struct vmt_log_budget log_debug;
+	struct vmt_log_budget log_lost;	/* the warning of events lost in the guest */
+	uint64_t lost_pages_quiet, lost_events_quiet;	/* since that warning */
 	char last_dump[PATH_MAX + 400];
 };
 

@@ -20,11 +20,12 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: vmtraced [-c FILE] [-n [-v]] [-d]\n"
-		"  -c FILE   configuration (default " DEFAULT_CONFIG ")\n"
-		"  -n        check the configuration and exit\n"
-		"  -v        with -n: print it normalized\n"
-		"  -d        debug logging\n"
-		"  -V        print the version\n");
+		"  -c, --config FILE  configuration (default " DEFAULT_CONFIG ")\n"
+		"  -n, --check        check the configuration and exit\n"
+		"  -v, --verbose      with -n: print it normalized\n"
+		"  -d, --debug        debug logging\n"
+		"  -V, --version      print the version\n"
+		"  -h, --help         this help\n");
 }
 
 /* Under systemd, stderr is a stream to journald: log with fields instead. */
@@ -63,8 +64,18 @@ int main(int argc, char **argv)
 	char err[1024];
 	int opt, r;
 
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 'n' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+
 	log_set_ident("vmtraced");
-	while ((opt = getopt(argc, argv, "c:nvdVh")) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:nvdVh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
 		case 'n': check = true; break;

@@ -2,12 +2,15 @@
 # Install the Debian packages vmtraced builds, tests and demos with, when
 # they are missing. Does nothing when all are present; as non-root, lists
 # what is missing and fails.
+# prometheus is there for promtool (test_ctl checks vmtracectl metrics with
+# it); on a host run by systemd its postinst also starts the server (port
+# 9090): `systemctl disable --now prometheus` if that is not wanted.
 set -eu
 PKGS="make gcc pkg-config libsystemd-dev libtracefs-dev libtraceevent-dev libtracecmd-dev
 libbpf-dev bpftool clang llvm libzstd-dev zstd libyaml-dev check trace-cmd
 qemu-system-x86 busybox-static cpio kmod systemd libc6-dev libclang-rt-14-dev
 kernelshark xvfb imagemagick stress-ng libcap-dev libseccomp-dev python3
-dpkg-dev debhelper lintian"
+dpkg-dev debhelper lintian prometheus"
 missing=""
 for p in $PKGS; do
 	s=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)

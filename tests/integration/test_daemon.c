@@ -1191,6 +1191,16 @@ START_TEST(service_unit)
 	itest_expect_pages_in(&r.d, "g1", fed_pages());
 	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
 	ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "reload"), 0);
+	/* ExecReload= (vmtracectl reload) as the service runs it: its user,
+	 * its system call filter; a refused file fails it. No leak checking,
+	 * as for the daemon: it ptraces, which the filter forbids. */
+#define EXEC_RELOAD "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 '%s' '%s' setpriv --reuid=nobody %s --init-groups '%s/%s/vmtracectl' -s '%s' reload"
+	ck_assert_int_eq(itest_sh(EXEC_RELOAD " >/dev/null", filter, unit, regid, test_srcdir(),
+				  test_builddir(), r.d.sock), 0);
+	ck_assert_int_eq(itest_write_conf(&r.d, "record:\n  ring_size: 0\n"), 0);
+	ck_assert_int_eq(itest_sh("out=$(" EXEC_RELOAD " 2>&1); [ $? = 1 ] && echo \"$out\" | grep -q ring_size",
+				  filter, unit, regid, test_srcdir(), test_builddir(), r.d.sock), 0);
+#undef EXEC_RELOAD
 	ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "status"), 0);
 	itest_run_end(&r);	/* exit status 0: nothing was killed */
 }
