@@ -242,7 +242,7 @@ install: $(O)/vmtraced $(O)/vmtracectl
 	fi
 	install -m 644 docs/man/vmtraced.yaml.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 644 docs/man/vmtraced.8 docs/man/vmtracectl.8 $(DESTDIR)$(MANDIR)/man8/
-	for u in vmtraced.service vmtraced.socket; do \
+	for u in vmtraced.service vmtraced.socket vmtraced-metrics.service vmtraced-metrics.timer; do \
 		$(INSTALL_UNIT) units/$$u > $(DESTDIR)$(UNITDIR)/$$u && chmod 644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
 	done
 	install -m 644 units/vmtraced.tmpfiles $(DESTDIR)$(TMPFILESDIR)/vmtraced.conf
@@ -269,7 +269,8 @@ uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/vmtraced $(DESTDIR)$(BINDIR)/vmtracectl $(CONF).new \
 		$(DESTDIR)$(MANDIR)/man5/vmtraced.yaml.5 $(DESTDIR)$(MANDIR)/man8/vmtraced.8 \
 		$(DESTDIR)$(MANDIR)/man8/vmtracectl.8 $(DESTDIR)$(UNITDIR)/vmtraced.service \
-		$(DESTDIR)$(UNITDIR)/vmtraced.socket $(DESTDIR)$(TMPFILESDIR)/vmtraced.conf \
+		$(DESTDIR)$(UNITDIR)/vmtraced.socket $(DESTDIR)$(UNITDIR)/vmtraced-metrics.service \
+		$(DESTDIR)$(UNITDIR)/vmtraced-metrics.timer $(DESTDIR)$(TMPFILESDIR)/vmtraced.conf \
 		$(DESTDIR)$(SYSUSERSDIR)/vmtraced.conf $(DESTDIR)$(BASHCOMPDIR)/vmtracectl
 	@[ ! -e $(CONF) ] || echo "uninstall: $(CONF) is kept"
 

@@ -495,7 +495,7 @@ struct ctl_values {
 
 bool ctl_value_num(const struct ctl_values *v, unsigned tag, uint64_t *out)
 {
-	if (tag >= REC_TAGS || !v->r.have[tag] || tag_info[tag].kind == K_STR)
+	if (tag >= REC_TAGS || !v->r.have[tag] || ctl_tag_kind(tag) == VMT_CTK_STR)
 		return false;
 	*out = v->r.num[tag];
 	return true;
@@ -503,14 +503,9 @@ bool ctl_value_num(const struct ctl_values *v, unsigned tag, uint64_t *out)
 
 const char *ctl_value_str(const struct ctl_values *v, unsigned tag)
 {
-	if (tag >= REC_TAGS || !v->r.have[tag] || tag_info[tag].kind != K_STR)
+	if (tag >= REC_TAGS || !v->r.have[tag] || ctl_tag_kind(tag) != VMT_CTK_STR)
 		return NULL;
 	return v->r.str[tag];
-}
-
-const char *ctl_tag_name(unsigned tag)
-{
-	return tag < REC_TAGS ? tag_info[tag].name : NULL;
 }
 
 int ctl_status_walk(const struct vmt_ctl_opts *o,

@@ -18,8 +18,6 @@ struct ctl_values;
 bool ctl_value_num(const struct ctl_values *v, unsigned tag, uint64_t *out);
 /* A string the record holds, or NULL. */
 const char *ctl_value_str(const struct ctl_values *v, unsigned tag);
-/* The tag's name in ctlproto.h (UPTIME_NS), NULL if unknown. */
-const char *ctl_tag_name(unsigned tag);
 /*
  * Ask for STATUS and hand fn every record; fn returns 0, or -ENOMEM to
  * stop. The exit code: 0, or 1 with the reason said on stderr.
