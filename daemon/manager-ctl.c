@@ -140,6 +140,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 			ctl_put_FIRED(&b, d->fired);
 			ctl_put_TRIGGERS_SUPPRESSED(&b, d->suppressed);
 			ctl_put_DROPPED(&b, d->dropped);
+			ctl_put_FILTERED(&b, d->filtered);
 			control_send(cl, &b);
 		}
 	}

@@ -67,7 +67,7 @@
 	T(PATH) T(GUEST) T(CREATED_NS) T(BYTES) T(AUX_VERSION) T(REASON) T(MESSAGE)
 #define VMT_CTL_DETECTOR_TAGS(T)                                                    \
 	T(NAME) T(ENABLED) T(LOADED) T(MESSAGE) T(EVENTS) T(SEEN) T(FIRED)             \
-	T(TRIGGERS_SUPPRESSED) T(DROPPED)
+	T(TRIGGERS_SUPPRESSED) T(DROPPED) T(FILTERED)
 
 enum vmt_ctl_type {
 #define X(n, v, from, tags) VMT_CTL_##n = v,
@@ -140,7 +140,8 @@ const char *ctl_msg_name(unsigned type);
 	X(PATHS_REFUSED,   59, u64)           \
 	X(PAGES_DISCARDED, 60, u64)           \
 	X(HELLOS_DEFERRED, 61, u64)           \
-	X(DISCOVERY_REFUSED, 62, u64)
+	X(DISCOVERY_REFUSED, 62, u64)         \
+	X(FILTERED,        63, u64)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,
