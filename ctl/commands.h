@@ -18,5 +18,6 @@ int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_info(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_report(const struct vmt_ctl_opts *o, int argc, char **argv);
+int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv);
 
 #endif

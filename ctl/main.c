@@ -27,6 +27,8 @@ static const struct {
 	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE... samples (+ their aux) -> trace.dat" },
 	{ "report", cmd_report, "report [--stats] [--cpu LIST] [--event PAT]... SAMPLE...\n"
 				"                            the samples' events as text, one time line" },
+	{ "libvirt-xml", cmd_libvirt_xml, "libvirt-xml [--split DIR] DOMAIN | --vcpus N\n"
+					  "                            the <channel> elements a domain needs" },
 };
 
 static void usage(FILE *f)
