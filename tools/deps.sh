@@ -6,7 +6,8 @@ set -eu
 PKGS="make gcc pkg-config libsystemd-dev libtracefs-dev libtraceevent-dev libtracecmd-dev
 libbpf-dev bpftool clang llvm libzstd-dev zstd libyaml-dev check trace-cmd
 qemu-system-x86 busybox-static cpio kmod systemd libc6-dev libclang-rt-14-dev
-kernelshark xvfb imagemagick stress-ng libcap-dev libseccomp-dev python3"
+kernelshark xvfb imagemagick stress-ng libcap-dev libseccomp-dev python3
+libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
 missing=""
 for p in $PKGS; do
 	s=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
