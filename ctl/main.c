@@ -37,6 +37,8 @@ static const struct {
 	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE...", "samples (+ their aux) -> trace.dat", true },
 	{ "report", cmd_report, "report [--stats] [--cpu LIST] [--event PAT]... SAMPLE...",
 	  "the samples' events as text, one time line", true },
+	{ "libvirt-xml", cmd_libvirt_xml, "libvirt-xml [--split DIR] DOMAIN | --vcpus N",
+	  "the <channel> elements a libvirt domain needs", true },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -8,7 +8,9 @@
  * see, such as a folder created after the daemon started) schedules a
  * rescan; a rescan adds guests whose control port is there and marks the
  * others absent. An absent guest goes offline; its rings stay until
- * forget_after, when an absent discovered guest is dropped.
+ * forget_after, when an absent discovered guest is dropped. A guest folder
+ * (one with a control port) whose name is no guest name is passed over,
+ * counted and logged, a few times a minute at most.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,9 +24,12 @@
 #include "discovery.h"
 #include "guest.h"
 #include "log.h"
+#include "util.h"
 
 #define RESCAN_DELAY_USEC 200000ull
 #define RESCAN_PERIOD_USEC (10 * 1000000ull)
+#define NAME_LOG_BURST 4
+#define NAME_LOG_WINDOW_NS (60 * 1000000000ull)
 #define WATCH_MASK (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_ATTRIB)
 
 struct vmt_discovery {
@@ -36,29 +41,57 @@ struct vmt_discovery {
 	sd_event_source *io;
 	sd_event_source *timer;
 	uint64_t rescans;
+	uint64_t names_refused;
+	uint64_t log_until_ns;	/* the name log's rate limit: its window */
+	unsigned logged;	/* and what it said in it */
 };
 
-/* The guest name a folder entry stands for, or false. */
-bool discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, size_t n)
+int discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, size_t n)
 {
 	const char *p = entry;
 
 	if (layout == VMT_LAYOUT_LIBVIRT) {
 		/* domain-<id>-<name>: the id changes with every start */
 		if (strncmp(p, "domain-", 7))
-			return false;
+			return 0;
 		p += 7;
 		if (*p < '0' || *p > '9')
-			return false;
+			return 0;
 		while (*p >= '0' && *p <= '9')
 			p++;
 		if (*p++ != '-')
-			return false;
+			return 0;
+	} else if (entry[0] == '.') {
+		return 0;
 	}
 	if (strlen(p) >= n || !name_is_valid(p))
-		return false;
+		return -EINVAL;
 	snprintf(name, n, "%s", p);
-	return true;
+	return 1;
+}
+
+/* A guest folder we will not record: say so, but not every rescan. */
+static void discovery_refuse_name(struct vmt_discovery *d, const char *root, const char *entry)
+{
+	uint64_t now = now_monotonic_ns();
+
+	d->names_refused++;
+	if (now > d->log_until_ns) {
+		if (d->logged > NAME_LOG_BURST)
+			log_warning("discovery: %u more guest folders passed over for their names",
+				    d->logged - NAME_LOG_BURST);
+		d->log_until_ns = now + NAME_LOG_WINDOW_NS;
+		d->logged = 0;
+	}
+	if (++d->logged <= NAME_LOG_BURST)
+		log_warning("discovery: %s/%.*s%s not recorded: a guest name is 1 to %d letters, digits, "
+			    "_ . - (and does not start with .)", root, 80, entry,
+			    strlen(entry) > 80 ? "..." : "", VMT_NAME_MAX - 1);
+}
+
+uint64_t discovery_names_refused(const struct vmt_discovery *d)
+{
+	return d ? d->names_refused : 0;
 }
 
 static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discovery_conf *dc)
@@ -75,6 +108,7 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 		enum vmt_transport t;
 		struct vmt_guest *g;
 		struct stat st;
+		int r;
 
 		if (de->d_name[0] == '.')
 			continue;
@@ -83,11 +117,15 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 		if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue;
 		inotify_add_watch(d->ifd, path, WATCH_MASK | IN_ONLYDIR);
-		if (!discovery_guest_name(dc->layout, de->d_name, name, sizeof(name)) ||
-		    !strcmp(name, "host"))	/* the host's own trace has that name */
+		r = discovery_guest_name(dc->layout, de->d_name, name, sizeof(name));
+		if (r == 0)
 			continue;
 		if (channel_probe(path, "agent-ctl-path", &t) < 0)
 			continue;
+		if (r < 0 || !strcmp(name, "host")) {	/* the host's own trace has that name */
+			discovery_refuse_name(d, dc->path, de->d_name);
+			continue;
+		}
 		g = guest_list_find(d->guests, name);
 		if (g && !g->discovered)
 			continue;	/* a configured guest of that name wins */

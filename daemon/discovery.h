@@ -22,7 +22,14 @@ int discovery_new(struct vmt_discovery **out, sd_event *e, const struct vmt_conf
 void discovery_free(struct vmt_discovery *d);
 /* Look at every discovery folder now. */
 void discovery_rescan(struct vmt_discovery *d);
-/* "domain-7-web1" (libvirt) or "web1" (vmtraced) -> "web1"; false if not a guest. */
-bool discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, size_t n);
+/*
+ * "domain-7-web1" (libvirt) or "web1" (vmtraced) -> "web1": 1; 0 if the
+ * entry is no guest folder (hidden; not domain-<id>-... in the libvirt
+ * layout); -EINVAL if it is one but its name is too long for n or has
+ * other characters than a guest name's.
+ */
+int discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, size_t n);
+/* Guest folders passed over for their names (each rescan counts again). */
+uint64_t discovery_names_refused(const struct vmt_discovery *d);
 
 #endif

@@ -13,6 +13,7 @@
 #include "control.h"
 #include "ctlproto.h"
 #include "guest.h"
+#include "discovery.h"
 #include "log.h"
 #include "manager.h"
 #include "probe.h"
@@ -112,6 +113,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_TRIGGERS_SUPPRESSED(&b, m->dumps.triggers_suppressed);
 		ctl_put_REFUSED(&b, control_refused(m->control));
 		ctl_put_GUESTS_REFUSED(&b, m->mem.rings_refused);
+		ctl_put_DISCOVERY_REFUSED(&b, discovery_names_refused(m->discovery));
 		control_send(cl, &b);
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
@@ -138,6 +140,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 			ctl_put_FIRED(&b, d->fired);
 			ctl_put_TRIGGERS_SUPPRESSED(&b, d->suppressed);
 			ctl_put_DROPPED(&b, d->dropped);
+			ctl_put_FILTERED(&b, d->filtered);
 			control_send(cl, &b);
 		}
 	}

@@ -120,6 +120,7 @@ static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_b
 	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		s->rodata->min_interval_ns[d] = dc[d].min_interval_ms * 1000000ull;
 	s->rodata->any_oom = dc[VMT_DET_OOM].any_process;
+	s->rodata->death_clean_exit = dc[VMT_DET_PROCESS_DEATH].on_clean_exit;
 	libbpf_last[0] = 0;
 	r = detect_bpf__load(s);
 	if (r < 0) {
@@ -457,6 +458,7 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 			o->seen += c[i].anomalies;
 			o->suppressed += c[i].suppressed;
 			o->dropped += c[i].dropped;
+			o->filtered += c[i].filtered;
 		}
 	}
 	free(c);

@@ -43,6 +43,7 @@ struct vmt_probe_detector {
 	uint64_t fired;		/* triggers the manager took */
 	uint64_t suppressed;	/* by the BPF minimum interval + by the manager */
 	uint64_t dropped;	/* ring buffer full */
+	uint64_t filtered;	/* left out by its settings (process_death's clean exits) */
 };
 
 struct vmt_probe_status {

@@ -104,6 +104,7 @@ struct vmt_detector_conf {
 	uint32_t threshold_ms;	/* vcpu_starvation, kvm_exit; 0 for the others */
 	uint32_t min_interval_ms;	/* at most one event per interval, in BPF; 0 = none */
 	int any_process;	/* oom: any process, not only guests' */
+	int on_clean_exit;	/* process_death: also an exit with status 0 */
 };
 
 struct vmt_config {

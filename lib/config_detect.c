@@ -5,6 +5,7 @@
  * the guest's QEMU process when the channels cannot (FIFOs).
  *   detectors:
  *     vcpu_starvation: {enabled: true, threshold: 100ms, min_interval: 1s}
+ *     process_death: {on_clean_exit: false}
  */
 #include <errno.h>
 #include <string.h>
@@ -86,6 +87,13 @@ static int det_any(struct yamlconf *y, yaml_node_t *v, const char *field, void *
 	return yamlconf_read_bool(y, v, field, &d->any_process);
 }
 
+static int det_clean_exit(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_detector_conf *d = obj;
+
+	return yamlconf_read_bool(y, v, field, &d->on_clean_exit);
+}
+
 /* Each detector takes only the keys that mean something to it. */
 static const struct yamlconf_key plain_keys[] = {
 	{ "enabled", det_enabled },
@@ -104,6 +112,12 @@ static const struct yamlconf_key oom_keys[] = {
 	{ "any_process", det_any },
 };
 
+static const struct yamlconf_key death_keys[] = {
+	{ "enabled", det_enabled },
+	{ "min_interval", det_interval },
+	{ "on_clean_exit", det_clean_exit },
+};
+
 static int detector_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 			  struct vmt_detector_conf *d, unsigned id)
 {
@@ -115,6 +129,9 @@ static int detector_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 	if (settings & VMT_DETS_ANY_PROCESS)
 		return yamlconf_read_block(y, v, field, "detector settings", oom_keys,
 					   ARRAY_SIZE(oom_keys), d);
+	if (settings & VMT_DETS_CLEAN_EXIT)
+		return yamlconf_read_block(y, v, field, "detector settings", death_keys,
+					   ARRAY_SIZE(death_keys), d);
 	return yamlconf_read_block(y, v, field, "detector settings", plain_keys,
 				   ARRAY_SIZE(plain_keys), d);
 }

@@ -164,6 +164,11 @@ void config_print(const struct vmt_config *c, FILE *f)
 			print_bool(f, d->any_process);
 			fputc('\n', f);
 		}
+		if (detector_settings(i) & VMT_DETS_CLEAN_EXIT) {
+			fputs("    on_clean_exit: ", f);
+			print_bool(f, d->on_clean_exit);
+			fputc('\n', f);
+		}
 	}
 	if (!c->ndiscovery)
 		fputs("discovery: []\n", f);

@@ -52,7 +52,7 @@
 #define VMT_CTL_DAEMON_TAGS(T)                                                      \
 	T(VERSION) T(UPTIME_NS) T(MEM_USED) T(MEM_CAP) T(DUMPS) T(DUMP_ERRORS) T(PATH) \
 	T(TRIGGERS) T(TRIGGERS_SUPPRESSED) T(REFUSED) T(GUESTS_REFUSED) T(RESERVE)   \
-	T(RESERVE_USED) T(RESERVE_PEAK)
+	T(RESERVE_USED) T(RESERVE_PEAK) T(DISCOVERY_REFUSED)
 #define VMT_CTL_GUEST_TAGS(T)                                                       \
 	T(GUEST) T(STATE) T(UPTIME_NS) T(NCPUS) T(RELEASE) T(AUX_VERSION) T(PAGES)     \
 	T(CAPACITY) T(MEM_USED) T(BYTES_IN) T(PAGES_IN) T(EVENTS_IN)                   \
@@ -67,7 +67,7 @@
 	T(PATH) T(GUEST) T(CREATED_NS) T(BYTES) T(AUX_VERSION) T(REASON) T(MESSAGE)
 #define VMT_CTL_DETECTOR_TAGS(T)                                                    \
 	T(NAME) T(ENABLED) T(LOADED) T(MESSAGE) T(EVENTS) T(SEEN) T(FIRED)             \
-	T(TRIGGERS_SUPPRESSED) T(DROPPED)
+	T(TRIGGERS_SUPPRESSED) T(DROPPED) T(FILTERED)
 
 enum vmt_ctl_type {
 #define X(n, v, from, tags) VMT_CTL_##n = v,
@@ -139,7 +139,9 @@ const char *ctl_msg_name(unsigned type);
 	X(RESERVE_PEAK,    58, u64)           \
 	X(PATHS_REFUSED,   59, u64)           \
 	X(PAGES_DISCARDED, 60, u64)           \
-	X(HELLOS_DEFERRED, 61, u64)
+	X(HELLOS_DEFERRED, 61, u64)           \
+	X(DISCOVERY_REFUSED, 62, u64)         \
+	X(FILTERED,        63, u64)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

@@ -15,7 +15,7 @@
 #define VMT_DETECTORS_H
 
 #define VMT_DETECTORS(X)                                                        \
-	X(PROCESS_DEATH,   "process_death",   0,                    0,   0)    \
+	X(PROCESS_DEATH,   "process_death",   VMT_DETS_CLEAN_EXIT,  0,   0)    \
 	X(VCPU_STARVATION, "vcpu_starvation", VMT_DETS_THRESHOLD,   100, 1000) \
 	X(KVM_EXIT,        "kvm_exit",        VMT_DETS_THRESHOLD,   50,  1000) \
 	X(OOM,             "oom",             VMT_DETS_ANY_PROCESS, 0,   0)
@@ -23,6 +23,7 @@
 enum vmt_detector_settings {
 	VMT_DETS_THRESHOLD = 1,		/* threshold: */
 	VMT_DETS_ANY_PROCESS = 2,	/* any_process: */
+	VMT_DETS_CLEAN_EXIT = 4,	/* on_clean_exit: */
 };
 
 enum vmt_detector {

@@ -10,7 +10,8 @@ PKGS="make gcc pkg-config libsystemd-dev libtracefs-dev libtraceevent-dev libtra
 libbpf-dev bpftool clang llvm libzstd-dev zstd libyaml-dev check trace-cmd
 qemu-system-x86 busybox-static cpio kmod systemd libc6-dev libclang-rt-14-dev
 kernelshark xvfb imagemagick stress-ng libcap-dev libseccomp-dev python3
-dpkg-dev debhelper lintian prometheus"
+dpkg-dev debhelper lintian prometheus
+libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
 missing=""
 for p in $PKGS; do
 	s=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)

@@ -23,6 +23,9 @@
 #   -T SECS    vmt.timeout: the guest powers off after SECS (default 600)
 #   -1         single-threaded TCG (-accel tcg,thread=single)
 #   -w         wait for QEMU to exit instead (still prints the pid first)
+#   -P         prepare only: fetch the kernel, build the initramfs, print
+#              their absolute paths (KERNEL INITRD) instead of booting, for
+#              a guest started by something else (libvirt)
 #
 # The run directory then holds console.log (the guest console, VMT-* markers),
 # qemu.log, qemu.pid, and monitor: QEMU's human monitor on a unix socket, to
@@ -34,8 +37,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=build/guest AGENT=${VMT_AGENT:-build/vmtrace-agent} RUN="" TRANSPORT=pipe
-SMP=2 MEM=512M EVENTS='sched:*,irq:*,timer:*' APPEND="" TIMEOUT=600 ACCEL=tcg WAIT=0
-while getopts "c:A:r:t:s:m:e:a:T:1wh" o; do
+SMP=2 MEM=512M EVENTS='sched:*,irq:*,timer:*' APPEND="" TIMEOUT=600 ACCEL=tcg WAIT=0 PREP=0
+while getopts "c:A:r:t:s:m:e:a:T:1wPh" o; do
 	case $o in
 	c) CACHE=$OPTARG ;;
 	A) AGENT=$OPTARG ;;
@@ -48,6 +51,7 @@ while getopts "c:A:r:t:s:m:e:a:T:1wh" o; do
 	T) TIMEOUT=$OPTARG ;;
 	1) ACCEL=tcg,thread=single ;;
 	w) WAIT=1 ;;
+	P) PREP=1 ;;
 	h) sed -n '3,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) exit 2 ;;
 	esac
@@ -64,6 +68,10 @@ KEY=$(cat "$AGENT" "$HERE/init.sh" "$HERE/mkinitrd.sh" | sha256sum | cut -c1-64)
 if [ ! -s "$INITRD" ] || [ "$(cat "$INITRD.key" 2>/dev/null)" != "$KEY" ]; then
 	"$HERE/mkinitrd.sh" "$KDIR" "$KV" "$AGENT" "$INITRD"
 	echo "$KEY" > "$INITRD.key"
+fi
+if [ $PREP = 1 ]; then
+	echo "$(cd "$KDIR/boot" && pwd)/vmlinuz-$KV $(cd "$(dirname "$INITRD")" && pwd)/$(basename "$INITRD")"
+	exit 0
 fi
 
 # one chardev + virtserialport per port; nr=0 is reserved for consoles

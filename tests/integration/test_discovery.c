@@ -253,6 +253,54 @@ END_TEST
 
 /* A discovery folder made after the daemon started is found by the
  * periodic pass (inotify cannot watch what is not there). */
+/* A guest folder (its control port there) whose name is no guest name:
+ * passed over, but logged and counted, never silently. */
+static void make_ports(const char *root, const char *entry)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", root, entry);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/%s/agent-ctl-path.in", root, entry);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	snprintf(path, sizeof(path), "%s/%s/agent-ctl-path.out", root, entry);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+}
+
+START_TEST(bad_names_counted)
+{
+	struct disc x;
+	struct fakeguest fg;
+	struct fakeguest_conf fc;
+	char path[400], longname[80];
+
+	if (!in.ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	disc_start(&x, "disc-names", "record:\n  ring_size: 16MiB\n", "", true);
+	memset(longname, 'n', 70);
+	longname[70] = 0;
+	make_ports(x.root, longname);
+	make_ports(x.root, "two words");
+	make_ports(x.root, "host");
+	/* a folder without ports is no guest: nothing to say about it */
+	snprintf(path, sizeof(path), "%s/no ports!", x.root);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/good", x.root);
+	guest_start(&fg, &fc, path, 0);
+	expect_found(&x.d, "good", fed_pages(), 5000);
+	ck_assert_msg(ITEST_WAIT(itest_num(&x.d, NULL, "discovery_refused") >= 3, 5000),
+		      "discovery_refused is %llu",
+		      (unsigned long long)itest_num(&x.d, NULL, "discovery_refused"));
+	ck_assert_int_eq(itest_nguests(&x.d), 1);
+	ck_assert_int_ge(testd_log_count(&x.d, "/two words not recorded: a guest name"), 1);
+	ck_assert_int_ge(testd_log_count(&x.d, "/host not recorded"), 1);
+	ck_assert_int_ge(testd_log_count(&x.d, "nnnnnnnnnn not recorded"), 1);
+	ck_assert_int_eq(testd_log_count(&x.d, "no ports!"), 0);
+	fakeguest_stop(&fg);
+	disc_end(&x);
+}
+END_TEST
+
 START_TEST(root_created_later)
 {
 	struct disc x;
@@ -287,6 +335,7 @@ int main(void)
 	TEST_ADD(t, libvirt_new_id_same_guest);
 	TEST_ADD(t, root_created_later);
 	TEST_ADD(t, channels_appear_one_by_one);
+	TEST_ADD(t, bad_names_counted);
 	tcase_set_timeout(t, 90);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

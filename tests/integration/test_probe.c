@@ -221,6 +221,90 @@ START_TEST(death_fires_with_signal)
 }
 END_TEST
 
+/* A child that exits with code once *go is written to. */
+static pid_t spawn_exit(int code, int *go)
+{
+	int fds[2];
+	pid_t pid;
+	char c;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(fds[1]);
+		(void)!read(fds[0], &c, 1);
+		_exit(code);
+	}
+	close(fds[0]);
+	*go = fds[1];
+	return pid;
+}
+
+static void release(pid_t pid, int go)
+{
+	ck_assert_int_eq(write(go, "x", 1), 1);
+	close(go);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+}
+
+/* The exit policy: a non-zero status dumps; status 0 only with
+ * on_clean_exit, else it is counted as filtered (in BPF: no record). */
+START_TEST(death_exit_policy)
+{
+	const struct vmt_trigger *tr;
+	struct vmt_probe_status st;
+	struct tp t;
+	pid_t clean, failed;
+	int go_clean, go_failed;
+	char want[80];
+
+	if (!can_run())
+		VMT_SKIP("needs BPF in the build, root and /sys/kernel/btf/vmlinux");
+	tp_init(&t);
+	clean = spawn_exit(0, &go_clean);
+	failed = spawn_exit(3, &go_failed);
+	t.guests[0].ctl.peer_pid = clean;
+	t.guests[1].ctl.peer_pid = failed;
+	tp_start(&t);
+	st = status_of(&t);
+	ck_assert_msg(st.det[VMT_DET_PROCESS_DEATH].loaded, "not loaded: %s",
+		      st.det[VMT_DET_PROCESS_DEATH].reason);
+	ck_assert_uint_eq(st.pids, 2);
+	/* the clean one first: when the failed one's record is read, the
+	 * clean one's exit was decided long before */
+	release(clean, go_clean);
+	release(failed, go_failed);
+	snprintf(want, sizeof(want), "process_death: guest process %d exited (status 3)", (int)failed);
+	tr = wait_trigger(&t, want, 3000);
+	ck_assert_msg(tr, "no trigger for the exit of %d (%u others, first: %s)", (int)failed, nseen,
+		      nseen ? seen[0].reason : "-");
+	ck_assert_str_eq(seen_guest[tr - seen], "vm2");
+	snprintf(want, sizeof(want), "guest process %d ", (int)clean);
+	ck_assert_ptr_null(wait_trigger(&t, want, 0));
+	st = status_of(&t);
+	ck_assert_uint_eq(st.det[VMT_DET_PROCESS_DEATH].filtered, 1);
+	ck_assert_uint_eq(st.det[VMT_DET_PROCESS_DEATH].fired, 1);
+	tp_free(&t);
+
+	/* on_clean_exit: true, status 0 dumps as well */
+	tp_init(&t);
+	t.m->conf.detectors[VMT_DET_PROCESS_DEATH].on_clean_exit = 1;
+	clean = spawn_exit(0, &go_clean);
+	t.guests[0].ctl.peer_pid = clean;
+	tp_start(&t);
+	release(clean, go_clean);
+	snprintf(want, sizeof(want), "process_death: guest process %d exited (status 0)", (int)clean);
+	tr = wait_trigger(&t, want, 3000);
+	ck_assert_msg(tr, "no trigger for the clean exit of %d with on_clean_exit (%u others)",
+		      (int)clean, nseen);
+	ck_assert_str_eq(seen_guest[tr - seen], "vm1");
+	ck_assert_uint_eq(status_of(&t).det[VMT_DET_PROCESS_DEATH].filtered, 0);
+	tp_free(&t);
+}
+END_TEST
+
 START_TEST(starved_vcpu_fires)
 {
 	struct vmt_probe_status st;
@@ -478,6 +562,7 @@ int main(void)
 	TCase *t = tcase_create("bpf");
 
 	tcase_add_test(t, death_fires_with_signal);
+	tcase_add_test(t, death_exit_policy);
 	tcase_add_test(t, starved_vcpu_fires);
 	tcase_add_test(t, kvm_exit_loads_or_says_why);
 	tcase_add_test(t, disabled_detectors_stay_out);

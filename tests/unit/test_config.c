@@ -230,7 +230,8 @@ START_TEST(test_resolve_auto)
 }
 END_TEST
 
-/* The shipped file parses, and says nothing but the defaults. */
+/* The shipped file parses, and says nothing but the defaults, except the
+ * discovery folders of libvirt and of vmtraced's own layout. */
 START_TEST(test_shipped)
 {
 	_cleanup_free_ char *path = NULL, *got = NULL, *want = NULL;
@@ -242,6 +243,21 @@ START_TEST(test_shipped)
 	r = config_load(&c, path, err, sizeof(err));
 	ck_assert_msg(r == 0, "shipped config: %s", err);
 	ck_assert_uint_eq(c.nguests, 0);
+	ck_assert_uint_eq(c.ndiscovery, 3);
+	ck_assert_str_eq(c.discovery[0].path, "/run/libvirt/qemu/channel");
+	ck_assert_int_eq(c.discovery[0].layout, VMT_LAYOUT_LIBVIRT);
+	ck_assert_str_eq(c.discovery[1].path, "/var/lib/libvirt/qemu/channel/target");
+	ck_assert_int_eq(c.discovery[1].layout, VMT_LAYOUT_LIBVIRT);
+	ck_assert_str_eq(c.discovery[2].path, "/run/vmtraced/guests");
+	ck_assert_int_eq(c.discovery[2].layout, VMT_LAYOUT_VMTRACED);
+	ck_assert_int_eq(c.discovery[2].transport, VMT_TRANSPORT_AUTO);
+	/* bounded without a word from the operator: auto sizes, forget_after */
+	ck_assert_uint_eq(c.memory_max, VMT_AUTO);
+	ck_assert_uint_eq(c.retention.max_bytes, VMT_AUTO);
+	ck_assert_uint_gt(c.forget_after_s, 0);
+	free(c.discovery);
+	c.discovery = NULL;
+	c.ndiscovery = 0;
 	config_init(&d);
 	got = print_to_string(&c);
 	want = print_to_string(&d);
@@ -251,7 +267,7 @@ START_TEST(test_shipped)
 END_TEST
 
 /*
- * Its commented-out discovery folders and guest parse once uncommented.
+ * Its commented-out guest parses once uncommented.
  * The convention in the file: from `discovery:` on, "#  " starts
  * commented-out YAML, "# " prose.
  */
@@ -272,10 +288,7 @@ START_TEST(test_shipped_example)
 		q[1] = ' ';
 	r = config_load_string(&c, "example", text, strlen(text), err, sizeof(err));
 	ck_assert_msg(r == 0, "shipped examples: %s", err);
-	ck_assert_uint_eq(c.ndiscovery, 2);
-	ck_assert_str_eq(c.discovery[0].path, "/var/lib/libvirt/qemu/channel/target");
-	ck_assert_int_eq(c.discovery[0].layout, VMT_LAYOUT_LIBVIRT);
-	ck_assert_int_eq(c.discovery[1].layout, VMT_LAYOUT_VMTRACED);
+	ck_assert_uint_eq(c.ndiscovery, 3);
 	ck_assert_uint_eq(c.nguests, 1);
 	ck_assert_str_eq(c.guests[0].name, "web1");
 	ck_assert_uint_eq(c.guests[0].rec.ring_size, 16 << 20);
