@@ -58,6 +58,7 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_TRIGGERS_SUPPRESSED, "vmtraced_triggers_suppressed_total", COUNTER, false, "Triggers held back by the cooldown or the rate limit." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_REFUSED, "vmtraced_control_refused_total", COUNTER, false, "Control-socket connections refused." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_GUESTS_REFUSED, "vmtraced_guests_refused_total", COUNTER, false, "Guest rings refused under memory_max." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_DISCOVERY_REFUSED, "vmtraced_discovery_refused_total", COUNTER, false, "Guest folders found by discovery whose name cannot be a guest's." },
 
 	{ VMT_CTL_GUEST, VMT_CTAG_UPTIME_NS, "vmtraced_guest_state_seconds", GAUGE, true, "Time the guest has been in its state." },
 	{ VMT_CTL_GUEST, VMT_CTAG_NCPUS, "vmtraced_guest_cpus", GAUGE, false, "Guest CPUs, one ring each." },
@@ -98,6 +99,7 @@ static const struct metric {
 	{ VMT_CTL_DETECTOR, VMT_CTAG_FIRED, "vmtraced_detector_triggers_total", COUNTER, false, "Dumps it triggered." },
 	{ VMT_CTL_DETECTOR, VMT_CTAG_TRIGGERS_SUPPRESSED, "vmtraced_detector_triggers_suppressed_total", COUNTER, false, "Its triggers held back by the cooldown or the rate limit." },
 	{ VMT_CTL_DETECTOR, VMT_CTAG_DROPPED, "vmtraced_detector_events_dropped_total", COUNTER, false, "Records its BPF ring buffer dropped." },
+	{ VMT_CTL_DETECTOR, VMT_CTAG_FILTERED, "vmtraced_detector_filtered_total", COUNTER, false, "Events its policy leaves out (process_death: clean exits without on_clean_exit)." },
 };
 
 #define NMETRICS (sizeof(metrics) / sizeof(metrics[0]))
