@@ -493,6 +493,7 @@ int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf
 	g->env = env;
 	g->conf = *conf;
 	g->state = GUEST_OFFLINE;
+	g->state_since_ns = now_monotonic_ns();	/* offline since it was made, not since boot */
 	g->ctl.rfd = g->ctl.wfd = -1;
 	*out = g;
 	return 0;

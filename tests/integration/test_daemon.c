@@ -1513,6 +1513,33 @@ START_TEST(control_malformed_packets)
 }
 END_TEST
 
+/* A guest that never connected has been offline since the daemon made it,
+ * not since the machine booted: status (and metrics, and forget_after)
+ * read its time in state from there. */
+START_TEST(state_time_of_a_guest_never_seen)
+{
+	struct itest_run r;
+	struct ijson root;
+	const struct ijson *dm, *g;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "never");
+	itest_run_daemon(&r, "", 1);	/* g1's channels are never made */
+	ck_assert_int_eq(itest_status(&r.d, &root), 0);
+	dm = ijson_get(&root, "daemon");
+	g = itest_guest(&root, "g1");
+	ck_assert_ptr_nonnull(dm);
+	ck_assert_ptr_nonnull(g);
+	ck_assert_str_eq(ijson_str(g, "state"), "offline");
+	ck_assert_msg(ijson_u64(g, "uptime_ns") <= ijson_u64(dm, "uptime_ns"),
+		      "g1 offline for %llu ns, the daemon up for %llu ns",
+		      (unsigned long long)ijson_u64(g, "uptime_ns"),
+		      (unsigned long long)ijson_u64(dm, "uptime_ns"));
+	ijson_free(&root);
+	itest_run_end(&r);
+}
+END_TEST
+
 START_TEST(ctl_without_daemon)
 {
 	struct testd d = { 0 };
@@ -2742,6 +2769,7 @@ int main(void)
 	TEST_ADD(t, service_unit);
 	TEST_ADD(t, control_malformed_packets);
 	TEST_ADD(t, ctl_without_daemon);
+	TEST_ADD(t, state_time_of_a_guest_never_seen);
 	TEST_ADD(t, dump_window_by_time);
 	TEST_ADD(t, samples_from_the_index);
 	TEST_ADD(t, dump_post_trigger);
