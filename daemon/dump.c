@@ -247,7 +247,7 @@ bool dump_guest_may(struct vmt_dumps *ds, struct vmt_guest *g)
  */
 static int automatic_allowed(struct vmt_dumps *ds, const struct vmt_dump *open,
 			     char *const **names, uint32_t *n, const char **only,
-			     const struct vmt_trigger *t, uint64_t now)
+			     const struct vmt_trigger *t, bool no_cooldown, uint64_t now)
 {
 	uint32_t eligible = 0;
 	const char *first = NULL;
@@ -261,7 +261,7 @@ static int automatic_allowed(struct vmt_dumps *ds, const struct vmt_dump *open,
 			named = !strcmp((*names)[k], g->conf.name);
 		if (!named)
 			continue;
-		if (trigger_cooling(&ds->conf->triggers, &g->dumps, now) &&
+		if (!no_cooldown && trigger_cooling(&ds->conf->triggers, &g->dumps, now) &&
 		    !(open && dump_wants(open, g))) {
 			g->c.triggers_suppressed++;
 			continue;
@@ -335,7 +335,7 @@ int dump_request(struct vmt_dumps *ds, const struct vmt_dump_req *rq)
 		if (!guest_list_find(ds->guests, names[i]))
 			return -ENOENT;
 	if (trigger_is_automatic(rq->trigger)) {
-		r = automatic_allowed(ds, open, &names, &n, only, rq->trigger, now);
+		r = automatic_allowed(ds, open, &names, &n, only, rq->trigger, rq->no_cooldown, now);
 		if (r < 0)
 			return r;
 	}

@@ -67,6 +67,10 @@ struct vmt_dump_req {
 	uint64_t post_ns;
 	struct vmt_client *client;	/* to answer, or NULL */
 	uint32_t request_id;
+	/* an automatic trigger the guest's cooldown does not hold back: its
+	 * QEMU died, and what the rings hold now is all there will be (the
+	 * budgets still apply) */
+	bool no_cooldown;
 };
 
 struct vmt_waiter {

@@ -69,10 +69,11 @@ struct vmt_guest *manager_on_discovered(void *owner, const struct vmt_guest_conf
 	return manager_add_guest(owner, gc, &g) < 0 ? NULL : g;
 }
 
-static int on_detector(void *owner, const char *guest, const struct vmt_trigger *t)
+static int on_detector(void *owner, const char *guest, const struct vmt_trigger *t, bool last_word)
 {
 	char *names[1] = { (char *)guest };
-	struct vmt_dump_req rq = { .names = names, .n = guest ? 1 : 0, .trigger = t };
+	struct vmt_dump_req rq = { .names = names, .n = guest ? 1 : 0, .trigger = t,
+				   .no_cooldown = last_word };
 
 	return dump_request(&((struct vmt_manager *)owner)->dumps, &rq);
 }

@@ -291,7 +291,7 @@ static int rb_event(void *ctx, void *data, size_t len)
 			return 0;
 		}
 	}
-	r = p->env.fire(p->env.owner, guest, &t);
+	r = p->env.fire(p->env.owner, guest, &t, e->detector == VMT_DET_PROCESS_DEATH);
 	if (r == -EBUSY) {
 		p->mgr_suppressed[e->detector]++;
 		log_debug("detector %s (suppressed)", t.reason);

@@ -28,8 +28,9 @@ struct vmt_probe_env {
 	const struct vmt_config *conf;	/* the daemon's, as reloads change it */
 	const struct vmt_guest_list *guests;	/* whose QEMU the detectors follow */
 	/* A detector fired: a dump of that guest (NULL: of every guest);
-	 * -EBUSY when its owner's trigger policy held it back. */
-	int (*fire)(void *owner, const char *guest, const struct vmt_trigger *t);
+	 * -EBUSY when its owner's trigger policy held it back. last_word: the
+	 * guest's QEMU is gone (process_death), nothing of it can come later. */
+	int (*fire)(void *owner, const char *guest, const struct vmt_trigger *t, bool last_word);
 	void *owner;
 };
 
