@@ -67,13 +67,7 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 	g->target_seq = calloc(ncpus, sizeof(*g->target_seq));
 	g->stats = calloc(ncpus, sizeof(*g->stats));
 	if (!g->rings || !g->stream_base || !g->target_seq || !g->stats) {
-		free(g->rings);
-		free(g->stream_base);
-		free(g->target_seq);
-		free(g->stats);
-		g->rings = NULL;
-		g->stream_base = g->target_seq = NULL;
-		g->stats = NULL;
+		guest_free_rings(g);	/* no ring yet: the arrays */
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < ncpus; i++) {

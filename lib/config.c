@@ -197,30 +197,25 @@ static int ret_max_bytes(struct yamlconf *y, yaml_node_t *v, const char *field, 
 	return read_size_auto(y, v, field, RETAIN_BYTES_MIN, RETAIN_BYTES_MAX, &rt->max_bytes);
 }
 
+/* A count from 0 to RETAIN_SAMPLES_MAX. */
+static int ret_count(struct yamlconf *y, yaml_node_t *v, const char *field, uint32_t *out)
+{
+	long long n;
+	int r = yamlconf_read_int(y, v, field, 0, RETAIN_SAMPLES_MAX, &n);
+
+	if (r == 0)
+		*out = (uint32_t)n;
+	return r;
+}
+
 static int ret_max_samples(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
-	struct vmt_retention_conf *rt = obj;
-	long long n;
-	int r;
-
-	r = yamlconf_read_int(y, v, field, 0, RETAIN_SAMPLES_MAX, &n);
-	if (r < 0)
-		return r;
-	rt->max_samples = (uint32_t)n;
-	return 0;
+	return ret_count(y, v, field, &((struct vmt_retention_conf *)obj)->max_samples);
 }
 
 static int ret_max_aux(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
-	struct vmt_retention_conf *rt = obj;
-	long long n;
-	int r;
-
-	r = yamlconf_read_int(y, v, field, 0, RETAIN_SAMPLES_MAX, &n);
-	if (r < 0)
-		return r;
-	rt->max_aux = (uint32_t)n;
-	return 0;
+	return ret_count(y, v, field, &((struct vmt_retention_conf *)obj)->max_aux);
 }
 
 static int ret_max_age(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)

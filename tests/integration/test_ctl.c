@@ -24,11 +24,7 @@
 
 static struct itest_input in;
 
-#define NEED_INPUT()                                                        \
-	do {                                                                \
-		if (!in.ncpus)                                              \
-			VMT_SKIP("no ftrace pages: not root and no corpus"); \
-	} while (0)
+#define NEED_INPUT() ITEST_NEED_INPUT(in)
 
 static uint64_t fed_pages_of(const struct fakeguest_conf *fc)
 {
@@ -74,15 +70,7 @@ static int run(char *out, size_t n, char *err, size_t en, const char *fmt, ...)
 	snprintf(cmd + strlen(cmd), 700, " 2>'%s'", tmpl);
 	p = popen(cmd, "r");
 	ck_assert_ptr_nonnull(p);
-	if (out && n) {
-		got = fread(out, 1, n - 1, p);
-		out[got] = 0;
-	} else {
-		char sink[4096];
-		while (fread(sink, 1, sizeof(sink), p) > 0)
-			;
-	}
-	st = pclose(p);
+	st = testd_ctl_end(p, out, n);	/* reads stdout, closes, the exit code */
 	e = fopen(tmpl, "r");
 	if (err && en && e) {
 		got = fread(err, 1, en - 1, e);
@@ -91,7 +79,7 @@ static int run(char *out, size_t n, char *err, size_t en, const char *fmt, ...)
 	if (e)
 		fclose(e);
 	unlink(tmpl);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return st;
 }
 
 /* ---- help and usage --------------------------------------------------------- */

@@ -70,11 +70,7 @@ static uint64_t fed_events(void)
 	return n;
 }
 
-#define NEED_INPUT()                                                        \
-	do {                                                                \
-		if (!in.ncpus)                                              \
-			VMT_SKIP("no ftrace pages: not root and no corpus"); \
-	} while (0)
+#define NEED_INPUT() ITEST_NEED_INPUT(in)
 
 static uint64_t sample_pages(const struct vmt_sample *s)
 {

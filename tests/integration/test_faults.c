@@ -47,11 +47,7 @@
 
 static struct itest_input in;
 
-#define NEED_INPUT()                                                        \
-	do {                                                                \
-		if (!in.ncpus)                                              \
-			VMT_SKIP("no ftrace pages: not root and no corpus"); \
-	} while (0)
+#define NEED_INPUT() ITEST_NEED_INPUT(in)
 
 /* ---- the shim ---------------------------------------------------------------- */
 

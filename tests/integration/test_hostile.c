@@ -59,11 +59,7 @@ static struct vmt_buf bundle;
 static uint64_t idle_rss_kib;	/* a daemon with no guest, measured in main() */
 static uint64_t san_kib;	/* more margin under AddressSanitizer: its shadow and caches grow */
 
-#define NEED_INPUT()                                                        \
-	do {                                                                \
-		if (!in.ncpus)                                              \
-			VMT_SKIP("no ftrace pages: not root and no corpus"); \
-	} while (0)
+#define NEED_INPUT() ITEST_NEED_INPUT(in)
 
 #define say(...)                                                            \
 	do {                                                                \

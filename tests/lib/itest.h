@@ -36,6 +36,13 @@ struct itest_input {
 /* The fixed corpus (or, with VMT_TEST_INPUT=tracefs and root, two seconds
  * of this machine's sched:* and irq:*), at most ITEST_MAX_PAGES per CPU;
  * in->ncpus is 0 when there is none. */
+/* A case that needs guest pages skips, saying why, when in has none. */
+#define ITEST_NEED_INPUT(in)                                                \
+	do {                                                                \
+		if (!(in).ncpus)                                            \
+			VMT_SKIP("no ftrace pages: not root and no corpus"); \
+	} while (0)
+
 void itest_input_prepare(struct itest_input *in);
 void itest_input_free(struct itest_input *in);
 /* Events in n pages, as page_scan() counts them. */
