@@ -135,6 +135,9 @@ void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s)
 		sync_session_end(g);
 	g->state = s;
 	g->state_since_ns = now_monotonic_ns();
+	/* a session that ends or starts over drops what it was receiving:
+	 * say so to the memory account at once, not at its next message */
+	guest_settle_meta(g);
 }
 
 static int guest_timer_cb(sd_event_source *s, uint64_t usec, void *userdata);

@@ -265,6 +265,7 @@ void hostsrc_tasks(struct vmt_hostsrc *h)
 	}
 	buf_free(&h->g->tasks);
 	h->g->tasks = t;
+	guest_settle_meta(h->g);
 }
 
 /* ---- the "host" guest -------------------------------------------------------- */
@@ -339,6 +340,7 @@ static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
 	a->created_ns = now_realtime_ns();
 	a->version = guest_aux_version(g, a->id, &exists);
 	g->have_aux = true;
+	guest_settle_meta(g);	/* the bundle counts under memory_max until it is written */
 	/* the bundle stays: the aux file is written ahead of the first sample */
 	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "aux version %u (%s)", a->version,
 		  exists ? "already on disk" : "new");

@@ -1129,6 +1129,60 @@ static void *flap_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A guest announces a metadata bundle (META_BEGIN, half of metadata_max) and
+ * hangs up. What it announced counts under memory_max while it is being
+ * received; once the session is over it must count no more, at once, not
+ * at the guest's next message (which may never come): otherwise a few
+ * guests that do this leave no room for the others' metadata.
+ */
+START_TEST(announced_metadata_released)
+{
+	struct itest_run r;
+	struct rawsock s;
+	struct vmt_proto_rx *rx = malloc(sizeof(*rx));
+	struct vmt_buf b = { 0 };
+	char extra[1024] = "", dir[300], st[64];
+	uint8_t p[16] = { 0 };
+	uint64_t announced = 8ull << 20;	/* half of TOP's metadata_max */
+	int ctl;
+
+	NEED_INPUT();
+	ck_assert_ptr_nonnull(rx);
+	run_init(&r, "hostile-meta");
+	snprintf(dir, sizeof(dir), "%s/quitter", r.dir);
+	rawsock_listen(&s, dir, 1);
+	extra_yaml(extra, sizeof(extra), "quitter", dir, "socket");
+	daemon_start(&r, NULL, 0, extra);
+
+	ctl = rawsock_accept(&s, test_deadline_ms(5000));
+	ck_assert_msg(ctl >= 0, "vmtraced did not connect to the guest's sockets");
+	proto_rx_init(rx);
+	hello_msg(&b, 1, PS, 0);
+	ck_assert_int_eq(write_full(ctl, b.data, b.len), 0);
+	ck_assert_int_eq(read_until(ctl, rx, VMT_MSG_START, test_deadline_ms(5000)), 0);
+	b.len = 0;
+	proto_put(&b, VMT_MSG_STARTED, p, 8);
+	put_le64(p, announced);
+	proto_put(&b, VMT_MSG_META_BEGIN, p, 16);
+	ck_assert_int_eq(write_full(ctl, b.data, b.len), 0);
+	/* the announcement is counted while the bundle is awaited */
+	ck_assert_msg(itest_wait_num_ge(&r.d, NULL, "mem_used", announced, 10000),
+		      "mem_used %llu, the announced %llu not counted",
+		      (unsigned long long)itest_num(&r.d, NULL, "mem_used"),
+		      (unsigned long long)announced);
+	rawsock_hangup(&s);
+	ck_assert_msg(itest_wait_state(&r.d, "quitter", "offline", 10000, st, sizeof(st)),
+		      "quitter is '%s', not offline", st);
+	/* gone: only its rings are left */
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "mem_used"), itest_num(&r.d, "quitter", "mem_used"));
+	rawsock_close(&s);
+	buf_free(&b);
+	free(rx);
+	itest_run_end(&r);
+}
+END_TEST
+
 /* Control-socket STATUS round trips, in process (no vmtracectl to start),
  * until told to stop: the daemon's own latency while a guest storms. */
 struct poller {
@@ -1593,6 +1647,7 @@ int main(void)
 	TEST_ADD(t, control_channel);
 	TEST_ADD(t, fifo_agent_dies_mid_message);
 	TEST_ADD(t, reconnect_storm);
+	TEST_ADD(t, announced_metadata_released);
 	TEST_ADD(t, trigger_flood);
 	TEST_ADD(t, symlinked_ports);
 	tcase_set_timeout(t, 60);
