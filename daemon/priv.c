@@ -58,7 +58,29 @@ uint64_t priv_needed(const struct vmt_config *conf)
  * user's, so that it can write and prune them without CAP_DAC_OVERRIDE.
  * Nothing is followed: the folders are opened O_NOFOLLOW, the files changed
  * with AT_SYMLINK_NOFOLLOW, and only folders and regular files are touched.
+ * A file is opened O_PATH|O_NOFOLLOW and changed through that descriptor
+ * only if it is a regular file with one link, owned by root or the user
+ * already: a hard link the user made to a file of root's (say /etc/shadow)
+ * in a folder of its own is left alone, and said.
  */
+static void own_file(int dfd, const char *state_dir, const char *guest, const char *name,
+		     uid_t uid, gid_t gid)
+{
+	_cleanup_close_ int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return;
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || (st.st_uid != 0 && st.st_uid != uid)) {
+		log_warning("%s/%s/%s is not given to the user: not a file of the state folder's "
+			    "own (links %lu, owner %u)", state_dir, guest, name,
+			    (unsigned long)st.st_nlink, (unsigned)st.st_uid);
+		return;
+	}
+	if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
+		log_warning("cannot give %s/%s/%s to its user: %m", state_dir, guest, name);
+}
+
 static int own_state(const char *state_dir, uid_t uid, gid_t gid)
 {
 	_cleanup_close_ int top = -1;
@@ -78,7 +100,7 @@ static int own_state(const char *state_dir, uid_t uid, gid_t gid)
 		DIR *gd;
 		struct dirent *fe;
 
-		if (de->d_name[0] == '.' || de->d_type != DT_DIR)
+		if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
 			continue;
 		gfd = openat(top, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (gfd < 0)
@@ -89,10 +111,8 @@ static int own_state(const char *state_dir, uid_t uid, gid_t gid)
 			continue;
 		}
 		while ((fe = readdir(gd)))
-			if (fe->d_type == DT_REG &&
-			    fchownat(dirfd(gd), fe->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-				log_warning("cannot give %s/%s/%s to its user: %m", state_dir,
-					    de->d_name, fe->d_name);
+			if (strcmp(fe->d_name, ".") && strcmp(fe->d_name, ".."))
+				own_file(dirfd(gd), state_dir, de->d_name, fe->d_name, uid, gid);
 		closedir(gd);
 	}
 	closedir(d);

@@ -1072,6 +1072,10 @@ START_TEST(privilege_user)
 	ck_assert_int_eq(itest_sh("chown -R nobody '%s'", r.chan[0]), 0);
 	snprintf(path, sizeof(path), "%s/state/g1", r.dir);
 	ck_assert_int_eq(itest_sh("mkdir -p -m 0700 '%s' && echo old >'%s/stray'", path, path), 0);
+	/* and a hard link to a file of root's elsewhere, as a compromised
+	 * daemon running as that user could have left: not given away */
+	ck_assert_int_eq(itest_sh("echo secret >'%s/secret' && chmod 600 '%s/secret' && "
+				  "ln '%s/secret' '%s/link'", r.dir, r.dir, r.dir, path), 0);
 	itest_run_daemon(&r, top, 1);
 	ck_assert(ITEST_WAIT(testd_log_count(&r.d, "privilege: running as nobody") == 1, 10000));
 
@@ -1102,6 +1106,10 @@ START_TEST(privilege_user)
 	snprintf(path, sizeof(path), "%s/state/g1/stray", r.dir);
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_uint_eq(st.st_uid, pw->pw_uid);
+	snprintf(path, sizeof(path), "%s/secret", r.dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_uid, 0);
+	ck_assert_int_ge(testd_log_count(&r.d, "link is not given to the user"), 1);
 	snprintf(path, sizeof(path), "%s/state", r.dir);
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_uint_eq(st.st_uid, pw->pw_uid);
