@@ -70,8 +70,10 @@ int discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, 
 	return 1;
 }
 
-/* A guest folder we will not record: say so, but not every rescan. */
-static void discovery_refuse_name(struct vmt_discovery *d, const char *root, const char *entry)
+/* A guest folder we will not record: say why (why NULL: its name), but not
+ * every rescan. */
+static void discovery_refuse_name(struct vmt_discovery *d, const char *root, const char *entry,
+				  const char *why)
 {
 	uint64_t now = now_monotonic_ns();
 
@@ -83,7 +85,12 @@ static void discovery_refuse_name(struct vmt_discovery *d, const char *root, con
 		d->log_until_ns = now + NAME_LOG_WINDOW_NS;
 		d->logged = 0;
 	}
-	if (++d->logged <= NAME_LOG_BURST)
+	if (++d->logged > NAME_LOG_BURST)
+		return;
+	if (why)
+		log_warning("discovery: %s/%.*s%s not recorded: %s", root, 80, entry,
+			    strlen(entry) > 80 ? "..." : "", why);
+	else
 		log_warning("discovery: %s/%.*s%s not recorded: a guest name is 1 to %d letters, digits, "
 			    "_ . - (and does not start with .)", root, 80, entry,
 			    strlen(entry) > 80 ? "..." : "", VMT_NAME_MAX - 1);
@@ -123,15 +130,28 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 		if (channel_probe(path, "agent-ctl-path", &t) < 0)
 			continue;
 		if (r < 0 || !strcmp(name, "host")) {	/* the host's own trace has that name */
-			discovery_refuse_name(d, dc->path, de->d_name);
+			discovery_refuse_name(d, dc->path, de->d_name, NULL);
 			continue;
 		}
 		g = guest_list_find(d->guests, name);
-		if (g && !g->discovered)
-			continue;	/* a configured guest of that name wins */
+		if (g && !g->discovered) {
+			/* a configured guest of that name wins, said and counted */
+			discovery_refuse_name(d, dc->path, de->d_name,
+					      "a configured guest has its name");
+			continue;
+		}
+		if (g && strcmp(g->conf.path, path) && g->state != GUEST_OFFLINE) {
+			/* two live folders, one name (libvirt keeps 20 characters of
+			 * a domain's name; anyone in group vmtraced can make a folder
+			 * in guests/): the one recording keeps it, the other is not
+			 * mixed into its samples */
+			discovery_refuse_name(d, dc->path, de->d_name,
+					      "another folder of that name is being recorded");
+			continue;
+		}
 		if (g) {
 			g->present = true;
-			if (strcmp(g->conf.path, path) && g->state == GUEST_OFFLINE) {
+			if (strcmp(g->conf.path, path)) {
 				/* libvirt restarted it under a new id: same guest */
 				log_guest(VMT_LOG_INFO, 0, name, "now at %s", path);
 				snprintf(g->conf.path, sizeof(g->conf.path), "%s", path);

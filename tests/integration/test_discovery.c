@@ -212,6 +212,39 @@ START_TEST(libvirt_new_id_same_guest)
 }
 END_TEST
 
+/* Two live folders with one name (libvirt keeps 20 characters of a domain's
+ * name: production-database-01 and -02 both become production-database-):
+ * the guest recording keeps its folder, the other is said and counted, not
+ * mixed into its samples. */
+START_TEST(libvirt_same_name_twice)
+{
+	struct disc x;
+	struct fakeguest fg, fg2;
+	struct fakeguest_conf fc, fc2;
+	char path[400], path2[400];
+
+	if (!in.ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	disc_start(&x, "disc-twice", "record:\n  ring_size: 16MiB\n", "    layout: libvirt\n", true);
+	snprintf(path, sizeof(path), "%s/domain-5-web", x.root);
+	guest_start(&fg, &fc, path, 1);
+	expect_found(&x.d, "web", fed_pages(), 5000);
+	snprintf(path2, sizeof(path2), "%s/domain-6-web", x.root);
+	guest_start(&fg2, &fc2, path2, 1);
+	ck_assert_msg(ITEST_WAIT(itest_num(&x.d, NULL, "discovery_refused") >= 1, 15000),
+		      "discovery_refused is %llu (log: %s)",
+		      (unsigned long long)itest_num(&x.d, NULL, "discovery_refused"), x.d.log);
+	ck_assert_int_ge(testd_log_count(&x.d, "domain-6-web not recorded: another folder of that "
+					 "name is being recorded"), 1);
+	ck_assert_int_eq(itest_nguests(&x.d), 1);
+	ck_assert_uint_eq(itest_num(&x.d, "web", "sessions"), 1);
+	ck_assert_int_eq(testd_log_count(&x.d, "now at"), 0);	/* web did not move */
+	fakeguest_stop(&fg2);
+	fakeguest_stop(&fg);
+	disc_end(&x);
+}
+END_TEST
+
 /* The ports of a guest appear one by one (channels hot-plugged with virsh
  * attach-device, FIFOs made by a shell loop): the guest found with fewer
  * data channels than its agent has CPUs must be streamed once they are all
@@ -333,6 +366,7 @@ int main(void)
 	TEST_ADD(t, vmtraced_layout_fifo);
 	TEST_ADD(t, libvirt_layout_forget_and_return);
 	TEST_ADD(t, libvirt_new_id_same_guest);
+	TEST_ADD(t, libvirt_same_name_twice);
 	TEST_ADD(t, root_created_later);
 	TEST_ADD(t, channels_appear_one_by_one);
 	TEST_ADD(t, bad_names_counted);
