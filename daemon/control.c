@@ -55,6 +55,7 @@ struct vmt_control {
 	uint64_t refused;
 	uint64_t bad_requests;
 	uint64_t busy_log_until_ns;	/* "too many connections" is said once a minute */
+	uint64_t denied_log_until_ns;	/* and "not root nor in the groups" */
 	struct {
 		uid_t uid;
 		gid_t gid;
@@ -337,9 +338,17 @@ static int accept_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	if (cl->access == ACCESS_NONE && !cl->busy) {
 		/* say why, and hang up only once the request is read: closing a
 		 * socket with unread data resets it, and the answer is lost */
+		uint64_t now = now_monotonic_ns();
+
 		c->refused++;
-		log_warning("control: refused uid %u (pid %d): not root nor in the control groups",
-			    cred.uid, cred.pid);
+		/* any local user can connect in a loop: said once a minute, with
+		 * how many were refused meanwhile */
+		if (now >= c->denied_log_until_ns) {
+			log_warning("control: refused uid %u (pid %d): not root nor in the control "
+				    "groups (%llu refused in all; more within a minute are not said)",
+				    cred.uid, cred.pid, (unsigned long long)c->refused);
+			c->denied_log_until_ns = now + 60 * 1000000000ull;
+		}
 		control_error(cl, 0, EACCES, "permission denied: vmtraced answers root and the "
 				      "members of its control groups only");
 	}
