@@ -7,13 +7,15 @@
  * guests stay unless a configured one takes their name; the host source
  * stays if host: did not change; the detectors load again if theirs did.
  * What only a restart can change (control_socket, user, sandbox,
- * dump_reserve) is said and kept.
+ * dump_reserve; the detectors and the host source when not running as
+ * root) is said and kept.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include "control.h"
 #include "discovery.h"
@@ -54,6 +56,20 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, char *err, 
 		log_warning("user or sandbox changed: they take effect at the next start");
 		memcpy(nc->user, m->conf.user, sizeof(nc->user));
 		nc->sandbox = m->conf.sandbox;
+	}
+	/*
+	 * As a user other than root (the unit's User=, or user:), what was set
+	 * up with root's files cannot be set up again: the detectors' tracepoint
+	 * ids and the host's tracefs instance are root's, and the capabilities
+	 * that reached them were given up after start-up.
+	 */
+	if (geteuid() != 0 &&
+	    (memcmp(&nc->detectors, &m->conf.detectors, sizeof(nc->detectors)) ||
+	     !host_conf_equal(&nc->host, &m->conf.host))) {
+		log_warning("detectors or host changed: they take effect at the next start (running "
+			    "as uid %u, without root's files)", (unsigned)geteuid());
+		memcpy(nc->detectors, m->conf.detectors, sizeof(nc->detectors));
+		nc->host = m->conf.host;
 	}
 	if (nc->dump_reserve != m->conf.dump_reserve) {
 		log_warning("dump_reserve changed: the new size takes effect at the next start");

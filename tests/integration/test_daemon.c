@@ -1195,6 +1195,19 @@ START_TEST(service_unit)
 	itest_expect_pages_in(&r.d, "g1", fed_pages());
 	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
 	ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "reload"), 0);
+	/* as a user, the detectors cannot be set up again (their tracepoints
+	 * are root's files): a change waits for a restart, said, and the ones
+	 * running stay */
+	{
+		char body[sizeof(r.body) + 128];
+
+		snprintf(body, sizeof(body), "%sdetectors:\n  oom: {enabled: false}\n", r.body);
+		ck_assert_int_eq(itest_write_conf(&r.d, body), 0);
+		ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "reload"), 0);
+		ck_assert_int_eq(testd_log_count(&r.d, "detectors or host changed: they take effect "
+						 "at the next start"), 1);
+		ck_assert_int_eq(testd_log_count(&r.d, "detector oom loaded"), 1);
+	}
 	/* ExecReload= (vmtracectl reload) as the service runs it: its user,
 	 * its system call filter; a refused file fails it. No leak checking,
 	 * as for the daemon: it ptraces, which the filter forbids. */
