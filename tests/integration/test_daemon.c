@@ -1006,6 +1006,9 @@ START_TEST(privilege_dropped)
 
 		ck_assert_int_eq(testd_start(&d, dir, cases[i].body), 0);
 		ck_assert(ITEST_WAIT(testd_log_count(&d, "privilege: running with") == 1, 10000));
+		/* and the writer thread is started: it says it is running after that
+		 * (the socket answers a connect() from its backlog before) */
+		ck_assert(ITEST_WAIT(testd_log_count(&d, " running: ") == 1, 10000));
 		snprintf(tdir, sizeof(tdir), "/proc/%d/task", (int)d.pid);
 		tasks = opendir(tdir);
 		ck_assert_ptr_nonnull(tasks);
