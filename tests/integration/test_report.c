@@ -773,6 +773,27 @@ START_TEST(merge_output_not_followed)
 }
 END_TEST
 
+/* The format of the fuzz regression input that crashed libtraceevent's
+ * parser (a print fmt cut short): the text after its 2-byte length. */
+static char *crashing_format(void)
+{
+	char path[4200];
+	uint8_t *input;
+	size_t n;
+	char *text;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/tests/fuzz/regress/decode/print-fmt-cut-short", test_srcdir());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	input = test_slurp(fd, &n);
+	close(fd);
+	ck_assert_uint_ge(n, 2);
+	text = strndup((const char *)input + 2, get_le16(input));
+	free(input);
+	return text;
+}
+
 /*
  * A format text that crashes libtraceevent's own parser (found by
  * fuzz_decode: a print fmt cut short): report parses the formats in a child
@@ -782,21 +803,13 @@ END_TEST
 START_TEST(format_that_crashes_the_parser)
 {
 	static struct aux_edit ed[1] = { { "events/sched/sched_switch/format", NULL, NULL } };
-	char path[4200], auxp[2200], want[64], *text;
-	uint8_t *input;
-	size_t n;
+	char auxp[2200], want[64], *text;
 	uint64_t sw;
-	int rc, fd;
+	int rc;
 	SETUP();
 
 	(void)id;
-	snprintf(path, sizeof(path), "%s/tests/fuzz/regress/decode/print-fmt-cut-short", test_srcdir());
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	ck_assert_int_ge(fd, 0);
-	input = test_slurp(fd, &n);
-	close(fd);
-	ck_assert_uint_ge(n, 2);
-	text = strndup((const char *)input + 2, get_le16(input));
+	text = crashing_format();
 	ed[0].to = text;
 	sw = stats_of(expected, "sched_switch");
 	edited_pair(dir, "crash", ed, 1, auxp, sizeof(auxp), s1, sizeof(s1));
@@ -809,7 +822,6 @@ START_TEST(format_that_crashes_the_parser)
 	snprintf(want, sizeof(want), "sched_wakeup");
 	ck_assert_uint_eq(stats_of(out, want), stats_of(expected, want));
 	free(text);
-	free(input);
 	TEARDOWN();
 }
 END_TEST
@@ -867,25 +879,17 @@ START_TEST(merge_crafted_formats)
 		{ "events/irq/irq_handler_entry/format", "__data_loc char[] name", "__rel_loc char[] name" },
 	};
 	static struct aux_edit crash[1] = { { "events/sched/sched_switch/format", NULL, NULL } };
-	char path[4200], auxp[2200], dat[2200], s2[4200], want[256], *text;
+	char auxp[2200], dat[2200], s2[4200], want[256], *text;
 	const char *said[2] = { "0 metadata entries crash libtraceevent's parser, 1 event format(s) "
 				"have a field outside any record: left out of the trace",
 				"1 metadata entry crash libtraceevent's parser, 0 event format(s) "
 				"have a field outside any record: left out of the trace" };
 	uint64_t sw, swake;
-	uint8_t *input;
-	size_t n;
-	int rc, fd;
+	int rc;
 	SETUP();
 
 	(void)id;
-	snprintf(path, sizeof(path), "%s/tests/fuzz/regress/decode/print-fmt-cut-short", test_srcdir());
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	ck_assert_int_ge(fd, 0);
-	input = test_slurp(fd, &n);
-	close(fd);
-	ck_assert_uint_ge(n, 2);
-	text = strndup((const char *)input + 2, get_le16(input));
+	text = crashing_format();
 	crash[0].to = text;
 	sw = stats_of(expected, "sched_switch");
 	swake = stats_of(expected, "sched_wakeup");
@@ -929,7 +933,6 @@ START_TEST(merge_crafted_formats)
 		}
 	}
 	free(text);
-	free(input);
 	TEARDOWN();
 }
 END_TEST
