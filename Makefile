@@ -33,7 +33,7 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 	-DVMT_SCHEMA_STRICT
 endif
 
-PKGS       := libsystemd libtracefs libtraceevent libzstd yaml-0.1
+PKGS       := libsystemd libtracefs libtraceevent libzstd liblz4 yaml-0.1
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 TCMD_LIBS  := $(shell $(PKG_CONFIG) --libs libtracecmd 2>/dev/null)

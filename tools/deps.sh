@@ -7,7 +7,7 @@
 # 9090): `systemctl disable --now prometheus` if that is not wanted.
 set -eu
 PKGS="make gcc pkg-config libsystemd-dev libtracefs-dev libtraceevent-dev libtracecmd-dev
-libbpf-dev bpftool clang llvm libzstd-dev zstd libyaml-dev check trace-cmd
+libbpf-dev bpftool clang llvm libzstd-dev liblz4-dev zstd libyaml-dev check trace-cmd
 qemu-system-x86 busybox-static cpio kmod systemd libc6-dev libclang-rt-14-dev
 kernelshark xvfb imagemagick stress-ng libcap-dev libseccomp-dev python3
 dpkg-dev debhelper lintian prometheus

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <lz4.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "frame.h"
+#include "util.h"
+
+const char *frame_codec_name(uint32_t codec)
+{
+	switch (codec) {
+#define X(n, v, t) case v: return t;
+	VMT_FRAME_CODECS(X)
+#undef X
+	}
+	return NULL;
+}
+
+int frame_codec_parse(const char *s)
+{
+#define X(n, v, t) if (!strcmp(s, t)) return v;
+	VMT_FRAME_CODECS(X)
+#undef X
+	return -EINVAL;
+}
+
+void frame_hdr_put(uint8_t out[VMT_FRAME_HDR_SIZE], const struct vmt_frame_hdr *h)
+{
+	put_le32(out + 0, h->codec);
+	put_le32(out + 4, h->npages);
+	put_le64(out + 8, h->first_seq);
+	put_le64(out + 16, h->first_ts);
+	put_le64(out + 24, h->last_ts);
+	put_le32(out + 32, h->events);
+	put_le32(out + 36, h->flags);
+}
+
+int frame_hdr_get(const uint8_t *p, size_t len, struct vmt_frame_hdr *h, char *why, size_t why_len)
+{
+	const char *bad = NULL;
+
+	memset(h, 0, sizeof(*h));
+	if (len < VMT_FRAME_HDR_SIZE) {
+		snprintf(why, why_len, "frame of %zu bytes, shorter than its header", len);
+		return -EBADMSG;
+	}
+	h->codec = get_le32(p + 0);
+	h->npages = get_le32(p + 4);
+	h->first_seq = get_le64(p + 8);
+	h->first_ts = get_le64(p + 16);
+	h->last_ts = get_le64(p + 24);
+	h->events = get_le32(p + 32);
+	h->flags = get_le32(p + 36);
+	if (!frame_codec_name(h->codec))
+		bad = "an unknown codec";
+	else if (!h->npages || h->npages > VMT_FRAME_MAX_PAGES)
+		bad = "a page count out of range";
+	else if (h->flags & ~VMT_FRAME_MISSED)
+		bad = "unknown flags";
+	else if (h->first_ts > h->last_ts)
+		bad = "its first event after its last";
+	if (bad) {
+		snprintf(why, why_len, "frame header with %s (codec %u, %u pages, flags %#x)", bad,
+			 h->codec, h->npages, h->flags);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+struct vmt_frame_ctx {
+	uint32_t codec;
+	int level;
+	size_t max_raw;
+	ZSTD_CCtx *z;
+	void *lz4_state;
+	uint8_t *gather;	/* max_raw bytes: pieces made contiguous */
+};
+
+struct vmt_frame_ctx *frame_ctx_new(uint32_t codec, int level, size_t max_raw)
+{
+	struct vmt_frame_ctx *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	*c = (struct vmt_frame_ctx){ .codec = codec, .level = level, .max_raw = max_raw };
+	c->gather = malloc(max_raw ? max_raw : 1);
+	if (codec == VMT_FRAME_ZSTD) {
+		c->z = ZSTD_createCCtx();
+		if (c->z && ZSTD_isError(ZSTD_CCtx_setParameter(c->z, ZSTD_c_compressionLevel, level)))
+			goto fail;
+		if (c->z)
+			ZSTD_CCtx_setParameter(c->z, ZSTD_c_contentSizeFlag, 1);
+	} else if (codec == VMT_FRAME_LZ4) {
+		c->lz4_state = malloc((size_t)LZ4_sizeofState());
+	}
+	if (!c->gather || (codec == VMT_FRAME_ZSTD && !c->z) || (codec == VMT_FRAME_LZ4 && !c->lz4_state))
+		goto fail;
+	return c;
+fail:
+	frame_ctx_free(c);
+	return NULL;
+}
+
+void frame_ctx_free(struct vmt_frame_ctx *c)
+{
+	if (!c)
+		return;
+	ZSTD_freeCCtx(c->z);
+	free(c->lz4_state);
+	free(c->gather);
+	free(c);
+}
+
+size_t frame_bound(uint32_t codec, size_t raw)
+{
+	switch (codec) {
+	case VMT_FRAME_ZSTD:
+		return ZSTD_compressBound(raw);
+	case VMT_FRAME_LZ4:
+		return raw > LZ4_MAX_INPUT_SIZE ? 0 : (size_t)LZ4_compressBound((int)raw);
+	default:
+		return raw;
+	}
+}
+
+ssize_t frame_compress(struct vmt_frame_ctx *c, const struct vmt_iovec *iov, size_t n, uint8_t *out,
+		       size_t cap)
+{
+	const void *src;
+	size_t raw = 0;
+
+	for (size_t i = 0; i < n; i++)
+		raw += iov[i].len;
+	if (raw > c->max_raw || cap < frame_bound(c->codec, raw))
+		return -EINVAL;
+	if (n == 1) {
+		src = iov[0].base;
+	} else {
+		size_t off = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			memcpy(c->gather + off, iov[i].base, iov[i].len);
+			off += iov[i].len;
+		}
+		src = c->gather;
+	}
+	switch (c->codec) {
+	case VMT_FRAME_ZSTD: {
+		size_t r = ZSTD_compress2(c->z, out, cap, src, raw);
+
+		return ZSTD_isError(r) ? -EIO : (ssize_t)r;
+	}
+	case VMT_FRAME_LZ4: {
+		int r = LZ4_compress_fast_extState(c->lz4_state, src, (char *)out, (int)raw, (int)cap,
+						   VMT_MAX(c->level, 1));
+
+		return r <= 0 ? -EIO : r;
+	}
+	default:
+		memcpy(out, src, raw);
+		return (ssize_t)raw;
+	}
+}
+
+/* One decompression context per thread, kept: readers decode many frames. */
+static ZSTD_DCtx *dctx(void)
+{
+	static __thread ZSTD_DCtx *d;
+
+	if (!d)
+		d = ZSTD_createDCtx();
+	return d;
+}
+
+int frame_decode(uint32_t codec, const uint8_t *payload, size_t len, void *out, size_t raw, char *why,
+		 size_t why_len)
+{
+	switch (codec) {
+	case VMT_FRAME_NONE:
+		if (len != raw)
+			goto size;
+		memcpy(out, payload, raw);
+		return 0;
+	case VMT_FRAME_ZSTD: {
+		unsigned long long cs = ZSTD_getFrameContentSize(payload, len);
+		size_t fs = ZSTD_findFrameCompressedSize(payload, len), r;
+		ZSTD_DCtx *d;
+
+		if (cs == ZSTD_CONTENTSIZE_ERROR || cs == ZSTD_CONTENTSIZE_UNKNOWN || ZSTD_isError(fs)) {
+			snprintf(why, why_len, "not a zstd frame with its content size");
+			return -EBADMSG;
+		}
+		if (cs != raw || fs != len)
+			goto size;
+		d = dctx();
+		if (!d)
+			return -ENOMEM;
+		r = ZSTD_decompressDCtx(d, out, raw, payload, len);
+		if (ZSTD_isError(r)) {
+			snprintf(why, why_len, "zstd: %s", ZSTD_getErrorName(r));
+			return -EBADMSG;
+		}
+		if (r != raw)
+			goto size;
+		return 0;
+	}
+	case VMT_FRAME_LZ4: {
+		int r;
+
+		if (len > LZ4_MAX_INPUT_SIZE || raw > INT32_MAX)
+			goto size;
+		r = LZ4_decompress_safe((const char *)payload, out, (int)len, (int)raw);
+		if (r < 0) {
+			snprintf(why, why_len, "lz4: the block does not decode");
+			return -EBADMSG;
+		}
+		if ((size_t)r != raw)
+			goto size;
+		return 0;
+	}
+	}
+	snprintf(why, why_len, "unknown codec %u", codec);
+	return -EBADMSG;
+size:
+	snprintf(why, why_len, "%s payload of %zu bytes does not decode to exactly %zu bytes",
+		 frame_codec_name(codec) ? frame_codec_name(codec) : "?", len, raw);
+	return -EBADMSG;
+}
