@@ -311,5 +311,10 @@ void ring_counters_to_sample(const struct vmt_ring_counters *c, struct vmt_sampl
 		.bytes_rejected = c->bytes_rejected,
 		.ts_backwards = c->ts_backwards,
 		.events_in = c->events_in,
+		.frames_made = c->frames_made,
+		.pages_stored_raw = c->pages_stored_raw,
+		.frame_bytes_in = c->frame_bytes_in,
+		.frame_bytes_out = c->frame_bytes_out,
+		.frames_overwritten = c->frames_overwritten,
 	};
 }

@@ -40,6 +40,12 @@ struct vmt_ring_counters {
 	uint64_t bytes_rejected;	/* bytes of rejected pages and torn tails */
 	uint64_t ts_backwards;	/* pages whose time goes back before the previous page */
 	uint64_t events_in;	/* events in accepted pages */
+	/* a compressed ring's (frames.h) */
+	uint64_t frames_made;	/* frames made of older pages */
+	uint64_t pages_stored_raw;	/* of their pages, stored uncompressed: the compressor was behind */
+	uint64_t frame_bytes_in;	/* page bytes that went into frames */
+	uint64_t frame_bytes_out;	/* bytes those frames take */
+	uint64_t frames_overwritten;	/* frames pushed out by newer ones */
 };
 
 struct vmt_ring_slot {

@@ -13,11 +13,13 @@
 #include <stdint.h>
 
 #include "clocksync.h"
+#include "frame.h"
 #include "proto.h"
 #include "vfile.h"	/* struct vmt_iovec */
 
 #define VMT_SAMPLE_MAGIC "VMTSMPL1"
-#define VMT_SAMPLE_VERSION 1
+#define VMT_SAMPLE_VERSION 1	/* a sample without FRAME sections */
+#define VMT_SAMPLE_VERSION_FRAMES 2	/* a sample with FRAME sections (docs/FORMAT.md 2.5) */
 #define VMT_SAMPLE_MAX_TRIGGERS 64
 #define VMT_REASON_MAX 256
 #define VMT_NAME_MAX 65
@@ -25,6 +27,7 @@
 #define VMT_SAMPLE_SECT_INFO 0x01
 #define VMT_SAMPLE_SECT_CPU 0x10
 #define VMT_SAMPLE_SECT_PAGES 0x20
+#define VMT_SAMPLE_SECT_FRAME 0x21	/* repeated, id = cpu: one compressed frame (frame.h) */
 #define VMT_SAMPLE_SECT_CLOCK 0x30	/* optional: clocksync.h */
 #define VMT_SAMPLE_SECT_TASKS 0x31	/* optional: task tables at the dump (meta.h) */
 /* Readers refuse a sample declaring more page bytes than this, in all. */
@@ -71,11 +74,30 @@ struct vmt_sample_counters {
 	uint64_t bytes_rejected;	/* bytes of rejected pages and torn tails */
 	uint64_t ts_backwards;	/* pages whose time goes back before the previous page */
 	uint64_t events_in;	/* events in accepted pages */
+	/* a compressed ring's (CPU tags 0x19..0x1d, optional: 0 when absent) */
+	uint64_t frames_made;	/* frames made of the ring's older pages */
+	uint64_t pages_stored_raw;	/* of their pages, stored uncompressed: the compressor was behind */
+	uint64_t frame_bytes_in;	/* page bytes that went into frames */
+	uint64_t frame_bytes_out;	/* bytes those frames take */
+	uint64_t frames_overwritten;	/* frames pushed out by newer ones (their pages count in pages_overwritten) */
+};
+
+/* A frame as the writer gets it: its header, and its payload where it is. */
+struct vmt_sample_frame {
+	struct vmt_frame_hdr h;
+	const uint8_t *payload;
+	uint32_t len;
 };
 
 struct vmt_sample_cpu {
 	uint32_t cpu;
+	/*
+	 * Pages of the window. Writer: in frames and in iov/pages together,
+	 * the frames' frame_pages first. Reader: the pages decoded into pages,
+	 * which leaves out those of refused frames (pages_refused).
+	 */
 	uint32_t npages;
+	uint32_t frame_pages;	/* of npages, in FRAME sections (CPU tag 0x07) */
 	uint64_t first_seq;	/* stream seq of the first page */
 	uint64_t first_ts, last_ts;	/* first and last event in the window */
 	uint64_t events;
@@ -88,6 +110,14 @@ struct vmt_sample_cpu {
 	const struct vmt_iovec *iov;
 	uint32_t niov;
 	uint8_t *pages;
+	/* writer: the frames, oldest first, written as they are (their pages
+	 * come before iov's); the reader decodes them into pages */
+	const struct vmt_sample_frame *frames;
+	uint32_t nframes;
+	/* reader: FRAME sections read, refused (bad CRC, header or payload:
+	 * their pages left out, the rest kept), and the pages those held */
+	uint32_t frames_read, frames_refused, pages_refused;
+	uint64_t frame_bytes;	/* reader: stored bytes of the frames read */
 };
 
 struct vmt_sample {
