@@ -58,6 +58,10 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_TRIGGERS_SUPPRESSED, "vmtraced_triggers_suppressed_total", COUNTER, false, "Triggers held back by the cooldown or the rate limit." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_REFUSED, "vmtraced_control_refused_total", COUNTER, false, "Control-socket connections refused." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_GUESTS_REFUSED, "vmtraced_guests_refused_total", COUNTER, false, "Guest rings refused under memory_max." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_CPU_NS, "vmtraced_compress_cpu_seconds_total", COUNTER, true, "CPU time the compressor thread spent." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BUSY, "vmtraced_compress_busy_total", COUNTER, false, "Batches due that found every compression job taken." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BYTES_IN, "vmtraced_compress_input_bytes_total", COUNTER, false, "Page bytes compressed into frames." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BYTES_OUT, "vmtraced_compress_output_bytes_total", COUNTER, false, "Bytes of the frames made." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_DISCOVERY_REFUSED, "vmtraced_discovery_refused_total", COUNTER, false, "Guest folders found by discovery whose name cannot be a guest's." },
 
 	{ VMT_CTL_GUEST, VMT_CTAG_UPTIME_NS, "vmtraced_guest_state_seconds", GAUGE, true, "Time the guest has been in its state." },
@@ -89,6 +93,12 @@ static const struct metric {
 	{ VMT_CTL_GUEST, VMT_CTAG_PAGES_DISCARDED, "vmtraced_guest_pages_discarded_total", COUNTER, false, "Pages of an old window dropped (its dump held back)." },
 	{ VMT_CTL_GUEST, VMT_CTAG_HELLOS_DEFERRED, "vmtraced_guest_hellos_deferred_total", COUNTER, false, "HELLOs held back by sessions_per_minute." },
 	{ VMT_CTL_GUEST, VMT_CTAG_FLAGS, "vmtraced_guest_discovered", GAUGE, false, "1 if the guest was found by discovery, 0 if configured." },
+	{ VMT_CTL_GUEST, VMT_CTAG_FRAME_PAGES, "vmtraced_guest_frame_pages", GAUGE, false, "Pages of the window held in compressed frames." },
+	{ VMT_CTL_GUEST, VMT_CTAG_FRAME_BYTES, "vmtraced_guest_frame_bytes", GAUGE, false, "Memory the compressed frames take." },
+	{ VMT_CTL_GUEST, VMT_CTAG_FRAMES_MADE, "vmtraced_guest_frames_total", COUNTER, false, "Frames made of the rings' older pages." },
+	{ VMT_CTL_GUEST, VMT_CTAG_PAGES_STORED_RAW, "vmtraced_guest_pages_stored_uncompressed_total", COUNTER, false, "Pages put into the frame store uncompressed: the compressor was behind." },
+	{ VMT_CTL_GUEST, VMT_CTAG_FRAMES_OVERWRITTEN, "vmtraced_guest_frames_overwritten_total", COUNTER, false, "Frames pushed out by newer ones." },
+	{ VMT_CTL_GUEST, VMT_CTAG_PAGE_SIZE, "vmtraced_guest_page_size_bytes", GAUGE, false, "The guest's trace page size." },
 	{ VMT_CTL_GUEST, VMT_CTAG_FIRST_TS, NULL, GAUGE, false, NULL },	/* the window */
 	{ VMT_CTL_GUEST, VMT_CTAG_LAST_TS, NULL, GAUGE, false, NULL },
 

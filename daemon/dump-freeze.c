@@ -13,6 +13,7 @@
 
 #include "dump-int.h"
 #include "guest.h"
+#include "frame.h"
 #include "log.h"
 #include "guest-sync.h"
 
@@ -44,26 +45,70 @@ static uint32_t window_end(const struct vmt_guest *g, uint32_t c)
 }
 
 /*
- * Where each CPU's window lies in its ring, [first, end): span_ns > 0
- * keeps only the pages with events of the last span_ns before the newest
- * event of any CPU. Returns that start time (0: no cut).
+ * How many of a compressed ring's frames belong to the window. The flush
+ * target lies among the raw pages unless every raw page is past it; a
+ * frame straddling it goes whole: its later pages come again in the next
+ * window, and merge drops a page dumped twice.
  */
-static uint64_t window_bounds(const struct vmt_guest *g, uint64_t span_ns, uint32_t *first,
-			      uint32_t *end)
+static uint32_t frames_end(const struct vmt_guest *g, uint32_t c, uint32_t raw_end)
+{
+	const struct vmt_frames *f = &g->rings[c].fr;
+	uint32_t n = f->count;
+
+	if (!raw_end && g->flushed && g->have_target)
+		while (n && frames_at(f, n - 1)->h.first_seq >= g->target_seq[c])
+			n--;
+	return n;
+}
+
+/* Where a CPU's window lies: the frame cut at the window's start (cutf,
+ * or NO_CUT), whole frames [ff, fe), raw pages [first, end). */
+#define NO_CUT UINT32_MAX
+struct cpu_window {
+	uint32_t cutf, ff, fe;
+	uint32_t first, end;
+};
+
+/* The window's first frame and raw page on CPU c, from t_start. */
+static void window_start(const struct vmt_guest *g, uint32_t c, uint64_t t_start, struct cpu_window *w)
+{
+	const struct vmt_ring *r = &g->rings[c];
+
+	while (w->ff < w->fe && frames_at(&r->fr, w->ff)->h.last_ts < t_start)
+		w->ff++;
+	if (w->ff < w->fe) {
+		/* every raw page is newer than the frames */
+		if (t_start && frames_at(&r->fr, w->ff)->h.first_ts < t_start)
+			w->cutf = w->ff++;
+		return;
+	}
+	while (w->first < w->end && ring_slot(r, w->first)->last_ts < t_start)
+		w->first++;
+}
+
+/*
+ * Where each CPU's window lies in its ring: span_ns > 0 keeps only the
+ * pages with events of the last span_ns before the newest event of any
+ * CPU. Returns that start time (0: no cut).
+ */
+static uint64_t window_bounds(const struct vmt_guest *g, uint64_t span_ns, struct cpu_window *w)
 {
 	uint64_t t_end = 0, t_start = 0;
 
 	for (uint32_t c = 0; c < g->nrings; c++) {
-		end[c] = window_end(g, c);
-		if (end[c])
-			t_end = VMT_MAX(t_end, ring_slot(&g->rings[c], end[c] - 1)->last_ts);
+		const struct vmt_ring *r = &g->rings[c];
+
+		w[c] = (struct cpu_window){ .cutf = NO_CUT, .end = window_end(g, c) };
+		w[c].fe = frames_end(g, c, w[c].end);
+		if (w[c].end)
+			t_end = VMT_MAX(t_end, ring_slot(r, w[c].end - 1)->last_ts);
+		else if (w[c].fe)
+			t_end = VMT_MAX(t_end, frames_at(&r->fr, w[c].fe - 1)->h.last_ts);
 	}
 	if (span_ns && t_end > span_ns)
 		t_start = t_end - span_ns;
-	for (uint32_t c = 0; c < g->nrings; c++) {
-		while (first[c] < end[c] && ring_slot(&g->rings[c], first[c])->last_ts < t_start)
-			first[c]++;
-	}
+	for (uint32_t c = 0; c < g->nrings; c++)
+		window_start(g, c, t_start, &w[c]);
 	return t_start;
 }
 
@@ -97,6 +142,97 @@ static int sample_header(struct vmt_dumps *ds, const struct vmt_guest *g, struct
 	return 0;
 }
 
+/* The header of a stored frame of n pages, from the pages. */
+static void pages_header(const struct vmt_page_layout *l, const uint8_t *pages, uint32_t n,
+			 uint64_t first_seq, struct vmt_frame_hdr *h)
+{
+	*h = (struct vmt_frame_hdr){ .codec = VMT_FRAME_NONE, .npages = n, .first_seq = first_seq,
+				     .first_ts = UINT64_MAX };
+	for (uint32_t i = 0; i < n; i++) {
+		struct vmt_page_info info;
+
+		if (page_scan(l, pages + (size_t)i * l->page_size, &info) < 0)
+			continue;	/* checked when it came in: cannot happen */
+		h->first_ts = VMT_MIN(h->first_ts, info.first_ts);
+		h->last_ts = VMT_MAX(h->last_ts, info.last_ts);
+		h->events += info.events;
+		if (info.missed_flag)
+			h->flags |= VMT_FRAME_MISSED;
+	}
+	if (h->first_ts > h->last_ts)
+		h->first_ts = h->last_ts;
+}
+
+/*
+ * The frame straddling the window's start, decoded and cut at t_start:
+ * its pages from the first with an event at or after t_start, that one
+ * cut, as a stored frame in job->partial[c]. -ENOENT when nothing is left.
+ */
+static int frame_cut(const struct vmt_guest *g, struct vmt_job *job, uint32_t c,
+		     const struct vmt_frame_desc *d, uint64_t t_start, struct vmt_sample_frame *out)
+{
+	const struct vmt_frames *fr = &g->rings[c].fr;
+	uint32_t ps = g->layout.page_size, np = d->h.npages, k = 0;
+	struct vmt_page_info info;
+	struct vmt_frame_hdr h;
+	char why[160];
+	uint8_t *buf = malloc((size_t)np * ps);
+
+	if (!buf)
+		return -ENOMEM;
+	if (frame_decode(d->h.codec, frames_payload(fr, d), d->len, buf, (size_t)np * ps, why,
+			 sizeof(why)) < 0) {
+		/* one the daemon made: only a bug gets here */
+		log_guest(VMT_LOG_ERR, 0, g->conf.name, "cpu%u: frame at seq %llu does not decode (%s); "
+			  "left out of the sample", c, (unsigned long long)d->h.first_seq, why);
+		free(buf);
+		return -EBADMSG;
+	}
+	while (k < np && page_scan(&g->layout, buf + (size_t)k * ps, &info) >= 0 && info.last_ts < t_start)
+		k++;
+	if (k == np) {
+		free(buf);
+		return -ENOENT;
+	}
+	page_cut_before(&g->layout, buf + (size_t)k * ps, t_start);
+	pages_header(&g->layout, buf + (size_t)k * ps, np - k, d->h.first_seq + k, &h);
+	job->partial[c] = buf;
+	*out = (struct vmt_sample_frame){ .h = h, .payload = buf + (size_t)k * ps,
+					  .len = (np - k) * ps };
+	return 0;
+}
+
+/* CPU c's frames in the sample: the cut one, then the held ones, into out. */
+static int freeze_frames(const struct vmt_guest *g, struct vmt_job *job, uint32_t c,
+			 const struct cpu_window *w, uint64_t t_start, struct vmt_sample_frame *out)
+{
+	const struct vmt_frames_hold *fh = &job->fholds[c];
+	struct vmt_sample_cpu *sc = &job->sample.cpus[c];
+	uint32_t n = 0;
+
+	if (w->cutf != NO_CUT) {
+		int r = frame_cut(g, job, c, frames_at(&g->rings[c].fr, w->cutf), t_start, &out[n]);
+
+		if (r == -ENOMEM)
+			return r;
+		n += r == 0;
+	}
+	for (uint32_t i = 0; i < fh->n; i++)
+		out[n++] = fh->frames[i];
+	for (uint32_t i = 0; i < n; i++) {
+		if (!i) {
+			sc->first_seq = out[i].h.first_seq;
+			sc->first_ts = out[i].h.first_ts;
+		}
+		sc->last_ts = out[i].h.last_ts;
+		sc->events += out[i].h.events;
+		sc->frame_pages += out[i].h.npages;
+	}
+	sc->frames = out;
+	sc->nframes = n;
+	return 0;
+}
+
 /*
  * CPU c's part of the sample: its counters, times and events, and the
  * iovecs the writer reads its pages through (into iov; returns how many).
@@ -114,12 +250,12 @@ static uint32_t freeze_cpu(const struct vmt_guest *g, struct vmt_job *job, uint3
 	uint32_t k = 0;
 
 	sc->cpu = c;
-	sc->npages = end - first;
+	sc->npages = sc->frame_pages + (end - first);
 	ring_counters_to_sample(&r->c, &sc->counters);
 	sc->have_guest_stats = g->have_stats;
 	if (g->have_stats)
 		sc->guest = g->stats[c];
-	if (first < end && t_start && ring_slot(r, first)->first_ts < t_start) {
+	if (first < end && t_start && !sc->nframes && ring_slot(r, first)->first_ts < t_start) {
 		/* the page straddling the start: a cut copy in its place */
 		uint8_t *cp = job->cut + (size_t)c * ps;
 
@@ -146,7 +282,7 @@ static uint32_t freeze_cpu(const struct vmt_guest *g, struct vmt_job *job, uint3
 
 		if (i == first && cut)
 			info = cut_info;
-		if (i == first) {
+		if (i == first && !sc->nframes) {
 			sc->first_seq = sl->seq;
 			sc->first_ts = info.first_ts;
 		}
@@ -175,29 +311,65 @@ static int sample_clock(struct vmt_guest *g, struct vmt_sample *s)
 }
 
 /*
+ * The window held where it is, no copy: each CPU's raw pages (ring_hold)
+ * and frames (frames_hold), and the arrays the writer reads them through.
+ */
+static int freeze_hold(struct vmt_guest *g, struct vmt_job *job, const struct cpu_window *w,
+		       uint64_t t_start)
+{
+	size_t niov = 0, nfr = 0;
+	uint32_t n = g->nrings;
+
+	job->holds = calloc(n, sizeof(*job->holds));
+	job->fholds = calloc(n, sizeof(*job->fholds));
+	job->partial = calloc(n, sizeof(*job->partial));
+	if (!job->holds || !job->fholds || !job->partial)
+		return -ENOMEM;
+	job->sample.ncpus = n;	/* job_free releases the holds taken */
+	for (uint32_t c = 0; c < n; c++) {
+		if (ring_hold(&g->rings[c], w[c].first, w[c].end, &job->holds[c]) < 0 ||
+		    frames_hold(&g->rings[c].fr, w[c].ff, w[c].fe, &job->fholds[c]) < 0)
+			return -ENOMEM;
+		niov += job->holds[c].nruns + 1;
+		nfr += job->fholds[c].n + 1;
+	}
+	job->iovs = calloc(niov, sizeof(*job->iovs));
+	job->frames = calloc(nfr, sizeof(*job->frames));
+	job->cut = t_start ? malloc((size_t)n * g->layout.page_size) : NULL;
+	if (!job->iovs || !job->frames || (t_start && !job->cut))
+		return -ENOMEM;
+	niov = nfr = 0;
+	for (uint32_t c = 0; c < n; c++) {
+		if (freeze_frames(g, job, c, &w[c], t_start, &job->frames[nfr]) < 0)
+			return -ENOMEM;
+		nfr += job->fholds[c].n + 1;
+		niov += freeze_cpu(g, job, c, w[c].first, w[c].end, t_start, &job->iovs[niov]);
+	}
+	return 0;
+}
+
+/*
  * Hold one guest's window in its rings for the writer. span_ns > 0 keeps
  * only the events of the last span_ns before the newest event of any CPU,
- * the same start time on every CPU, cut inside the page that straddles it.
+ * the same start time on every CPU, cut inside the page (or the frame)
+ * that straddles it.
  */
 struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt_trigger *t,
 			     uint32_t nt, uint64_t omitted, uint64_t dump_id, uint64_t span_ns)
 {
+	struct cpu_window *w;
 	struct vmt_job *job;
-	uint32_t ps = g->layout.page_size;
 	uint64_t t_start;
-	uint32_t *first, *end;
-	size_t niov = 0;
 
 	if (!g->nrings || !g->have_aux) {
 		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "nothing recorded yet: no sample written");
 		return NULL;
 	}
-	first = calloc(g->nrings, sizeof(*first));
-	end = calloc(g->nrings, sizeof(*end));
+	w = calloc(g->nrings, sizeof(*w));
 	job = calloc(1, sizeof(*job));
-	if (!job || !first || !end)
+	if (!job || !w)
 		goto oom;
-	t_start = window_bounds(g, span_ns, first, end);
+	t_start = window_bounds(g, span_ns, w);
 
 	job->kind = VMT_JOB_SAMPLE;
 	job->dump_id = dump_id;
@@ -205,31 +377,11 @@ struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g, const st
 	job->zstd_level = ds->conf->zstd_level;
 	job->zstd_workers = 2;
 	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
-	job->holds = calloc(g->nrings, sizeof(*job->holds));
 	job->sample.cpus = calloc(g->nrings, sizeof(*job->sample.cpus));
-	if (!job->holds || !job->sample.cpus)
+	if (!job->sample.cpus || sample_header(ds, g, job, t, nt, omitted, dump_id) < 0 ||
+	    freeze_hold(g, job, w, t_start) < 0 || sample_clock(g, &job->sample) < 0)
 		goto oom;
-	job->sample.ncpus = g->nrings;	/* job_free releases the holds taken */
-	if (sample_header(ds, g, job, t, nt, omitted, dump_id) < 0)
-		goto oom;
-
-	/* no copy: the writer reads the pages where they are, held */
-	for (uint32_t c = 0; c < g->nrings; c++) {
-		if (ring_hold(&g->rings[c], first[c], end[c], &job->holds[c]) < 0)
-			goto oom;
-		niov += job->holds[c].nruns + 1;
-	}
-	job->iovs = calloc(niov, sizeof(*job->iovs));
-	job->cut = t_start ? malloc((size_t)g->nrings * ps) : NULL;
-	if (!job->iovs || (t_start && !job->cut))
-		goto oom;
-	niov = 0;
-	for (uint32_t c = 0; c < g->nrings; c++)
-		niov += freeze_cpu(g, job, c, first[c], end[c], t_start, &job->iovs[niov]);
-	if (sample_clock(g, &job->sample) < 0)
-		goto oom;
-	free(first);
-	free(end);
+	free(w);
 	g->dumps.last_dump_ns = now_monotonic_ns();
 	/*
 	 * Aux files are written only for samples: the first sample of a
@@ -242,8 +394,7 @@ struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g, const st
 	return job;
 oom:
 	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot freeze the window: %m");
-	free(first);
-	free(end);
+	free(w);
 	job_free(job);
 	ds->dump_errors++;
 	return NULL;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compress.h"
 #include "guest-int.h"
 #include "log.h"
 #include "page.h"
@@ -26,14 +27,16 @@ uint64_t guest_mem(const struct vmt_guest *g)
 	uint64_t t = 0;
 
 	for (uint32_t i = 0; i < g->nrings; i++)
-		t += ring_mem_size(g->rings[i].nr_pages, g->rings[i].layout.page_size);
+		t += ring_bytes(&g->rings[i]);
 	return t;
 }
 
 void guest_free_rings(struct vmt_guest *g)
 {
-	for (uint32_t i = 0; i < g->nrings; i++)
+	for (uint32_t i = 0; i < g->nrings; i++) {
+		compressor_forget(g->env->comp, &g->rings[i]);
 		ring_free(&g->rings[i]);
+	}
 	free(g->rings);
 	free(g->stream_base);
 	free(g->target_seq);
@@ -71,7 +74,9 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < ncpus; i++) {
-		r = ring_init(&g->rings[i], (uint32_t)pages, &g->layout);
+		r = g->conf.rec.compression != VMT_FRAME_NONE
+			    ? ring_init_compressed(&g->rings[i], (uint32_t)pages, &g->layout)
+			    : ring_init(&g->rings[i], (uint32_t)pages, &g->layout);
 		if (r < 0)
 			break;
 		g->rings[i].pool = &g->env->mem->reserve;
@@ -140,6 +145,13 @@ void guest_resume(struct vmt_guest *g)
 		if (g->data_src[i])
 			sd_event_source_set_enabled(g->data_src[i], SD_EVENT_ON);
 	g->npaused = 0;
+}
+
+void guest_compress(struct vmt_guest *g, uint32_t cpu)
+{
+	if (cpu < g->nrings)
+		compressor_poke(g->env->comp, &g->rings[cpu], g->conf.rec.compression,
+				(int)g->conf.rec.compression_level);
 }
 
 void guest_drain_data(struct vmt_guest *g)
@@ -218,9 +230,17 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			k = (uint32_t)VMT_MIN((size_t)room, (size_t)n - off);
 			memcpy(p, buf + off, k);
 			off += k;
-			if (ring_fill_commit(r, k) == -EBADMSG)
+			switch (ring_fill_commit(r, k)) {
+			case 1:
+				/* the oldest batch, as soon as it is due: a read
+				 * budget is more pages than the raw slots keep spare */
+				guest_compress(g, cpu);
+				break;
+			case -EBADMSG:
 				guest_complain(g, 0, "cpu%u: page %llu rejected (bad commit or event length)",
 					       cpu, (unsigned long long)(r->next_seq - 1));
+				break;
+			}
 		}
 		if (g->rings[cpu].c.pages_guest_lost != lost_pages)
 			guest_warn_lost(g, cpu, g->rings[cpu].c.pages_guest_lost - lost_pages,

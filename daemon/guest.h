@@ -30,6 +30,7 @@
 #include "util.h"
 
 struct vmt_guest;
+struct vmt_compressor;
 
 /*
  * What a guest tells its owner (the manager), given to it at creation. The
@@ -69,6 +70,7 @@ struct vmt_guest_env {
 	struct vmt_mem *mem;
 	uint8_t *bounce;	/* guest data reads land here first */
 	size_t bounce_size;
+	struct vmt_compressor *comp;	/* compressed rings' worker, or NULL */
 	const struct vmt_guest_events *ev;
 	void *owner;
 };
@@ -219,6 +221,8 @@ void guest_stop(struct vmt_guest *g);
 int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size);
 /* A dump was written: rings take their own pages back, paused reading goes on. */
 void guest_resume(struct vmt_guest *g);
+/* Pages came into cpu's ring: its oldest batch to the compressor, if due. */
+void guest_compress(struct vmt_guest *g, uint32_t cpu);
 /* The version given to this content id (written or not), or the next free
  * one; *exists: its file is on disk now. */
 uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists);

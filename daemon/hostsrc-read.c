@@ -34,10 +34,14 @@ static void hostsrc_cpu_fail(struct vmt_hostsrc_cpu *c, int err, const char *wha
 
 static void hostsrc_commit(struct vmt_hostsrc_cpu *c, struct vmt_ring *r, uint32_t n)
 {
-	if (ring_fill_commit(r, n) == -EBADMSG && c->rejected_logged++ < 3)
+	int k = ring_fill_commit(r, n);
+
+	if (k == -EBADMSG && c->rejected_logged++ < 3)
 		log_guest(VMT_LOG_WARNING, 0, HOST_GUEST,
 			  "cpu%u: page %llu rejected (bad commit or event length)", c->cpu,
 			  (unsigned long long)(r->next_seq - 1));
+	if (k == 1)
+		guest_compress(c->h->g, c->cpu);
 }
 
 /* The ring's next page is held by a dump and the reserve is used up: the

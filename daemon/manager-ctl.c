@@ -22,6 +22,52 @@
 
 #define MAX_DUMP_GUESTS 64
 
+/* The window: from the oldest page held (in a frame or raw) to the newest, over all CPUs. */
+static void put_window(struct vmt_buf *b, const struct vmt_guest *g)
+{
+	uint64_t first = UINT64_MAX, last = 0;
+
+	for (uint32_t i = 0; i < g->nrings; i++) {
+		const struct vmt_ring *r = &g->rings[i];
+
+		if (r->fr.count)
+			first = VMT_MIN(first, frames_at(&r->fr, 0)->h.first_ts);
+		else if (r->count)
+			first = VMT_MIN(first, ring_slot(r, 0)->first_ts);
+		if (r->count)
+			last = VMT_MAX(last, ring_slot(r, r->count - 1)->last_ts);
+		else if (r->fr.count)
+			last = VMT_MAX(last, frames_at(&r->fr, r->fr.count - 1)->h.last_ts);
+	}
+	if (first == UINT64_MAX)
+		return;
+	ctl_put_FIRST_TS(b, first);
+	ctl_put_LAST_TS(b, last);
+}
+
+/* How the rings keep older pages, and what it achieved. */
+static void put_frames(struct vmt_buf *b, const struct vmt_guest *g)
+{
+	uint64_t pages = 0, bytes = 0, made = 0, raw = 0, ow = 0;
+
+	for (uint32_t i = 0; i < g->nrings; i++) {
+		const struct vmt_ring *r = &g->rings[i];
+
+		pages += r->fr.pages;
+		bytes += r->fr.stored;
+		made += r->c.frames_made;
+		raw += r->c.pages_stored_raw;
+		ow += r->c.frames_overwritten;
+	}
+	ctl_put_COMPRESSION(b, frame_codec_name(g->conf.rec.compression));
+	ctl_put_PAGE_SIZE(b, g->layout.page_size);
+	ctl_put_FRAME_PAGES(b, pages);
+	ctl_put_FRAME_BYTES(b, bytes);
+	ctl_put_FRAMES_MADE(b, made);
+	ctl_put_PAGES_STORED_RAW(b, raw);
+	ctl_put_FRAMES_OVERWRITTEN(b, ow);
+}
+
 static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 {
 	uint64_t now = now_monotonic_ns();
@@ -30,8 +76,9 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 
 	for (uint32_t i = 0; i < g->nrings; i++) {
 		const struct vmt_ring *r = &g->rings[i];
-		pages += r->count;
-		cap += r->nr_pages;
+		pages += ring_window_pages(r);
+		/* what the memory holds raw: a compressed window goes past it */
+		cap += r->nr_pages + (r->fr.fm ? r->fr.fm->bytes / r->layout.page_size : 0);
 		in += r->c.pages_in;
 		ow += r->c.pages_overwritten;
 		lost += r->c.pages_guest_lost;
@@ -63,19 +110,9 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	ctl_put_BYTES_REJECTED(b, rej + g->c.stale_bytes);
 	ctl_put_CTL_REJECTED(b, guest_ctl_rejected_bytes(g));
 	ctl_put_TS_BACKWARDS(b, back);
-	/* the window: from the oldest page held to the newest, over all CPUs */
-	if (pages) {
-		uint64_t first = UINT64_MAX, last = 0;
-		for (uint32_t i = 0; i < g->nrings; i++) {
-			const struct vmt_ring *r = &g->rings[i];
-			if (!r->count)
-				continue;
-			first = VMT_MIN(first, ring_slot(r, 0)->first_ts);
-			last = VMT_MAX(last, ring_slot(r, r->count - 1)->last_ts);
-		}
-		ctl_put_FIRST_TS(b, first);
-		ctl_put_LAST_TS(b, last);
-	}
+	if (pages)
+		put_window(b, g);
+	put_frames(b, g);
 	if (g->last_dump[0])
 		ctl_put_LAST_DUMP(b, g->last_dump);
 	ctl_put_STALE_BYTES(b, g->c.stale_bytes);
@@ -114,6 +151,10 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_REFUSED(&b, control_refused(m->control));
 		ctl_put_GUESTS_REFUSED(&b, m->mem.rings_refused);
 		ctl_put_DISCOVERY_REFUSED(&b, discovery_names_refused(m->discovery));
+		ctl_put_COMPRESS_CPU_NS(&b, m->comp.st.cpu_ns);
+		ctl_put_COMPRESS_BUSY(&b, m->comp.st.busy);
+		ctl_put_COMPRESS_BYTES_IN(&b, m->comp.st.bytes_in);
+		ctl_put_COMPRESS_BYTES_OUT(&b, m->comp.st.bytes_out);
 		control_send(cl, &b);
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {

@@ -345,6 +345,10 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	r = writer_init(&m->writer, m->event, dump_writer_done, &m->dumps);
 	if (r < 0)
 		goto fail;
+	r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, VMT_RING_BATCH_MAX_BYTES);
+	if (r < 0)
+		goto fail;
+	m->genv.comp = &m->comp;
 	r = control_new(&m->control, m->event, &m->conf, &manager_ctl_ops, m);
 	if (r < 0)
 		goto fail;
@@ -394,6 +398,11 @@ int manager_run(struct vmt_manager *m)
 		log_error_errno(r, "cannot start the writer thread: %m");
 		return 1;
 	}
+	r = compressor_run(&m->comp);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the compressor thread: %m");
+		return 1;
+	}
 	dump_retention_now(&m->dumps);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_connect(m->guests.v[i]);
@@ -415,6 +424,7 @@ void manager_free(struct vmt_manager *m)
 		return;
 	/* samples being written are finished, not abandoned */
 	writer_stop(&m->writer);
+	compressor_stop(&m->comp);
 	discovery_free(m->discovery);
 	control_free(m->control);
 	probe_free(m->probe);

@@ -19,6 +19,7 @@
 #include "sample.h"
 #include "dump.h"
 #include "sindex.h"
+#include "compress.h"
 #include "writer.h"
 
 struct vmt_guest;
@@ -26,6 +27,8 @@ struct vmt_client;
 struct vmt_probe;
 
 #define VMT_BOUNCE_SIZE 65536
+/* Batches being compressed at once, over all rings. */
+#define VMT_COMPRESS_JOBS 4
 
 struct vmt_manager {
 	sd_event *event;
@@ -34,6 +37,7 @@ struct vmt_manager {
 	const char *config_path;
 	struct vmt_guest_list guests;
 	struct vmt_writer writer;
+	struct vmt_compressor comp;	/* compressed rings' worker */
 	struct vmt_control *control;
 	struct vmt_discovery *discovery;
 	struct vmt_probe *probe;	/* BPF detectors, NULL until started */

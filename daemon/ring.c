@@ -59,8 +59,172 @@ static uint8_t *home_page(const struct vmt_ring *r, uint32_t s)
 	return r->rm->mem + (size_t)s * r->layout.page_size;
 }
 
+/* ---- compressed rings ------------------------------------------------- */
+
+/* Raw pages kept are at least this many batches, and a sixteenth of the
+ * ring: FLUSHED targets, --window cuts and the batch being compressed
+ * land there, and arrivals while the compressor works. */
+#define RAW_MIN_BATCHES 4u
+#define RAW_SHARE 16u
+#define BATCH_MAX VMT_RING_BATCH_MAX
+#define BATCH_MIN 4u
+#define COMPRESS_MIN_PAGES 32u
+
+bool ring_plan_compressed(uint32_t nr_pages, uint32_t page_size, struct vmt_ring_plan *p)
+{
+	uint32_t b = VMT_MIN(VMT_MAX(nr_pages / 64, BATCH_MIN), BATCH_MAX);
+	uint32_t raw = VMT_MAX(RAW_MIN_BATCHES * b, nr_pages / RAW_SHARE);
+	size_t arena;
+
+	memset(p, 0, sizeof(*p));
+	if (nr_pages < COMPRESS_MIN_PAGES || raw + 8 > nr_pages)
+		return false;
+	/* the raw ring has a fill slot more; the descriptors come out of the arena */
+	arena = (size_t)(nr_pages - raw - 1) * page_size;
+	arena -= frames_desc_bytes(frames_cap(arena, (size_t)b * page_size));
+	*p = (struct vmt_ring_plan){ .raw_pages = raw, .batch = b, .arena = arena };
+	return true;
+}
+
+int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l)
+{
+	struct vmt_ring_plan p;
+	int err;
+
+	if (!ring_plan_compressed(nr_pages, l->page_size, &p))
+		return ring_init(r, nr_pages, l);
+	err = ring_init(r, p.raw_pages, l);
+	if (err < 0)
+		return err;
+	err = frames_init(&r->fr, p.arena, (size_t)p.batch * l->page_size);
+	if (err < 0) {
+		ring_free(r);
+		return err;
+	}
+	r->batch = p.batch;
+	return 0;
+}
+
+uint64_t ring_bytes(const struct vmt_ring *r)
+{
+	return ring_mem_size(r->nr_pages, r->layout.page_size) +
+	       (r->fr.fm ? r->fr.fm->bytes + frames_desc_bytes(r->fr.cap) : 0);
+}
+
+bool ring_batch_due(const struct vmt_ring *r)
+{
+	return r->fr.fm && !r->inflight && !r->frames_blocked && r->count >= r->batch &&
+	       r->count + 2 * r->batch >= r->nr_pages;
+}
+
+/* The header of a frame of the n oldest pages, from their slots. */
+static void batch_header(const struct vmt_ring *r, uint32_t n, struct vmt_frame_hdr *h)
+{
+	*h = (struct vmt_frame_hdr){ .npages = n, .first_seq = ring_slot(r, 0)->seq,
+				     .first_ts = UINT64_MAX };
+	for (uint32_t i = 0; i < n; i++) {
+		const struct vmt_ring_slot *sl = ring_slot(r, i);
+
+		h->first_ts = VMT_MIN(h->first_ts, sl->first_ts);
+		h->last_ts = VMT_MAX(h->last_ts, sl->last_ts);
+		h->events += sl->events;
+		if (sl->flags & VMT_SLOT_MISSED)
+			h->flags |= VMT_FRAME_MISSED;
+	}
+}
+
+int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h)
+{
+	int err;
+
+	if (!ring_batch_due(r))
+		return -EAGAIN;
+	err = ring_hold(r, 0, r->batch, hold);
+	if (err < 0)
+		return err;
+	batch_header(r, r->batch, h);
+	r->inflight = r->batch;
+	return 0;
+}
+
+/* n oldest pages are in a frame now; frames pushed out for it are counted. */
+static void batch_stored(struct vmt_ring *r, uint32_t n, uint64_t bytes,
+			 const struct vmt_frames_evicted *ev)
+{
+	r->count -= n;
+	r->c.frames_made++;
+	r->c.frame_bytes_in += (uint64_t)n * r->layout.page_size;
+	r->c.frame_bytes_out += bytes;
+	r->c.frames_overwritten += ev->frames;
+	r->c.pages_overwritten += ev->pages;
+}
+
+void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
+		    const uint8_t *payload, ssize_t len)
+{
+	struct vmt_iovec one = { payload, len > 0 ? (size_t)len : 0 };
+	struct vmt_frames_evicted ev;
+	int err;
+
+	if (gen != r->batch_gen || !r->inflight)
+		return;
+	r->inflight = 0;
+	if (len <= 0 || r->count < h->npages || ring_slot(r, 0)->seq != h->first_seq)
+		return;	/* the pages stay raw */
+	err = frames_append(&r->fr, h, &one, 1, &ev);
+	r->c.frames_overwritten += ev.frames;
+	r->c.pages_overwritten += ev.pages;
+	if (err == -EBUSY)
+		r->frames_blocked = true;
+	if (err < 0)
+		return;
+	ev = (struct vmt_frames_evicted){ 0 };
+	batch_stored(r, h->npages, (uint64_t)len, &ev);
+}
+
+/*
+ * The raw slots are full: the oldest batch goes into the frame store as it
+ * is, in place of the compressor's frame, if one was coming. Returns false
+ * when the store is blocked by a dump (then the oldest page is overwritten).
+ */
+static bool ring_spill(struct vmt_ring *r)
+{
+	uint32_t n = VMT_MIN(r->batch, r->count), ps = r->layout.page_size, k = 0;
+	struct vmt_iovec iov[BATCH_MAX];
+	struct vmt_frames_evicted ev;
+	struct vmt_frame_hdr h;
+
+	if (!r->fr.fm || r->frames_blocked || !n)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *p = ring_page(r, i);
+
+		if (k && (const uint8_t *)iov[k - 1].base + iov[k - 1].len == p)
+			iov[k - 1].len += ps;
+		else
+			iov[k++] = (struct vmt_iovec){ p, ps };
+	}
+	batch_header(r, n, &h);
+	h.codec = VMT_FRAME_NONE;
+	if (frames_append(&r->fr, &h, iov, k, &ev) < 0) {
+		r->c.frames_overwritten += ev.frames;
+		r->c.pages_overwritten += ev.pages;
+		r->frames_blocked = true;
+		return false;
+	}
+	if (r->inflight) {
+		/* the compressor's result for these pages will not count */
+		r->inflight = 0;
+		r->batch_gen++;
+	}
+	batch_stored(r, n, (uint64_t)n * ps, &ev);
+	r->c.pages_stored_raw += n;
+	return true;
+}
+
 void ring_free(struct vmt_ring *r)
 {
+	frames_free(&r->fr);
 	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++)
 		if (r->slots[s].page != home_page(r, s)) {
 			pagepool_unslot(r->pool, r->slots[s].page, r->layout.page_size);
@@ -160,7 +324,7 @@ static int ring_complete(struct vmt_ring *r)
 		r->c.pages_guest_lost++;
 		r->c.events_guest_lost += info.missed;
 	}
-	if (r->count == r->nr_pages)
+	if (r->count == r->nr_pages && !ring_spill(r))
 		r->c.pages_overwritten++;
 	else
 		r->count++;
@@ -206,6 +370,9 @@ void ring_clear(struct vmt_ring *r)
 {
 	r->count = 0;
 	r->fill = 0;
+	frames_clear(&r->fr);
+	r->inflight = 0;
+	r->batch_gen++;
 }
 
 uint64_t ring_stream_bytes(const struct vmt_ring *r)
@@ -280,8 +447,13 @@ void ring_release(struct vmt_ring_hold *h)
 
 void ring_settle(struct vmt_ring *r)
 {
-	uint32_t ps = r->layout.page_size;
+	r->frames_blocked = false;
+	ring_settle_slots(r);
+}
 
+void ring_settle_slots(struct vmt_ring *r)
+{
+	uint32_t ps = r->layout.page_size;
 	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++) {
 		struct vmt_ring_slot *sl = &r->slots[s];
 		uint8_t *home = home_page(r, s);

@@ -17,6 +17,15 @@
  * the ring's own pages back once no dump holds them. The memory a held
  * page is in outlives the ring (ring_free while a dump is written).
  *
+ * A compressed ring (ring_init_compressed) keeps its newest pages raw in
+ * the slots and its older pages as frames (frames.h) in the rest of the
+ * same memory. The oldest batch of raw pages is compressed off the event
+ * loop (compress.h: ring_batch_begin holds them, ring_batch_end takes the
+ * frame in and the pages out). When the raw slots fill up before the
+ * compressor is done, the oldest batch goes into the frame store as it is
+ * (a stored frame, counted in pages_stored_raw): the window shrinks
+ * towards the raw size, nothing is dropped for the compressor's sake.
+ *
  * Pages are numbered by seq, the count of page-sized units received on the
  * channel (good or rejected) since ring_reset_stream(); seq * page_size is
  * the channel's byte offset, which is what the agent's FLUSHED reports.
@@ -24,8 +33,11 @@
 #ifndef VMT_RING_H
 #define VMT_RING_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
+#include "frames.h"
 #include "page.h"
 #include "pagepool.h"
 #include "vfile.h"	/* struct vmt_iovec */
@@ -80,6 +92,12 @@ struct vmt_ring {
 	struct vmt_ring_slot *slots;
 	struct vmt_ring_counters c;
 	int last_error;		/* -errno of the last rejected page */
+	/* a compressed ring's: fr.fm is NULL for a raw one */
+	struct vmt_frames fr;
+	uint32_t batch;		/* pages per frame */
+	uint32_t inflight;	/* oldest pages being compressed (0 or batch) */
+	uint64_t batch_gen;	/* a batch's result counts only with the gen it started with */
+	bool frames_blocked;	/* a dump holds the frames in the way: until ring_settle */
 };
 
 /* Allocates and pre-faults the memory; -ENOMEM if it cannot. */
@@ -87,6 +105,45 @@ int ring_init(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layou
 void ring_free(struct vmt_ring *r);
 /* Bytes a ring of nr_pages pages of page_size takes. */
 uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size);
+
+/*
+ * How a compressed ring of the memory of nr_pages pages splits it: raw
+ * pages, the frame arena's bytes and the pages per frame. Returns false
+ * when it is too small to compress (then it is a raw ring).
+ */
+#define VMT_RING_BATCH_MAX 64u	/* pages per frame, at most */
+#define VMT_RING_BATCH_MAX_BYTES ((size_t)VMT_RING_BATCH_MAX * 65536)
+struct vmt_ring_plan {
+	uint32_t raw_pages;
+	uint32_t batch;
+	size_t arena;
+};
+bool ring_plan_compressed(uint32_t nr_pages, uint32_t page_size, struct vmt_ring_plan *p);
+/* A compressed ring in about the memory of nr_pages raw pages; a raw ring
+ * when that is too small to compress. */
+int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l);
+/* Bytes the ring takes, whichever kind. */
+uint64_t ring_bytes(const struct vmt_ring *r);
+
+struct vmt_ring_hold;
+/* The next batch of the oldest pages is due for compression. */
+bool ring_batch_due(const struct vmt_ring *r);
+/* Hold the oldest batch for the compressor; its frame header (from the
+ * slots' records) into *h. */
+int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h);
+/*
+ * The compressor is back with the batch begun at gen: its frame (codec in
+ * h, len bytes at payload) replaces the pages, or, on len < 0 or when the
+ * batch was stored or cleared meanwhile, nothing happens. Release the hold
+ * after.
+ */
+void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
+		    const uint8_t *payload, ssize_t len);
+/* Window pages: in frames, and all. */
+static inline uint64_t ring_window_pages(const struct vmt_ring *r)
+{
+	return r->fr.pages + r->count;
+}
 
 /*
  * Bytes (at most want) that can be taken now without writing a page a
@@ -123,6 +180,9 @@ void ring_release(struct vmt_ring_hold *h);
 /* Slots filling reserve pages go back to their own memory where no dump
  * holds it any more. */
 void ring_settle(struct vmt_ring *r);
+/* The same for the slots only (a compressor's batch let go); the frames
+ * stay blocked until the dump is written and ring_settle runs. */
+void ring_settle_slots(struct vmt_ring *r);
 
 /*
  * A new stream starts (the channel reconnected, or the agent restarted):

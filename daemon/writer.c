@@ -22,6 +22,13 @@ void job_free(struct vmt_job *job)
 	for (uint32_t c = 0; job->holds && c < job->sample.ncpus; c++)
 		ring_release(&job->holds[c]);
 	free(job->holds);
+	for (uint32_t c = 0; job->fholds && c < job->sample.ncpus; c++)
+		frames_release(&job->fholds[c]);
+	for (uint32_t c = 0; job->partial && c < job->sample.ncpus; c++)
+		free(job->partial[c]);
+	free(job->fholds);
+	free(job->frames);
+	free(job->partial);
 	free(job->cut);
 	free(job->iovs);
 	free(job->sample.cpus);

@@ -37,6 +37,11 @@ struct vmt_job {
 	struct vmt_ring_hold *holds;
 	uint8_t *cut;
 	struct vmt_iovec *iovs;
+	/* and cpus[].frames: a compressed ring's frames held where they are
+	 * (fholds), after the frame --window cut, decoded, in partial */
+	struct vmt_frames_hold *fholds;
+	struct vmt_sample_frame *frames;	/* per CPU: fholds[c].n + 1 */
+	uint8_t **partial;
 	struct vmt_aux aux;	/* VMT_JOB_AUX */
 	uint64_t dump_id;	/* which dump request it belongs to, 0 for none */
 	/* retention, run after a sample (and alone as VMT_JOB_RETENTION) */

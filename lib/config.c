@@ -13,6 +13,7 @@
 
 #include "clocksync.h"
 #include "config-int.h"
+#include "frame.h"
 #include "log.h"
 #include "util.h"
 
@@ -70,6 +71,8 @@ static void record_init(struct vmt_record_conf *r)
 	strcpy(r->events, "sched:*,irq:*,timer:*");
 	r->meta_max = 64 * MiB;
 	r->sessions_per_minute = 6;
+	r->compression = VMT_FRAME_ZSTD;	/* bench/README.md: window */
+	r->compression_level = 1;
 	r->flush_timeout_ms = 1000;
 }
 

@@ -35,7 +35,10 @@ struct vmt_record_conf {
 	uint64_t meta_max;	/* bound on the guest's metadata bundle */
 	uint32_t flush_timeout_ms;	/* wait for FLUSHED before a dump */
 	uint32_t sessions_per_minute;	/* the agent's HELLOs past them wait, 0 = no limit */
+	uint32_t compression;	/* VMT_FRAME_* (frame.h): how the ring keeps older pages */
+	uint32_t compression_level;	/* zstd's level; lz4's acceleration */
 };
+#define VMT_COMPRESSION_LEVEL_MAX 19
 
 struct vmt_guest_conf {
 	char name[65];

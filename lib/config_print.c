@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "config-int.h"
+#include "frame.h"
 #include "util.h"
 
 static bool word_is_reserved(const char *s)
@@ -92,6 +93,8 @@ static void print_record(FILE *f, const struct vmt_record_conf *r, const char *i
 	fprintf(f, "\n%smetadata_max: %" PRIu64 "\n", ind, r->meta_max);
 	fprintf(f, "%sflush_timeout: %" PRIu32 "ms\n", ind, r->flush_timeout_ms);
 	fprintf(f, "%ssessions_per_minute: %" PRIu32 "\n", ind, r->sessions_per_minute);
+	fprintf(f, "%scompression: %s\n", ind, frame_codec_name(r->compression));
+	fprintf(f, "%scompression_level: %" PRIu32 "\n", ind, r->compression_level);
 }
 
 void config_print(const struct vmt_config *c, FILE *f)

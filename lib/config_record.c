@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config-int.h"
+#include "frame.h"
 #include "ftmeta.h"
 #include "util.h"
 
@@ -207,6 +208,29 @@ static int rec_sessions(struct yamlconf *y, yaml_node_t *v, const char *field, v
 	return yamlconf_read_u32(y, v, field, 0, 600, &rec->sessions_per_minute);
 }
 
+static int rec_compression(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_record_conf *rec = obj;
+	const char *s = NULL;
+	int r, codec;
+
+	r = yamlconf_read_scalar(y, v, field, "zstd, lz4 or off", false, &s);
+	if (r < 0)
+		return r;
+	codec = frame_codec_parse(s);
+	if (codec < 0)
+		return yamlconf_error(y, v, field, "%s is not zstd, lz4 or off", SHOW(s));
+	rec->compression = (uint32_t)codec;
+	return 0;
+}
+
+static int rec_compression_level(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_record_conf *rec = obj;
+
+	return yamlconf_read_u32(y, v, field, 1, VMT_COMPRESSION_LEVEL_MAX, &rec->compression_level);
+}
+
 static const struct yamlconf_key record_keys[] = {
 	{ "ring_size", rec_ring_size },
 	{ "guest_buffer_size", rec_guest_buffer },
@@ -215,6 +239,8 @@ static const struct yamlconf_key record_keys[] = {
 	{ "metadata_max", rec_meta_max },
 	{ "flush_timeout", rec_flush_timeout },
 	{ "sessions_per_minute", rec_sessions },
+	{ "compression", rec_compression },
+	{ "compression_level", rec_compression_level },
 };
 
 int config_record_parse(struct yamlconf *y, yaml_node_t *v, const char *field,

@@ -375,7 +375,7 @@ END_TEST
 /* a sample stores each of the ring's counters, none swapped or left out */
 START_TEST(counters_go_into_a_sample_field_by_field)
 {
-	struct vmt_ring_counters c = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+	struct vmt_ring_counters c = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 };
 	struct vmt_sample_counters k;
 
 	memset(&k, 0xff, sizeof(k));
@@ -389,6 +389,11 @@ START_TEST(counters_go_into_a_sample_field_by_field)
 	ck_assert_uint_eq(k.bytes_rejected, 7);
 	ck_assert_uint_eq(k.ts_backwards, 8);
 	ck_assert_uint_eq(k.events_in, 9);
+	ck_assert_uint_eq(k.frames_made, 10);
+	ck_assert_uint_eq(k.pages_stored_raw, 11);
+	ck_assert_uint_eq(k.frame_bytes_in, 12);
+	ck_assert_uint_eq(k.frame_bytes_out, 13);
+	ck_assert_uint_eq(k.frames_overwritten, 14);
 }
 END_TEST
 

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compress.h"
+#include "log.h"
+#include "util.h"
+
+/* Below the event loop, above the writer (10): a late compressor costs
+ * window, a late loop costs pages. */
+#define COMPRESS_NICE 5
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The worker's context for codec at level, made on first use and kept. */
+static struct vmt_frame_ctx *worker_ctx(struct vmt_compressor *c, uint32_t codec, int level,
+					int *levels)
+{
+	if (codec >= ARRAY_SIZE(c->ctx))
+		return NULL;
+	if (c->ctx[codec] && levels[codec] != level) {
+		frame_ctx_free(c->ctx[codec]);	/* the level changed (a reload) */
+		c->ctx[codec] = NULL;
+	}
+	if (!c->ctx[codec]) {
+		c->ctx[codec] = frame_ctx_new(codec, level, c->max_raw);
+		levels[codec] = level;
+	}
+	return c->ctx[codec];
+}
+
+static void compress_one(struct vmt_compressor *c, struct vmt_cjob *j, int *levels)
+{
+	struct vmt_frame_ctx *ctx = worker_ctx(c, j->h.codec, j->level, levels);
+	const struct vmt_ring_hold *h = &j->hold;
+
+	j->len = ctx ? frame_compress(ctx, h->runs, h->nruns, j->out, j->cap) : -ENOMEM;
+	/* not worth it: the pages go in as they are (the ring stores the
+	 * payload it is given; a stored frame is as long as its pages) */
+	if (j->len > 0 && (uint64_t)j->len >= (uint64_t)j->h.npages * h->page_size) {
+		size_t off = 0;
+
+		for (uint32_t i = 0; i < h->nruns; i++) {
+			memcpy(j->out + off, h->runs[i].base, h->runs[i].len);
+			off += h->runs[i].len;
+		}
+		j->h.codec = VMT_FRAME_NONE;
+		j->len = (ssize_t)off;
+	}
+}
+
+static void *compress_main(void *arg)
+{
+	struct vmt_compressor *c = arg;
+	int levels[ARRAY_SIZE(c->ctx)] = { 0 };
+
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), COMPRESS_NICE) < 0)
+		log_debug("compressor thread keeps its priority: %m");
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct vmt_cjob *j;
+		uint64_t one = 1;
+
+		while (!c->queue && !c->stopping)
+			pthread_cond_wait(&c->cond, &c->lock);
+		if (!c->queue)
+			break;
+		j = c->queue;
+		c->queue = j->next;
+		if (!c->queue)
+			c->queue_tail = &c->queue;
+		pthread_mutex_unlock(&c->lock);
+
+		compress_one(c, j, levels);
+
+		pthread_mutex_lock(&c->lock);
+		c->st.cpu_ns = thread_cpu_ns();
+		j->next = NULL;
+		*c->done_tail = j;
+		c->done_tail = &j->next;
+		if (write(c->efd, &one, sizeof(one)) < 0) {
+			/* the counter cannot overflow: nothing to do */
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < ARRAY_SIZE(c->ctx); i++) {
+		frame_ctx_free(c->ctx[i]);
+		c->ctx[i] = NULL;
+	}
+	return NULL;
+}
+
+/* A job is back on the loop: its frame into its ring, if the ring is still there. */
+static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
+{
+	struct vmt_ring *r = j->ring;
+
+	if (j->len < 0)
+		c->st.errors++;
+	else if (r) {
+		c->st.frames++;
+		c->st.bytes_in += (uint64_t)j->h.npages * j->hold.page_size;
+		c->st.bytes_out += (uint64_t)j->len;
+	}
+	if (r)
+		ring_batch_end(r, j->gen, &j->h, j->out, j->len);
+	ring_release(&j->hold);
+	j->ring = NULL;
+	j->next = c->free;
+	c->free = j;
+	if (r)
+		ring_settle_slots(r);
+	/* a busy guest has its next batch due already */
+	if (r && j->len >= 0)
+		compressor_poke(c, r, j->codec, j->level);
+}
+
+static void compress_reap(struct vmt_compressor *c)
+{
+	struct vmt_cjob *list;
+
+	pthread_mutex_lock(&c->lock);
+	list = c->done;
+	c->done = NULL;
+	c->done_tail = &c->done;
+	pthread_mutex_unlock(&c->lock);
+	while (list) {
+		struct vmt_cjob *next = list->next;
+
+		job_done(c, list);
+		list = next;
+	}
+}
+
+static int compress_event(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warning_errno(-errno, "compressor eventfd: %m");
+	compress_reap(userdata);
+	return 0;
+}
+
+int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_t max_raw)
+{
+	size_t cap = VMT_MAX(frame_bound(VMT_FRAME_ZSTD, max_raw), frame_bound(VMT_FRAME_LZ4, max_raw));
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	c->queue_tail = &c->queue;
+	c->done_tail = &c->done;
+	c->max_raw = max_raw;
+	c->jobs = calloc(njobs, sizeof(*c->jobs));
+	if (!c->jobs)
+		return -ENOMEM;
+	c->njobs = njobs;
+	for (uint32_t i = 0; i < njobs; i++) {
+		struct vmt_cjob *j = &c->jobs[i];
+
+		j->out = malloc(VMT_MAX(cap, max_raw));
+		j->cap = VMT_MAX(cap, max_raw);
+		if (!j->out)
+			goto oom;
+		j->next = c->free;
+		c->free = j;
+	}
+	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->efd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = sd_event_add_io(e, &c->src, c->efd, EPOLLIN, compress_event, c);
+	if (r < 0)
+		goto fail;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	c->inited = 1;
+	return 0;
+oom:
+	r = -ENOMEM;
+fail:
+	for (uint32_t i = 0; i < njobs; i++)
+		free(c->jobs[i].out);
+	free(c->jobs);
+	if (c->efd >= 0)
+		close(c->efd);
+	memset(c, 0, sizeof(*c));
+	return r;
+}
+
+int compressor_run(struct vmt_compressor *c)
+{
+	int r;
+
+	if (!c->inited)
+		return -EINVAL;
+	r = -pthread_create(&c->thread, NULL, compress_main, c);
+	if (r == 0)
+		c->started = 1;
+	return r;
+}
+
+void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t codec, int level)
+{
+	struct vmt_cjob *j;
+
+	if (!c || !c->inited || c->stopping || codec == VMT_FRAME_NONE || !ring_batch_due(r))
+		return;
+	if (!c->free || (size_t)r->batch * r->layout.page_size > c->max_raw) {
+		c->st.busy++;
+		return;
+	}
+	j = c->free;
+	if (ring_batch_begin(r, &j->hold, &j->h) < 0)
+		return;
+	c->free = j->next;
+	j->ring = r;
+	j->gen = r->batch_gen;
+	j->h.codec = j->codec = codec;
+	j->level = level;
+	j->len = 0;
+	if (!c->started) {
+		/* no worker (yet): not compressed, stays raw; tests without a thread */
+		j->len = -EAGAIN;
+		job_done(c, j);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	j->next = NULL;
+	*c->queue_tail = j;
+	c->queue_tail = &j->next;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void compressor_forget(struct vmt_compressor *c, struct vmt_ring *r)
+{
+	for (uint32_t i = 0; c && i < c->njobs; i++)
+		if (c->jobs[i].ring == r)
+			c->jobs[i].ring = NULL;
+}
+
+void compressor_stop(struct vmt_compressor *c)
+{
+	if (!c->inited)
+		return;
+	if (c->started) {
+		pthread_mutex_lock(&c->lock);
+		c->stopping = 1;
+		pthread_cond_signal(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+		pthread_join(c->thread, NULL);
+		c->started = 0;
+	}
+	compress_reap(c);
+	c->src = sd_event_source_unref(c->src);
+	close(c->efd);
+	for (uint32_t i = 0; i < c->njobs; i++)
+		free(c->jobs[i].out);
+	free(c->jobs);
+	c->inited = 0;
+}

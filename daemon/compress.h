@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * compress: the worker that turns a compressed ring's oldest raw pages
+ * into frames, off the event loop.
+ *
+ * One thread, below the event loop's priority, with one compression
+ * context per codec made on first use and kept, and a fixed set of jobs
+ * whose output buffers are allocated once: memory does not grow with the
+ * guests. A ring has at most one batch in flight; the pages stay in the
+ * ring, held (ring_batch_begin), until the frame is back on the loop and
+ * replaces them (ring_batch_end). When every job is busy, the batch waits
+ * for the ring's next pages; should the raw slots fill meanwhile, the ring
+ * stores the batch uncompressed itself (ring.h).
+ */
+#ifndef VMT_COMPRESS_H
+#define VMT_COMPRESS_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "frame.h"
+#include "ring.h"
+
+struct vmt_cjob {
+	struct vmt_cjob *next;
+	struct vmt_ring *ring;	/* NULL once the ring is gone (compressor_forget) */
+	uint64_t gen;		/* the ring's batch_gen at the start */
+	struct vmt_ring_hold hold;
+	struct vmt_frame_hdr h;	/* h.codec: what the payload is */
+	uint32_t codec;		/* what was asked */
+	int level;
+	uint8_t *out;
+	size_t cap;
+	ssize_t len;		/* the payload's, or -errno */
+};
+
+struct vmt_compress_stats {
+	uint64_t frames;	/* frames made */
+	uint64_t bytes_in, bytes_out;
+	uint64_t cpu_ns;	/* the worker thread's CPU time */
+	uint64_t busy;		/* batches due that found every job taken */
+	uint64_t errors;	/* batches that could not be compressed (left raw) */
+};
+
+struct vmt_compressor {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct vmt_cjob *queue, **queue_tail;
+	struct vmt_cjob *done, **done_tail;
+	struct vmt_cjob *free;	/* jobs not in use (loop only) */
+	struct vmt_cjob *jobs;
+	uint32_t njobs;
+	size_t max_raw;
+	struct vmt_frame_ctx *ctx[3];	/* by codec: the worker's */
+	int efd;
+	sd_event_source *src;
+	int stopping, started, inited;
+	struct vmt_compress_stats st;	/* loop's copy; cpu_ns written by the worker under lock */
+};
+
+/* njobs jobs for batches of at most max_raw bytes. */
+int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_t max_raw);
+/* Start the worker (after the daemon dropped its privileges). */
+int compressor_run(struct vmt_compressor *c);
+/* Finish what is queued, hand it back, join. */
+void compressor_stop(struct vmt_compressor *c);
+/* Compress r's oldest batch with codec at level if it is due and a job is free. */
+void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t codec, int level);
+/* r is about to be freed or cleared: a batch of it in flight will not come back to it. */
+void compressor_forget(struct vmt_compressor *c, struct vmt_ring *r);
+
+#endif

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Compressed rings: older pages go into frames and come back byte-exact,
+ * in order; the frame store overwrites frame by frame; a late compressor
+ * leaves pages raw rather than losing them; frames a dump holds are never
+ * overwritten; every page that came in is accounted for.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "frames.h"
+#include "pagegen.h"
+#include "ring.h"
+#include "testutil.h"
+#include "util.h"
+
+#define PS 4096
+#define NPAGES 64	/* the memory of 64 pages: 16 raw, batches of 4, the rest frames */
+static struct vmt_page_layout L;
+static struct vmt_ring R;
+static struct vmt_frame_ctx *Z;
+
+static void setup(void)
+{
+	page_layout_default(&L, PS);
+	ck_assert_int_eq(ring_init_compressed(&R, NPAGES, &L), 0);
+	ck_assert_ptr_nonnull(R.fr.fm);
+	Z = frame_ctx_new(VMT_FRAME_ZSTD, 1, VMT_RING_BATCH_MAX_BYTES);
+	ck_assert_ptr_nonnull(Z);
+}
+
+static void teardown(void)
+{
+	ring_free(&R);
+	frame_ctx_free(Z);
+}
+
+/* page k: base time k * 1e6, k % 50 + 1 events: compresses well */
+static void make(uint8_t *p, uint64_t k)
+{
+	pagegen_simple(p, PS, k * 1000000, (uint32_t)(k % 50 + 1));
+}
+
+/* What the compressor thread does, here and now. */
+static void compress_batch(struct vmt_ring *r)
+{
+	static uint8_t out[1 << 20];
+	struct vmt_ring_hold h;
+	struct vmt_frame_hdr fh;
+	uint64_t gen;
+	ssize_t n;
+
+	ck_assert_int_eq(ring_batch_begin(r, &h, &fh), 0);
+	gen = r->batch_gen;
+	fh.codec = VMT_FRAME_ZSTD;
+	n = frame_compress(Z, h.runs, h.nruns, out, sizeof(out));
+	ck_assert_int_gt(n, 0);
+	ring_batch_end(r, gen, &fh, out, n);
+	ring_release(&h);
+	ring_settle_slots(r);
+}
+
+static void push(uint64_t k, bool compress)
+{
+	uint8_t p[PS];
+
+	make(p, k);
+	ck_assert_int_eq(ring_push(&R, p), 1);
+	if (compress && ring_batch_due(&R))
+		compress_batch(&R);
+}
+
+/* Every page of the window, frames then raw, is page seq as made, in order. */
+static uint64_t check_window(const struct vmt_ring *r)
+{
+	uint8_t want[PS], *buf = malloc((size_t)VMT_FRAME_MAX_PAGES * PS);
+	uint64_t next = UINT64_MAX, n = 0;
+	char why[160];
+
+	for (uint32_t i = 0; i < r->fr.count; i++) {
+		const struct vmt_frame_desc *d = frames_at(&r->fr, i);
+
+		ck_assert_int_eq(frame_decode(d->h.codec, frames_payload(&r->fr, d), d->len, buf,
+					      (size_t)d->h.npages * PS, why, sizeof(why)), 0);
+		if (next != UINT64_MAX)
+			ck_assert_uint_eq(d->h.first_seq, next);
+		for (uint32_t j = 0; j < d->h.npages; j++) {
+			make(want, d->h.first_seq + j);
+			ck_assert_mem_eq(buf + (size_t)j * PS, want, PS);
+		}
+		ck_assert_uint_eq(d->h.first_ts, d->h.first_seq * 1000000);
+		next = d->h.first_seq + d->h.npages;
+		n += d->h.npages;
+	}
+	for (uint32_t i = 0; i < r->count; i++) {
+		if (next != UINT64_MAX)
+			ck_assert_uint_eq(ring_slot(r, i)->seq, next);
+		make(want, ring_slot(r, i)->seq);
+		ck_assert_mem_eq(ring_page(r, i), want, PS);
+		next = ring_slot(r, i)->seq + 1;
+		n++;
+	}
+	free(buf);
+	ck_assert_uint_eq(n, ring_window_pages(r));
+	return n;
+}
+
+/* Every page that came in is in the window or counted as overwritten. */
+static void check_accounting(const struct vmt_ring *r)
+{
+	ck_assert_uint_eq(r->c.pages_in, ring_window_pages(r) + r->c.pages_overwritten);
+}
+
+START_TEST(older_pages_become_frames_in_order)
+{
+	for (uint64_t k = 0; k < 40; k++)
+		push(k, true);
+	ck_assert_uint_gt(R.fr.count, 0);
+	ck_assert_uint_eq(R.c.pages_overwritten, 0);
+	ck_assert_uint_eq(check_window(&R), 40);
+	ck_assert_uint_eq(R.c.frames_made, R.fr.count);
+	ck_assert_uint_eq(R.c.frame_bytes_in, R.fr.pages * PS);
+	ck_assert_uint_eq(R.c.frame_bytes_out, R.fr.stored);
+	ck_assert_uint_lt(R.fr.stored * 4, R.fr.pages * PS);	/* these pages compress */
+	check_accounting(&R);
+}
+END_TEST
+
+START_TEST(the_store_overwrites_frame_by_frame)
+{
+	uint64_t held_before = 0;
+
+	for (uint64_t k = 0; k < 20000; k++) {
+		push(k, true);
+		/* the window never shrinks once full: only whole frames go */
+		if (R.c.frames_overwritten)
+			ck_assert_uint_ge(ring_window_pages(&R) + R.batch, held_before);
+		held_before = ring_window_pages(&R);
+	}
+	ck_assert_uint_gt(R.c.frames_overwritten, 0);
+	ck_assert_uint_eq(R.c.pages_stored_raw, 0);
+	/* far more than the 64 pages the same memory holds raw */
+	ck_assert_uint_gt(ring_window_pages(&R), 4 * NPAGES);
+	check_window(&R);
+	check_accounting(&R);
+}
+END_TEST
+
+/* No compressor at all: the raw slots spill their oldest batch into the
+ * store as it is; the window is about what the memory holds raw. */
+START_TEST(a_late_compressor_leaves_pages_raw)
+{
+	for (uint64_t k = 0; k < 1000; k++)
+		push(k, false);
+	ck_assert_uint_gt(R.c.pages_stored_raw, 0);
+	ck_assert_uint_eq(R.c.frames_made, R.c.pages_stored_raw / R.batch);
+	ck_assert_uint_ge(ring_window_pages(&R), NPAGES * 7 / 10);
+	check_window(&R);
+	check_accounting(&R);
+}
+END_TEST
+
+/* The slots fill while a batch is being compressed: the batch is stored
+ * as it is and the compressor's late answer is ignored. */
+START_TEST(a_batch_overtaken_is_dropped_not_doubled)
+{
+	static uint8_t out[1 << 20];
+	struct vmt_ring_hold h;
+	struct vmt_frame_hdr fh;
+	uint64_t k = 0, gen;
+	ssize_t n;
+
+	while (!ring_batch_due(&R))
+		push(k++, false);
+	ck_assert_int_eq(ring_batch_begin(&R, &h, &fh), 0);
+	gen = R.batch_gen;
+	fh.codec = VMT_FRAME_ZSTD;
+	n = frame_compress(Z, h.runs, h.nruns, out, sizeof(out));
+	while (!R.c.pages_stored_raw)
+		push(k++, false);
+	ring_batch_end(&R, gen, &fh, out, n);	/* too late: nothing happens */
+	ring_release(&h);
+	ring_settle_slots(&R);
+	ck_assert_uint_eq(R.c.frames_made, 1);
+	ck_assert_uint_eq(R.c.pages_stored_raw, R.batch);
+	check_window(&R);
+	check_accounting(&R);
+}
+END_TEST
+
+/* A dump holds every frame: none is overwritten while it does; the ring
+ * goes on with raw pages; once released, frames are made again. */
+START_TEST(held_frames_are_never_overwritten)
+{
+	struct vmt_frames_hold fh;
+	uint8_t *copy;
+	uint64_t k = 0, made;
+
+	for (; k < 3000; k++)
+		push(k, true);
+	ck_assert_int_eq(frames_hold(&R.fr, 0, R.fr.count, &fh), 0);
+	copy = malloc(R.fr.fm->bytes);
+	memcpy(copy, R.fr.fm->mem, R.fr.fm->bytes);
+	for (; k < 6000; k++)
+		push(k, true);
+	ck_assert(R.frames_blocked);
+	for (uint32_t i = 0; i < fh.n; i++)
+		ck_assert_mem_eq(fh.frames[i].payload, copy + (fh.frames[i].payload - R.fr.fm->mem),
+				 fh.frames[i].len);
+	check_accounting(&R);
+	frames_release(&fh);
+	ring_settle(&R);
+	made = R.c.frames_made;
+	for (; k < 9000; k++)
+		push(k, true);
+	ck_assert_uint_gt(R.c.frames_made, made);
+	check_window(&R);
+	check_accounting(&R);
+	free(copy);
+}
+END_TEST
+
+/* Frames held by a dump outlive a clear and the ring itself. */
+START_TEST(held_frames_outlive_clear_and_free)
+{
+	struct vmt_frames_hold fh;
+	uint8_t buf[4 * PS * 16], want[PS];
+	char why[160];
+
+	for (uint64_t k = 0; k < 200; k++)
+		push(k, true);
+	ck_assert_int_eq(frames_hold(&R.fr, 0, 1, &fh), 0);
+	ring_clear(&R);
+	ck_assert_uint_eq(ring_window_pages(&R), 0);
+	for (uint64_t k = 1000; k < 3000; k++)
+		push(k, true);
+	ring_free(&R);
+	ck_assert_uint_le(fh.frames[0].h.npages * PS, sizeof(buf));
+	ck_assert_int_eq(frame_decode(fh.frames[0].h.codec, fh.frames[0].payload, fh.frames[0].len, buf,
+				      (size_t)fh.frames[0].h.npages * PS, why, sizeof(why)), 0);
+	make(want, fh.frames[0].h.first_seq);
+	ck_assert_mem_eq(buf, want, PS);
+	frames_release(&fh);
+	ck_assert_int_eq(ring_init_compressed(&R, NPAGES, &L), 0);	/* for teardown */
+}
+END_TEST
+
+/* The store alone: random frame sizes never overlap a live frame, FIFO order. */
+START_TEST(store_places_frames_without_overlap)
+{
+	struct vmt_frames f;
+	uint8_t payload[5000];
+	uint64_t seq = 0;
+
+	ck_assert_int_eq(frames_init(&f, 64 * 1024, 64 * 1024), 0);
+	srand(7);
+	for (int n = 0; n < 20000; n++) {
+		struct vmt_frame_hdr h = { .codec = VMT_FRAME_NONE, .npages = 1, .first_seq = seq++ };
+		struct vmt_iovec one = { payload, (size_t)(rand() % 5000) + 1 };
+		struct vmt_frames_evicted ev;
+
+		memset(payload, (int)(h.first_seq & 0xff), one.len);
+		ck_assert_int_eq(frames_append(&f, &h, &one, 1, &ev), 0);
+		for (uint32_t i = 0; i < f.count; i++) {
+			const struct vmt_frame_desc *d = frames_at(&f, i);
+			const uint8_t *p = frames_payload(&f, d);
+
+			ck_assert_uint_le(d->off + d->len, f.fm->bytes);
+			ck_assert_uint_eq(d->h.first_seq, seq - f.count + i);
+			/* its bytes are still its own: nothing overwrote them */
+			ck_assert_uint_eq(p[0], d->h.first_seq & 0xff);
+			ck_assert_uint_eq(p[d->len - 1], d->h.first_seq & 0xff);
+		}
+	}
+	frames_free(&f);
+}
+END_TEST
+
+START_TEST(memory_stays_that_of_the_raw_ring)
+{
+	uint64_t raw = ring_mem_size(16384, PS);
+	struct vmt_ring big;
+
+	ck_assert_int_eq(ring_init_compressed(&big, 16384, &L), 0);
+	ck_assert_ptr_nonnull(big.fr.fm);
+	ck_assert_uint_le(ring_bytes(&big), raw);
+	ck_assert_uint_ge(ring_bytes(&big), raw - raw / 50);
+	ck_assert_uint_eq(big.batch, 64);
+	ring_free(&big);
+	/* too small to compress: a raw ring */
+	ck_assert_int_eq(ring_init_compressed(&big, 16, &L), 0);
+	ck_assert_ptr_null(big.fr.fm);
+	ck_assert_uint_eq(big.nr_pages, 16);
+	ring_free(&big);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cring");
+	TCase *t = tcase_create("core");
+
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 120);
+	tcase_add_test(t, older_pages_become_frames_in_order);
+	tcase_add_test(t, the_store_overwrites_frame_by_frame);
+	tcase_add_test(t, a_late_compressor_leaves_pages_raw);
+	tcase_add_test(t, a_batch_overtaken_is_dropped_not_doubled);
+	tcase_add_test(t, held_frames_are_never_overwritten);
+	tcase_add_test(t, held_frames_outlive_clear_and_free);
+	tcase_add_test(t, store_places_frames_without_overlap);
+	tcase_add_test(t, memory_stays_that_of_the_raw_ring);
+	suite_add_tcase(s, t);
+	return test_run_suite(s);
+}
