@@ -61,6 +61,8 @@ static void compress_one(struct vmt_compressor *c, struct vmt_cjob *j, int *leve
 		j->h.codec = VMT_FRAME_NONE;
 		j->len = (ssize_t)off;
 	}
+	/* the frame's check for a successor (ringmem.h), here rather than on the loop */
+	j->crc = j->len > 0 && j->h.codec != VMT_FRAME_NONE ? crc32c(0, j->out, (size_t)j->len) : 0;
 }
 
 static void *compress_main(void *arg)
@@ -117,7 +119,7 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 		c->st.bytes_out += (uint64_t)j->len;
 	}
 	if (r)
-		ring_batch_end(r, j->gen, &j->h, j->out, j->len);
+		ring_batch_end(r, j->gen, &j->h, j->out, j->len, j->crc);
 	ring_release(&j->hold);
 	j->ring = NULL;
 	j->next = c->free;

@@ -33,6 +33,7 @@ struct vmt_cjob {
 	uint8_t *out;
 	size_t cap;
 	ssize_t len;		/* the payload's, or -errno */
+	uint32_t crc;		/* the payload's CRC32C (not for codec NONE) */
 };
 
 struct vmt_compress_stats {

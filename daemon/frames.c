@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "frames.h"
 #include "util.h"
@@ -25,38 +24,49 @@ size_t frames_desc_bytes(uint32_t cap)
 	return (size_t)cap * (sizeof(struct vmt_frame_desc) + sizeof(uint32_t));
 }
 
+_Static_assert(sizeof(struct vmt_frame_desc) == VMT_RINGMEM_DESC_BYTES, "a descriptor is version 1's");
+
 static void framemem_unref(struct vmt_framemem *fm)
 {
 	if (!fm || --fm->refs)
 		return;
-	munmap(fm->mem, fm->bytes);
+	ringmem_unref(fm->rm);
 	free(fm);
 }
 
 int frames_init(struct vmt_frames *f, size_t arena, size_t batch_bytes)
 {
-	uint32_t cap = frames_cap(arena, batch_bytes);
-	struct vmt_framemem *fm;
-	void *m;
+	struct vmt_ringmem_geom g = { .desc_cap = frames_cap(arena, batch_bytes), .arena = arena };
+	struct vmt_ringmem *rm;
+	int err;
 
 	memset(f, 0, sizeof(*f));
 	if (!arena)
 		return -EINVAL;
-	/* pre-faulted, as the raw ring: spent now, not when the guest gets busy */
-	m = mmap(NULL, arena, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (m == MAP_FAILED)
-		return -ENOMEM;
+	err = ringmem_new(&rm, &g);
+	if (err < 0)
+		return err;
+	err = frames_init_in(f, rm);
+	ringmem_unref(rm);	/* the store has its own reference */
+	return err;
+}
+
+int frames_init_in(struct vmt_frames *f, struct vmt_ringmem *rm)
+{
+	uint32_t cap = rm->shadow.desc_cap;
+	struct vmt_framemem *fm;
+
+	memset(f, 0, sizeof(*f));
+	if (!cap || !rm->shadow.arena_bytes)
+		return -EINVAL;
 	fm = calloc(1, sizeof(*fm) + cap * sizeof(fm->holds[0]));
-	f->d = calloc(cap, sizeof(*f->d));
-	if (!fm || !f->d) {
-		munmap(m, arena);
-		free(fm);
-		free(f->d);
-		f->d = NULL;
+	if (!fm)
 		return -ENOMEM;
-	}
-	*fm = (struct vmt_framemem){ .mem = m, .bytes = arena, .refs = 1 };
+	*fm = (struct vmt_framemem){ .rm = rm, .mem = rm->base + rm->shadow.arena_off,
+				     .bytes = rm->shadow.arena_bytes, .refs = 1 };
+	ringmem_ref(rm);
 	f->fm = fm;
+	f->d = (struct vmt_frame_desc *)(rm->base + rm->shadow.desc_off);
 	f->cap = cap;
 	return 0;
 }
@@ -64,7 +74,6 @@ int frames_init(struct vmt_frames *f, size_t arena, size_t batch_bytes)
 void frames_free(struct vmt_frames *f)
 {
 	framemem_unref(f->fm);
-	free(f->d);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -126,16 +135,11 @@ static int place(const struct vmt_frames *f, size_t len, size_t *pos)
 	return -EAGAIN;
 }
 
-int frames_append(struct vmt_frames *f, const struct vmt_frame_hdr *h, const struct vmt_iovec *iov,
-		  size_t n, struct vmt_frames_evicted *ev)
+int frames_make_room(struct vmt_frames *f, size_t len, size_t *pos, struct vmt_frames_evicted *ev)
 {
-	struct vmt_frame_desc *d;
-	size_t pos, len = 0;
 	int r;
 
 	memset(ev, 0, sizeof(*ev));
-	for (size_t i = 0; i < n; i++)
-		len += iov[i].len;
 	if (!f->fm || len > f->fm->bytes || len > UINT32_MAX)
 		return -E2BIG;
 	while (f->dead + f->count == f->cap) {
@@ -143,19 +147,43 @@ int frames_append(struct vmt_frames *f, const struct vmt_frame_hdr *h, const str
 		if (r < 0)
 			return r;
 	}
-	while (place(f, len, &pos) < 0) {
+	while (place(f, len, pos) < 0) {
 		r = evict_oldest(f, ev);
 		if (r < 0)
 			return r;
 	}
-	for (size_t i = 0, o = pos; i < n; o += iov[i].len, i++)
-		memcpy(f->fm->mem + o, iov[i].base, iov[i].len);
-	d = &f->d[slot_of(f, f->dead + f->count)];
-	*d = (struct vmt_frame_desc){ .h = *h, .off = pos, .len = (uint32_t)len };
+	return 0;
+}
+
+void frames_put(struct vmt_frames *f, size_t pos, const struct vmt_frame_hdr *h,
+		const struct vmt_iovec *iov, size_t n, uint32_t crc)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < n; len += iov[i].len, i++)
+		memcpy(f->fm->mem + pos + len, iov[i].base, iov[i].len);
+	/* the payload is in before its descriptor: a successor reads what the
+	 * header covers, and the header is published after this */
+	f->d[slot_of(f, f->dead + f->count)] =
+		(struct vmt_frame_desc){ .h = *h, .off = pos, .len = (uint32_t)len, .crc = crc };
 	f->count++;
 	f->pages += h->npages;
 	f->stored += len;
 	f->head = pos + len;
+}
+
+int frames_append(struct vmt_frames *f, const struct vmt_frame_hdr *h, const struct vmt_iovec *iov,
+		  size_t n, uint32_t crc, struct vmt_frames_evicted *ev)
+{
+	size_t pos, len = 0;
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		len += iov[i].len;
+	r = frames_make_room(f, len, &pos, ev);
+	if (r < 0)
+		return r;
+	frames_put(f, pos, h, iov, n, crc);
 	return 0;
 }
 

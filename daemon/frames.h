@@ -12,6 +12,13 @@
  * the ring keeps those pages raw or overwrites its oldest raw page (ring.c)
  * until the dump is written. The arena outlives the store while a dump
  * holds part of it.
+ *
+ * The arena and the descriptors are part of the ring's memfd (ringmem.h),
+ * so a successor can adopt them: an append first makes room
+ * (frames_make_room), the ring publishes the header that no longer covers
+ * the frames pushed out, and only then are their bytes written over
+ * (frames_put). A compressed frame's descriptor carries the CRC32C of its
+ * payload (computed on the compressor's thread) for the successor to check.
  */
 #ifndef VMT_FRAMES_H
 #define VMT_FRAMES_H
@@ -20,16 +27,20 @@
 #include <stddef.h>
 
 #include "frame.h"
+#include "ringmem.h"
 #include "sample.h"	/* struct vmt_sample_frame */
 
+/* In the memfd: fixed widths (docs/FORMAT.md, "Ring memory"). */
 struct vmt_frame_desc {
 	struct vmt_frame_hdr h;
-	size_t off;		/* of the payload in the arena */
+	uint64_t off;		/* of the payload in the arena */
 	uint32_t len;		/* payload bytes */
+	uint32_t crc;		/* CRC32C of the payload; 0 for codec NONE (its pages are checked) */
 };
 
 /* The arena and the per-descriptor hold counts: shared with dumps. */
 struct vmt_framemem {
+	struct vmt_ringmem *rm;	/* the memory the arena is in: a reference */
 	uint8_t *mem;
 	size_t bytes;
 	uint32_t refs;
@@ -38,7 +49,7 @@ struct vmt_framemem {
 
 struct vmt_frames {
 	struct vmt_framemem *fm;
-	struct vmt_frame_desc *d;	/* cap slots, a circular FIFO */
+	struct vmt_frame_desc *d;	/* cap slots, a circular FIFO, in the memfd */
 	uint32_t cap, first;
 	uint32_t dead;		/* oldest frames no longer in the window (frames_clear), still in place */
 	uint32_t count;		/* frames in the window, after the dead ones */
@@ -51,7 +62,10 @@ struct vmt_frames {
  * of pages gets, and the bytes they take. */
 uint32_t frames_cap(size_t arena, size_t batch_bytes);
 size_t frames_desc_bytes(uint32_t cap);
+/* A store in a memfd of its own (tests, and a store without a ring). */
 int frames_init(struct vmt_frames *f, size_t arena, size_t batch_bytes);
+/* A store in rm's descriptors and arena (ring.c); it takes a reference. */
+int frames_init_in(struct vmt_frames *f, struct vmt_ringmem *rm);
 void frames_free(struct vmt_frames *f);
 
 /* What an append pushed out: frames and their pages. */
@@ -60,12 +74,17 @@ struct vmt_frames_evicted {
 	uint64_t pages;
 };
 /*
- * Append a frame (its payload in pieces), oldest frames pushed out until it fits (into *ev).
- * -EBUSY when that would overwrite a frame a dump holds (what was pushed
- * out before stays out); -E2BIG when len can never fit.
+ * Room for a payload of len bytes at *pos, oldest frames pushed out until
+ * it fits (into *ev). -EBUSY when that would overwrite a frame a dump holds
+ * (what was pushed out before stays out); -E2BIG when len can never fit.
  */
+int frames_make_room(struct vmt_frames *f, size_t len, size_t *pos, struct vmt_frames_evicted *ev);
+/* The frame (its payload in pieces, len bytes in all) at pos from frames_make_room. */
+void frames_put(struct vmt_frames *f, size_t pos, const struct vmt_frame_hdr *h,
+		const struct vmt_iovec *iov, size_t n, uint32_t crc);
+/* Both, for a store no successor reads between the two (tests). */
 int frames_append(struct vmt_frames *f, const struct vmt_frame_hdr *h, const struct vmt_iovec *iov,
-		  size_t n, struct vmt_frames_evicted *ev);
+		  size_t n, uint32_t crc, struct vmt_frames_evicted *ev);
 /* i-th frame, oldest first (0 <= i < count). */
 const struct vmt_frame_desc *frames_at(const struct vmt_frames *f, uint32_t i);
 const uint8_t *frames_payload(const struct vmt_frames *f, const struct vmt_frame_desc *d);

@@ -1,57 +1,130 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "ring.h"
 #include "sample.h"
 #include "util.h"
 
-uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size)
+_Static_assert(sizeof(struct vmt_ring_slot) == VMT_RINGMEM_SLOT_BYTES, "a slot record is version 1's");
+_Static_assert(sizeof(struct vmt_ring_counters) == VMT_RINGMEM_COUNTERS * sizeof(uint64_t),
+	       "the header holds every ring counter");
+
+/* What a ring keeps outside its memfd: per slot its page pointer and holds,
+ * per frame descriptor its holds. */
+static uint64_t private_bytes(uint64_t nslots, uint64_t cap)
 {
-	return ((uint64_t)nr_pages + 1) *
-	       (page_size + sizeof(struct vmt_ring_slot) + sizeof(((struct vmt_ringmem *)0)->holds[0]));
+	return nslots * (sizeof(uint8_t *) + sizeof(uint32_t)) + cap * sizeof(uint32_t);
 }
 
-static void ringmem_unref(struct vmt_ringmem *rm)
+uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size)
 {
-	if (!rm || --rm->refs)
-		return;
-	munmap(rm->mem, rm->bytes);
-	free(rm);
+	struct vmt_ringmem_geom g = { .page_size = page_size, .nslots = nr_pages + 1 };
+	struct vmt_ringmem_layout l;
+
+	if (nr_pages == UINT32_MAX)
+		return UINT64_MAX;
+	ringmem_layout(&g, &l);
+	return l.size + private_bytes(g.nslots, 0);
+}
+
+int ring_attach(struct vmt_ring *r, struct vmt_ringmem *rm, const struct vmt_page_layout *l)
+{
+	uint32_t nslots = rm->shadow.nr_pages + 1;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	r->pages = calloc(nslots, sizeof(*r->pages));
+	if (!r->pages)
+		return -ENOMEM;
+	if (rm->shadow.desc_cap) {
+		err = frames_init_in(&r->fr, rm);
+		if (err < 0) {
+			free(r->pages);
+			r->pages = NULL;
+			return err;
+		}
+	}
+	for (uint32_t i = 0; i < nslots; i++)
+		r->pages[i] = rm->mem + (size_t)i * l->page_size;
+	r->rm = rm;
+	r->slots = (struct vmt_ring_slot *)(rm->base + rm->shadow.slots_off);
+	r->layout = *l;
+	r->nr_pages = rm->shadow.nr_pages;
+	r->batch = rm->shadow.batch;
+	return 0;
+}
+
+/* A new memfd for nr_pages raw pages and, if cap, a frame store. */
+static int ring_init_mem(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l,
+			 uint32_t cap, size_t arena, uint32_t batch)
+{
+	struct vmt_ringmem_geom g = { .page_size = l->page_size, .nslots = nr_pages + 1,
+				      .desc_cap = cap, .arena = arena };
+	struct vmt_ringmem_hdr *h;
+	struct vmt_ringmem *rm;
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	if (!nr_pages || nr_pages == UINT32_MAX || !l->page_size)
+		return -EINVAL;
+	err = ringmem_new(&rm, &g);
+	if (err < 0)
+		return err;
+	h = &rm->shadow;
+	h->ts_offset = l->ts_offset;
+	h->commit_offset = l->commit_offset;
+	h->commit_size = l->commit_size;
+	h->data_offset = l->data_offset;
+	h->batch = batch;
+	h->flags = cap ? VMT_RINGMEM_COMPRESSED : 0;
+	ringmem_fixed_changed(rm);
+	err = ring_attach(r, rm, l);
+	if (err < 0) {
+		ringmem_unref(rm);
+		return err;
+	}
+	ring_publish(r);
+	return 0;
 }
 
 int ring_init(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l)
 {
-	size_t nslots = (size_t)nr_pages + 1, bytes;
-	struct vmt_ringmem *rm;
-	void *m;
+	return ring_init_mem(r, nr_pages, l, 0, 0, 0);
+}
 
-	memset(r, 0, sizeof(*r));
-	if (!nr_pages || !l->page_size)
-		return -EINVAL;
-	bytes = nslots * l->page_size;
-	/* pre-faulted: the ring's memory is spent now, not when a guest gets busy */
-	m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (m == MAP_FAILED)
-		return -ENOMEM;
-	rm = calloc(1, sizeof(*rm) + nslots * sizeof(rm->holds[0]));
-	r->slots = calloc(nslots, sizeof(*r->slots));
-	if (!rm || !r->slots) {
-		munmap(m, bytes);
-		free(rm);
-		free(r->slots);
-		r->slots = NULL;
-		return -ENOMEM;
-	}
-	*rm = (struct vmt_ringmem){ .mem = m, .bytes = bytes, .page_size = l->page_size, .refs = 1 };
-	for (size_t i = 0; i < nslots; i++)
-		r->slots[i].page = rm->mem + i * l->page_size;
-	r->rm = rm;
-	r->layout = *l;
-	r->nr_pages = nr_pages;
-	return 0;
+void ring_publish(struct vmt_ring *r)
+{
+	struct vmt_ringmem_hdr *h = &r->rm->shadow;
+
+	h->head = r->head;
+	h->count = r->count;
+	h->fill = r->fill;
+	h->next_seq = r->next_seq;
+	h->last_ts = r->last_ts;
+	h->fr_first = r->fr.first;
+	h->fr_dead = r->fr.dead;
+	h->fr_count = r->fr.count;
+	h->fr_head = r->fr.head;
+	memcpy(h->counters, &r->c, sizeof(h->counters));
+	ringmem_publish(r->rm);
+}
+
+void ring_describe(struct vmt_ring *r, const char *guest, uint32_t cpu, uint32_t ncpus,
+		   uint32_t aux_version, uint64_t aux_id)
+{
+	struct vmt_ringmem_hdr *h = &r->rm->shadow;
+
+	memset(h->guest, 0, sizeof(h->guest));
+	snprintf(h->guest, sizeof(h->guest), "%s", guest);
+	h->cpu = cpu;
+	h->ncpus = ncpus;
+	h->aux_version = aux_version;
+	h->aux_id = aux_id;
+	ringmem_fixed_changed(r->rm);
+	ring_publish(r);
 }
 
 static uint8_t *home_page(const struct vmt_ring *r, uint32_t s)
@@ -92,26 +165,16 @@ bool ring_plan_compressed(uint32_t nr_pages, uint32_t page_size, struct vmt_ring
 int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l)
 {
 	struct vmt_ring_plan p;
-	int err;
 
 	if (!ring_plan_compressed(nr_pages, l->page_size, &p))
 		return ring_init(r, nr_pages, l);
-	err = ring_init(r, p.raw_pages, l);
-	if (err < 0)
-		return err;
-	err = frames_init(&r->fr, p.arena, (size_t)p.batch * l->page_size);
-	if (err < 0) {
-		ring_free(r);
-		return err;
-	}
-	r->batch = p.batch;
-	return 0;
+	return ring_init_mem(r, p.raw_pages, l, frames_cap(p.arena, (size_t)p.batch * l->page_size),
+			     p.arena, p.batch);
 }
 
 uint64_t ring_bytes(const struct vmt_ring *r)
 {
-	return ring_mem_size(r->nr_pages, r->layout.page_size) +
-	       (r->fr.fm ? r->fr.fm->bytes + frames_desc_bytes(r->fr.cap) : 0);
+	return r->rm->size + private_bytes((uint64_t)r->nr_pages + 1, r->fr.cap);
 }
 
 bool ring_batch_due(const struct vmt_ring *r)
@@ -162,11 +225,29 @@ static void batch_stored(struct vmt_ring *r, uint32_t n, uint64_t bytes,
 	r->c.pages_overwritten += ev->pages;
 }
 
+/*
+ * Room for len bytes of frame; the header stops covering the frames pushed
+ * out before their bytes are written over. -EBUSY: a dump holds them.
+ */
+static int frames_room(struct vmt_ring *r, size_t len, size_t *pos)
+{
+	uint32_t first = r->fr.first;
+	struct vmt_frames_evicted ev;
+	int err = frames_make_room(&r->fr, len, pos, &ev);
+
+	r->c.frames_overwritten += ev.frames;
+	r->c.pages_overwritten += ev.pages;
+	if (r->fr.first != first)
+		ring_publish(r);
+	return err;
+}
+
 void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
-		    const uint8_t *payload, ssize_t len)
+		    const uint8_t *payload, ssize_t len, uint32_t crc)
 {
 	struct vmt_iovec one = { payload, len > 0 ? (size_t)len : 0 };
-	struct vmt_frames_evicted ev;
+	struct vmt_frames_evicted none = { 0 };
+	size_t pos;
 	int err;
 
 	if (gen != r->batch_gen)
@@ -178,13 +259,12 @@ void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr
 	/* batches come back in order; the first that cannot go in leaves its
 	 * pages raw and the later ones too (gen), to be batched again */
 	if (len > 0 && r->count >= h->npages && r->inflight >= h->npages) {
-		err = frames_append(&r->fr, h, &one, 1, &ev);
-		r->c.frames_overwritten += ev.frames;
-		r->c.pages_overwritten += ev.pages;
+		err = frames_room(r, one.len, &pos);
 		if (err == 0) {
+			frames_put(&r->fr, pos, h, &one, 1, h->codec == VMT_FRAME_NONE ? 0 : crc);
 			r->inflight -= h->npages;
-			ev = (struct vmt_frames_evicted){ 0 };
-			batch_stored(r, h->npages, (uint64_t)len, &ev);
+			batch_stored(r, h->npages, (uint64_t)len, &none);
+			ring_publish(r);
 			return;
 		}
 		if (err == -EBUSY)
@@ -203,8 +283,9 @@ static bool ring_spill(struct vmt_ring *r)
 {
 	uint32_t n = VMT_MIN(r->batch, r->count), ps = r->layout.page_size, k = 0;
 	struct vmt_iovec iov[BATCH_MAX];
-	struct vmt_frames_evicted ev;
+	struct vmt_frames_evicted none = { 0 };
 	struct vmt_frame_hdr h;
+	size_t pos;
 
 	if (!r->fr.fm || r->frames_blocked || !n)
 		return false;
@@ -218,16 +299,17 @@ static bool ring_spill(struct vmt_ring *r)
 	}
 	batch_header(r, 0, n, &h);
 	h.codec = VMT_FRAME_NONE;
-	if (frames_append(&r->fr, &h, iov, k, &ev) < 0) {
-		r->c.frames_overwritten += ev.frames;
-		r->c.pages_overwritten += ev.pages;
+	if (frames_room(r, (size_t)n * ps, &pos) < 0) {
 		r->frames_blocked = true;
 		return false;
 	}
+	/* a stored frame's pages are checked one by one by a successor: no CRC
+	 * of 256 KiB on the loop */
+	frames_put(&r->fr, pos, &h, iov, k, 0);
 	/* the first batch in flight is this one: its frame, when it comes,
 	 * is not taken (ring_batch_end); the later ones still are */
 	r->inflight -= VMT_MIN(r->inflight, n);
-	batch_stored(r, n, (uint64_t)n * ps, &ev);
+	batch_stored(r, n, (uint64_t)n * ps, &none);
 	r->c.pages_stored_raw += n;
 	return true;
 }
@@ -236,18 +318,18 @@ void ring_free(struct vmt_ring *r)
 {
 	frames_free(&r->fr);
 	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++)
-		if (r->slots[s].page != home_page(r, s)) {
-			pagepool_unslot(r->pool, r->slots[s].page, r->layout.page_size);
+		if (r->pages[s] != home_page(r, s)) {
+			pagepool_unslot(r->pool, r->pages[s], r->layout.page_size);
 			r->displaced--;
 		}
 	ringmem_unref(r->rm);
-	free(r->slots);
+	free(r->pages);
 	memset(r, 0, sizeof(*r));
 }
 
 static bool slot_held(const struct vmt_ring *r, uint32_t s)
 {
-	const uint8_t *p = r->slots[s].page;
+	const uint8_t *p = r->pages[s];
 
 	return p == home_page(r, s) ? r->rm->holds[s] > 0 : pagepool_holds(r->pool, p) > 0;
 }
@@ -282,7 +364,7 @@ uint32_t ring_room(const struct vmt_ring *r, uint32_t want)
 
 uint8_t *ring_fill_space(struct vmt_ring *r, uint32_t *room)
 {
-	struct vmt_ring_slot *s = &r->slots[r->head];
+	uint8_t **page = &r->pages[r->head];
 
 	if (!r->fill && slot_held(r, r->head)) {
 		uint8_t *p = pagepool_get(r->pool, r->layout.page_size);
@@ -293,19 +375,21 @@ uint8_t *ring_fill_space(struct vmt_ring *r, uint32_t *room)
 		}
 		/* the held page stays the dump's; a reserve page held by a
 		 * later dump is freed when that dump is written */
-		if (s->page == home_page(r, r->head))
+		if (*page == home_page(r, r->head))
 			r->displaced++;
 		else
-			pagepool_unslot(r->pool, s->page, r->layout.page_size);
-		s->page = p;
+			pagepool_unslot(r->pool, *page, r->layout.page_size);
+		*page = p;
+		/* a hand-over's fill is not in the memfd either */
+		r->slots[r->head].flags |= VMT_SLOT_AWAY;
 	}
 	*room = r->layout.page_size - r->fill;
-	return s->page + r->fill;
+	return *page + r->fill;
 }
 
 static int ring_complete(struct vmt_ring *r)
 {
-	const uint8_t *page = r->slots[r->head].page;
+	const uint8_t *page = r->pages[r->head];
 	struct vmt_page_info info;
 	struct vmt_ring_slot *s;
 	int err;
@@ -324,7 +408,8 @@ static int ring_complete(struct vmt_ring *r)
 	s->first_ts = info.first_ts;
 	s->last_ts = info.last_ts;
 	s->events = info.events;
-	s->flags = info.missed_flag ? VMT_SLOT_MISSED : 0;
+	s->flags = (info.missed_flag ? VMT_SLOT_MISSED : 0) |
+		   (page != home_page(r, r->head) ? VMT_SLOT_AWAY : 0);
 	if (r->c.pages_in && info.first_ts < r->last_ts)
 		r->c.ts_backwards++;
 	r->last_ts = info.last_ts;
@@ -345,6 +430,9 @@ static int ring_complete(struct vmt_ring *r)
 	else
 		r->count++;
 	r->head = (r->head + 1) % (r->nr_pages + 1);
+	/* before a byte goes into the new fill slot, which the header covered
+	 * when the ring was full */
+	ring_publish(r);
 	return 1;
 }
 
@@ -384,6 +472,7 @@ void ring_reset_stream(struct vmt_ring *r, int restart_seq)
 		r->inflight = 0;
 		r->batch_gen++;
 	}
+	ring_publish(r);
 }
 
 void ring_clear(struct vmt_ring *r)
@@ -393,6 +482,8 @@ void ring_clear(struct vmt_ring *r)
 	frames_clear(&r->fr);
 	r->inflight = 0;
 	r->batch_gen++;
+	/* the pages belonged to the aux version before: a successor must not take them */
+	ring_publish(r);
 }
 
 uint64_t ring_stream_bytes(const struct vmt_ring *r)
@@ -402,7 +493,7 @@ uint64_t ring_stream_bytes(const struct vmt_ring *r)
 
 const uint8_t *ring_page(const struct vmt_ring *r, uint32_t i)
 {
-	return r->slots[slot_index(r, i)].page;
+	return r->pages[slot_index(r, i)];
 }
 
 const struct vmt_ring_slot *ring_slot(const struct vmt_ring *r, uint32_t i)
@@ -428,7 +519,7 @@ int ring_hold(struct vmt_ring *r, uint32_t first, uint32_t end, struct vmt_ring_
 		return -ENOMEM;
 	for (uint32_t i = first; i < end; i++) {
 		uint32_t s = slot_index(r, i);
-		const uint8_t *p = r->slots[s].page;
+		const uint8_t *p = r->pages[s];
 		struct vmt_iovec *run = &h->runs[h->nruns ? h->nruns - 1 : 0];
 
 		if (p == home_page(r, s))
@@ -475,15 +566,17 @@ void ring_settle_slots(struct vmt_ring *r)
 {
 	uint32_t ps = r->layout.page_size;
 	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++) {
-		struct vmt_ring_slot *sl = &r->slots[s];
 		uint8_t *home = home_page(r, s);
 
-		if (sl->page == home || r->rm->holds[s])
+		if (r->pages[s] == home || r->rm->holds[s])
 			continue;
-		memcpy(home, sl->page, ps);
-		pagepool_unslot(r->pool, sl->page, ps);
-		sl->page = home;
+		memcpy(home, r->pages[s], ps);
+		pagepool_unslot(r->pool, r->pages[s], ps);
+		r->pages[s] = home;
 		r->displaced--;
+		/* the page is whole in the memfd before its record says so */
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		r->slots[s].flags &= ~VMT_SLOT_AWAY;
 	}
 }
 

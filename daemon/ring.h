@@ -26,6 +26,13 @@
  * (a stored frame, counted in pages_stored_raw): the window shrinks
  * towards the raw size, nothing is dropped for the compressor's sake.
  *
+ * The ring's memory is one sealed memfd (ringmem.h): page slots, their
+ * records, and a compressed ring's frames, behind a header published after
+ * every change a successor must see (ring_publish), so that another
+ * vmtraced can adopt it (persist.h). What only this process needs stays
+ * private: where each slot's page is now (its own, or a reserve page) and
+ * how many dumps hold it.
+ *
  * Pages are numbered by seq, the count of page-sized units received on the
  * channel (good or rejected) since ring_reset_stream(); seq * page_size is
  * the channel's byte offset, which is what the agent's FLUSHED reports.
@@ -60,23 +67,16 @@ struct vmt_ring_counters {
 	uint64_t frames_overwritten;	/* frames pushed out by newer ones */
 };
 
+/* A slot's record, in the memfd: fixed widths (docs/FORMAT.md, "Ring memory"). */
 struct vmt_ring_slot {
 	uint64_t seq;		/* stream position, see above */
 	uint64_t first_ts, last_ts;
 	uint32_t events;
 	uint32_t flags;		/* VMT_SLOT_* */
-	uint8_t *page;		/* its own memory, or a reserve page while a dump holds that */
 };
 #define VMT_SLOT_MISSED 0x1
-
-/* A ring's own page memory, freed when neither the ring nor a dump needs it. */
-struct vmt_ringmem {
-	uint8_t *mem;
-	size_t bytes;
-	uint32_t page_size;
-	uint32_t refs;
-	uint32_t holds[];	/* per slot: dumps holding its own page */
-};
+/* its page is a reserve page while a dump holds its own: not in the memfd */
+#define VMT_SLOT_AWAY 0x2
 
 struct vmt_ring {
 	struct vmt_page_layout layout;
@@ -86,10 +86,11 @@ struct vmt_ring {
 	uint32_t fill;		/* bytes in the fill slot */
 	uint64_t next_seq;	/* seq the fill slot will get */
 	uint64_t last_ts;	/* newest accepted page's last event */
-	struct vmt_ringmem *rm;	/* (nr_pages + 1) * page_size */
+	struct vmt_ringmem *rm;	/* the memfd: (nr_pages + 1) page slots, their records, frames */
 	struct vmt_pagepool *pool;	/* the dump reserve, or NULL */
 	uint32_t displaced;	/* slots filling a reserve page */
-	struct vmt_ring_slot *slots;
+	struct vmt_ring_slot *slots;	/* nr_pages + 1 records, in rm */
+	uint8_t **pages;	/* per slot: its own page in rm, or a reserve page while a dump holds that */
 	struct vmt_ring_counters c;
 	int last_error;		/* -errno of the last rejected page */
 	/* a compressed ring's: fr.fm is NULL for a raw one */
@@ -103,8 +104,21 @@ struct vmt_ring {
 /* Allocates and pre-faults the memory; -ENOMEM if it cannot. */
 int ring_init(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l);
 void ring_free(struct vmt_ring *r);
-/* Bytes a ring of nr_pages pages of page_size takes. */
+/* Bytes a ring of nr_pages pages of page_size takes: its memfd and what it keeps privately. */
 uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size);
+/*
+ * A ring on rm's memory, whose header (rm->shadow) gives the geometry; it
+ * takes over the reference. State empty: the caller sets it (persist.c).
+ * -ENOMEM, and then rm is still the caller's.
+ */
+int ring_attach(struct vmt_ring *r, struct vmt_ringmem *rm, const struct vmt_page_layout *l);
+/* Write the ring's state into its memfd's header (ringmem.h). The ring does
+ * so itself after each change a successor must see; a hand-over calls it
+ * last, for the fill and the counters of that moment. */
+void ring_publish(struct vmt_ring *r);
+/* Whose pages these are, in the header: a successor checks them. */
+void ring_describe(struct vmt_ring *r, const char *guest, uint32_t cpu, uint32_t ncpus,
+		   uint32_t aux_version, uint64_t aux_id);
 
 /*
  * How a compressed ring of the memory of nr_pages pages splits it: raw
@@ -137,12 +151,12 @@ bool ring_batch_due(const struct vmt_ring *r);
 int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h);
 /*
  * The compressor is back with the batch begun at gen: its frame (codec in
- * h, len bytes at payload) replaces the pages, or, on len < 0 or when the
+ * h, len bytes at payload, crc its CRC32C unless codec NONE) replaces the pages, or, on len < 0 or when the
  * batch was stored or cleared meanwhile, nothing happens. Release the hold
  * after.
  */
 void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
-		    const uint8_t *payload, ssize_t len);
+		    const uint8_t *payload, ssize_t len, uint32_t crc);
 /* Window pages: in frames, and all. */
 static inline uint64_t ring_window_pages(const struct vmt_ring *r)
 {

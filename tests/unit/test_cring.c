@@ -56,7 +56,7 @@ static void compress_batch(struct vmt_ring *r)
 	fh.codec = VMT_FRAME_ZSTD;
 	n = frame_compress(Z, h.runs, h.nruns, out, sizeof(out));
 	ck_assert_int_gt(n, 0);
-	ring_batch_end(r, gen, &fh, out, n);
+	ring_batch_end(r, gen, &fh, out, n, crc32c(0, out, (size_t)n));
 	ring_release(&h);
 	ring_settle_slots(r);
 }
@@ -185,7 +185,7 @@ START_TEST(a_batch_overtaken_is_dropped_not_doubled)
 		push(k++, false);
 	ck_assert_uint_eq(R.inflight, R.batch);
 	for (int i = 0; i < 2; i++) {
-		ring_batch_end(&R, gen, &fh[i], out[i], n[i]);	/* the first: too late */
+		ring_batch_end(&R, gen, &fh[i], out[i], n[i], crc32c(0, out[i], (size_t)n[i]));	/* the first: too late */
 		ring_release(&h[i]);
 	}
 	ring_settle_slots(&R);
@@ -271,7 +271,7 @@ START_TEST(store_places_frames_without_overlap)
 		struct vmt_frames_evicted ev;
 
 		memset(payload, (int)(h.first_seq & 0xff), one.len);
-		ck_assert_int_eq(frames_append(&f, &h, &one, 1, &ev), 0);
+		ck_assert_int_eq(frames_append(&f, &h, &one, 1, 0, &ev), 0);
 		for (uint32_t i = 0; i < f.count; i++) {
 			const struct vmt_frame_desc *d = frames_at(&f, i);
 			const uint8_t *p = frames_payload(&f, d);
