@@ -65,7 +65,7 @@ LIBVMT      := $(O)/libvmt.a
 # A program's own pure modules (no event loop, no manager): linked into the
 # program with the rest of its folder, and archived apart for the tests,
 # which link them ahead of libvmt.
-DAEMON_PURE_SRCS := daemon/ring.c daemon/frames.c daemon/ringmem.c \
+DAEMON_PURE_SRCS := daemon/ring.c daemon/frames.c daemon/ringmem.c daemon/persist.c \
 	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c
 CTL_PURE_SRCS := ctl/tracedat.c
 LIBVMTD     := $(O)/libvmtd.a
@@ -135,7 +135,7 @@ $(O)/vmtrace-agent: $(AGENT_SRCS:%.c=$(O)/agent-objs/%.o) $(AGENT_LIB_SRCS:%.c=$
 # Tests: each tests/unit/test_X.c is one Check suite linked with libvmt and
 # the programs' pure modules; those that test one find its folder's headers.
 TEST_INC    := -Itests/lib
-$(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_retention \
+$(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/test_retention \
 	$(O)/tests/test_daemon $(O)/tests/test_hostile: \
 	TEST_INC += -Idaemon
 $(O)/tests/test_tracedat: TEST_INC += -Ictl

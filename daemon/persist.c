@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "persist.h"
+#include "util.h"
+
+#define SEALS_NEEDED (F_SEAL_SHRINK | F_SEAL_GROW)
+
+/* Map the whole memfd, once its size cannot change under the mapping. */
+static int map_fd(int fd, uint8_t **base, size_t *size, char *why, size_t n)
+{
+	struct stat st;
+	int seals;
+	void *m;
+
+	if (fstat(fd, &st) < 0) {
+		snprintf(why, n, "fstat: %s", strerror(errno));
+		return -errno;
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & SEALS_NEEDED) != SEALS_NEEDED) {
+		snprintf(why, n, "not a sealed memfd (seals %#x)", seals < 0 ? 0 : seals);
+		return -EBADMSG;
+	}
+	if (st.st_size < VMT_RINGMEM_HDR_BYTES) {
+		snprintf(why, n, "%lld bytes: too small for a ring's memory", (long long)st.st_size);
+		return -EBADMSG;
+	}
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (m == MAP_FAILED) {
+		snprintf(why, n, "mmap: %s", strerror(errno));
+		return -errno;
+	}
+	*base = m;
+	*size = (size_t)st.st_size;
+	return 0;
+}
+
+/* The geometry the successor's own ring_size makes (ring.c, guest-data.c). */
+static void expected_geom(const struct vmt_persist_expect *w, struct vmt_ringmem_geom *g, uint32_t *batch)
+{
+	uint32_t ps = w->layout.page_size;
+	struct vmt_ring_plan p;
+
+	*g = (struct vmt_ringmem_geom){ .page_size = ps, .nslots = w->ring_pages + 1 };
+	*batch = 0;
+	if (w->compressed && ring_plan_compressed(w->ring_pages, ps, &p)) {
+		*g = (struct vmt_ringmem_geom){ .page_size = ps, .nslots = p.raw_pages + 1,
+						.desc_cap = frames_cap(p.arena, (size_t)p.batch * ps),
+						.arena = p.arena };
+		*batch = p.batch;
+	}
+}
+
+#define DIFFER(what, have, want)                                                                  \
+	do {                                                                                       \
+		if ((uint64_t)(have) != (uint64_t)(want)) {                                        \
+			snprintf(why, n, "%s %llu, not %llu", what, (unsigned long long)(have),    \
+				 (unsigned long long)(want));                                      \
+			return -EPROTO;                                                            \
+		}                                                                                  \
+	} while (0)
+
+/* Whose ring, and the shape this daemon would give it: -EPROTO if not ours. */
+static int check_geometry(const struct vmt_ringmem_hdr *h, const struct vmt_persist_expect *w,
+			  size_t size, char *why, size_t n)
+{
+	const struct vmt_page_layout *pl = &w->layout;
+	struct vmt_ringmem_layout l;
+	struct vmt_ringmem_geom g;
+	uint32_t batch;
+
+	if (strncmp(h->guest, w->guest, sizeof(h->guest)) || !memchr(h->guest, 0, sizeof(h->guest))) {
+		snprintf(why, n, "the ring of another guest (%.*s)", (int)sizeof(h->guest), h->guest);
+		return -EPROTO;
+	}
+	DIFFER("aux version", h->aux_version, w->aux_version);
+	DIFFER("aux content id", h->aux_id, w->aux_id);
+	DIFFER("CPU", h->cpu, w->cpu);
+	DIFFER("CPU count", h->ncpus, w->ncpus);
+	DIFFER("page size", h->page_size, pl->page_size);
+	if (h->ts_offset != pl->ts_offset || h->commit_offset != pl->commit_offset ||
+	    h->commit_size != pl->commit_size || h->data_offset != pl->data_offset) {
+		snprintf(why, n, "another page layout");
+		return -EPROTO;
+	}
+	expected_geom(w, &g, &batch);
+	ringmem_layout(&g, &l);
+	DIFFER("raw pages", h->nr_pages + 1ull, g.nslots);
+	DIFFER("pages per frame", h->batch, batch);
+	DIFFER("frame descriptors", h->desc_cap, g.desc_cap);
+	DIFFER("arena bytes", h->arena_bytes, g.arena);
+	DIFFER("memfd size", size, l.size);
+	DIFFER("header's size", h->size, l.size);
+	if (h->pages_off != l.pages_off || h->slots_off != l.slots_off || h->desc_off != l.desc_off ||
+	    h->arena_off != l.arena_off) {
+		snprintf(why, n, "another placement of slots and frames");
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* The state is within the geometry (the CRC passed: this is the writer's own). */
+static int check_state(const struct vmt_ringmem_hdr *h, char *why, size_t n)
+{
+	if (h->head > h->nr_pages || h->count > h->nr_pages || h->fill >= h->page_size ||
+	    (h->desc_cap && (h->fr_first >= h->desc_cap || h->fr_dead > h->desc_cap ||
+			     h->fr_count > h->desc_cap - h->fr_dead || h->fr_head > h->arena_bytes)) ||
+	    (!h->desc_cap && (h->fr_dead || h->fr_count))) {
+		snprintf(why, n, "state out of the ring's bounds (head %u, count %u, frames %u+%u)",
+			 h->head, h->count, h->fr_dead, h->fr_count);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* A page the header covers is the one its record describes. */
+static bool page_agrees(const struct vmt_page_layout *l, const uint8_t *p, const struct vmt_ring_slot *rec)
+{
+	struct vmt_page_info info;
+
+	if (rec->flags & ~(uint32_t)VMT_SLOT_MISSED)	/* in a reserve page, or unknown */
+		return false;
+	if (page_scan(l, p, &info) < 0)
+		return false;
+	return info.first_ts == rec->first_ts && info.last_ts == rec->last_ts &&
+	       info.events == rec->events && info.missed_flag == !!(rec->flags & VMT_SLOT_MISSED);
+}
+
+/* A stored frame's pages: each scans, and together they are its header. */
+static bool stored_agrees(const struct vmt_page_layout *l, const uint8_t *p, const struct vmt_frame_hdr *h)
+{
+	uint64_t first = UINT64_MAX, last = 0, events = 0;
+	bool missed = false;
+
+	for (uint32_t i = 0; i < h->npages; i++) {
+		struct vmt_page_info info;
+
+		if (page_scan(l, p + (size_t)i * l->page_size, &info) < 0)
+			return false;
+		first = VMT_MIN(first, info.first_ts);
+		last = VMT_MAX(last, info.last_ts);
+		events += info.events;
+		missed |= info.missed_flag;
+	}
+	return first == h->first_ts && last == h->last_ts && events == h->events &&
+	       missed == !!(h->flags & VMT_FRAME_MISSED);
+}
+
+static bool frame_agrees(const struct vmt_frames *f, const struct vmt_frame_desc *d,
+			 const struct vmt_page_layout *l)
+{
+	uint8_t raw[VMT_FRAME_HDR_SIZE];
+	struct vmt_frame_hdr h;
+	char why[8];
+
+	frame_hdr_put(raw, &d->h);
+	if (frame_hdr_get(raw, sizeof(raw), &h, why, sizeof(why)) < 0)
+		return false;
+	if (!d->len || d->off > f->fm->bytes || d->len > f->fm->bytes - d->off)
+		return false;
+	if (h.codec == VMT_FRAME_NONE)
+		return d->len == (uint64_t)h.npages * l->page_size &&
+		       stored_agrees(l, frames_payload(f, d), &h);
+	return crc32c(0, frames_payload(f, d), d->len) == d->crc;
+}
+
+/*
+ * The frames in the window, oldest first: those that check out, in seq
+ * order, moved together towards the oldest end. Returns the seq after the
+ * newest kept.
+ */
+static uint64_t adopt_frames(struct vmt_ring *r, const struct vmt_ringmem_hdr *h,
+			     struct vmt_persist_adopted *res)
+{
+	struct vmt_frames *f = &r->fr;
+	uint64_t end = 0;
+	uint32_t keep = 0;
+
+	if (!f->fm)
+		return 0;
+	/* frames taken out of the window (a new aux version) stay out */
+	f->first = (h->fr_first + h->fr_dead) % f->cap;
+	for (uint32_t i = 0; i < h->fr_count; i++) {
+		const struct vmt_frame_desc *d = &f->d[(f->first + i) % f->cap];
+
+		if (d->h.first_seq < end || !frame_agrees(f, d, &r->layout) ||
+		    d->h.first_seq + d->h.npages > h->next_seq) {
+			res->frames_dropped++;
+			continue;
+		}
+		end = d->h.first_seq + d->h.npages;
+		if (keep != i)
+			f->d[(f->first + keep) % f->cap] = *d;
+		f->pages += d->h.npages;
+		f->stored += d->len;
+		keep++;
+	}
+	f->count = keep;
+	f->head = keep ? (size_t)h->fr_head : 0;
+	res->frames = keep;
+	return end;
+}
+
+/*
+ * The raw pages, newest first: those that check out, seqs decreasing and
+ * not below min_seq, moved together towards the fill slot (page, then its
+ * record: a crash meanwhile leaves a copy the next check refuses or a
+ * duplicate seq it drops).
+ */
+static void adopt_pages(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, uint64_t min_seq,
+			struct vmt_persist_adopted *res)
+{
+	uint32_t n = r->nr_pages + 1, ps = r->layout.page_size, keep = 0;
+	uint64_t below = h->next_seq;
+
+	for (uint32_t k = h->count; k-- > 0;) {
+		uint32_t s = (h->head + n - h->count + k) % n, dst = (h->head + n - 1 - keep) % n;
+		const struct vmt_ring_slot *rec = &r->slots[s];
+
+		if (rec->seq >= below || rec->seq < min_seq || !page_agrees(&r->layout, r->pages[s], rec)) {
+			res->pages_dropped++;
+			continue;
+		}
+		below = rec->seq;
+		if (dst != s) {
+			memcpy(r->pages[dst], r->pages[s], ps);
+			__atomic_thread_fence(__ATOMIC_RELEASE);
+			r->slots[dst] = *rec;
+		}
+		keep++;
+	}
+	r->count = keep;
+	res->pages = keep;
+}
+
+/* The ring's state from the header, what checks out of its pages and frames. */
+static void adopt_state(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, struct vmt_persist_adopted *res)
+{
+	memcpy(&r->c, h->counters, sizeof(r->c));
+	r->head = h->head;
+	r->next_seq = h->next_seq;
+	r->last_ts = h->last_ts;
+	adopt_pages(r, h, adopt_frames(r, h, res), res);
+	r->fill = h->fill;
+	if (r->fill && (r->slots[r->head].flags & VMT_SLOT_AWAY)) {
+		/* the partial page was in a reserve page: as a torn stream */
+		res->fill_dropped = r->fill;
+		r->c.bytes_rejected += r->fill;
+		r->fill = 0;
+		r->next_seq++;
+	}
+	r->slots[r->head].flags &= ~(uint32_t)VMT_SLOT_AWAY;
+	res->created_ns = h->created_ns;
+	res->lifetimes = h->lifetimes + 1;
+}
+
+int persist_adopt_ring(int memfd, const struct vmt_persist_expect *want, struct vmt_ring *r,
+		       struct vmt_persist_adopted *res, char *why, size_t n)
+{
+	struct vmt_persist_adopted none;
+	struct vmt_ringmem_hdr h;
+	struct vmt_ringmem *rm;
+	uint8_t *base = NULL;
+	size_t size = 0;
+	int err, fd;
+
+	res = res ? res : &none;
+	memset(res, 0, sizeof(*res));
+	err = map_fd(memfd, &base, &size, why, n);
+	if (err < 0)
+		return err;
+	err = ringmem_read_hdr(base, size, &h, why, n);
+	if (err == 0)
+		err = check_geometry(&h, want, size, why, n);
+	if (err == 0)
+		err = check_state(&h, why, n);
+	fd = err == 0 ? fcntl(memfd, F_DUPFD_CLOEXEC, 3) : -1;
+	if (err == 0 && fd < 0) {
+		err = -errno;
+		snprintf(why, n, "dup: %s", strerror(errno));
+	}
+	if (err == 0 && (err = ringmem_wrap(&rm, fd, base, size, &h)) < 0)
+		snprintf(why, n, "out of memory");
+	if (err < 0) {
+		munmap(base, size);
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	err = ring_attach(r, rm, &want->layout);
+	if (err < 0) {
+		ringmem_unref(rm);
+		snprintf(why, n, "out of memory");
+		return err;
+	}
+	adopt_state(r, &h, res);
+	rm->shadow.lifetimes = res->lifetimes;
+	ringmem_fixed_changed(rm);
+	ring_publish(r);
+	return 0;
+}
+
+int persist_ring_fd(const struct vmt_ring *r)
+{
+	return r->rm ? r->rm->fd : -EBADF;
+}
+
+static bool guest_name_ok(const char *s, size_t len)
+{
+	if (!len || len > 64 || s[0] == '.')
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!(s[i] >= 'a' && s[i] <= 'z') && !(s[i] >= 'A' && s[i] <= 'Z') &&
+		    !(s[i] >= '0' && s[i] <= '9') && !strchr("_.-", s[i]))
+			return false;
+	return true;
+}
+
+int persist_ring_name(char *buf, size_t n, const char *guest, uint32_t cpu)
+{
+	int k;
+
+	if (!guest_name_ok(guest, strlen(guest)))
+		return -EINVAL;
+	k = snprintf(buf, n, "ring/%s/%u", guest, cpu);
+	return k < 0 || (size_t)k >= n || k >= VMT_PERSIST_FDNAME_MAX ? -EINVAL : 0;
+}
+
+int persist_ring_name_parse(const char *name, char *guest, size_t n, uint32_t *cpu)
+{
+	const char *g, *slash;
+	char *end;
+	unsigned long v;
+
+	if (strncmp(name, "ring/", 5))
+		return -EINVAL;
+	g = name + 5;
+	slash = strchr(g, '/');
+	if (!slash || !guest_name_ok(g, (size_t)(slash - g)) || (size_t)(slash - g) >= n)
+		return -EINVAL;
+	if (slash[1] < '0' || slash[1] > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(slash + 1, &end, 10);
+	if (errno || *end || v > UINT32_MAX)
+		return -EINVAL;
+	memcpy(guest, g, (size_t)(slash - g));
+	guest[slash - g] = 0;
+	*cpu = (uint32_t)v;
+	return 0;
+}
