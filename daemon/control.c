@@ -15,6 +15,7 @@
 
 #include "control.h"
 #include "ctlproto.h"
+#include "fdstore.h"
 #include "log.h"
 #include "util.h"
 #include "vfile.h"
@@ -385,9 +386,15 @@ static int mkdir_parent(const char *path)
 	return 0;
 }
 
+static bool named_ring(const char *name)
+{
+	return name && !strncmp(name, VMT_FDSTORE_RING_PREFIX, strlen(VMT_FDSTORE_RING_PREFIX));
+}
+
 /*
  * A socket passed by systemd (vmtraced.socket, FileDescriptorName=control),
- * or -1. Other passed fds are not ours: closed.
+ * or -1. The rings' fds ("ring/...", fdstore.h) are left alone; other
+ * passed fds are not ours: closed.
  */
 static int control_activated_fd(void)
 {
@@ -403,6 +410,9 @@ static int control_activated_fd(void)
 			fd = cand;
 			continue;
 		}
+		/* the rings' memfds from the fd store are fdstore.c's, taken before */
+		if (named_ring(names ? names[i] : NULL))
+			continue;
 		log_warning("ignoring passed fd %d (%s)", cand, names && names[i] ? names[i] : "unnamed");
 		close(cand);
 	}
