@@ -67,6 +67,7 @@ struct vmt_ringmem_hdr {
 	uint32_t nr_pages;	/* raw pages; slots are one more */
 	uint32_t batch;		/* pages per frame; 0 for a raw ring */
 	uint32_t desc_cap;	/* frame descriptors */
+	uint32_t pad3;		/* 0: no implicit padding, the CRC covers every byte */
 	uint64_t arena_bytes;
 	uint64_t size;		/* the memfd's bytes */
 	uint64_t pages_off, slots_off, desc_off, arena_off;
