@@ -80,7 +80,7 @@ static struct vmt_sample *make_sample(uint32_t ncpus, uint32_t page_size, const 
 		c->first_ts = 1000000 * i;
 		c->last_ts = 1000000 * i + 999;
 		c->events = 77 * i;
-		c->counters = (struct vmt_sample_counters){ 1, 2, 3, 4, 5, 6, 7, 8, 9 + i };
+		c->counters = (struct vmt_sample_counters){ 1, 2, 3, 4, 5, 6, 7, 8, 9 + i, 0, 0, 0, 0, 0 };
 		c->have_guest_stats = i % 2 == 0;
 		if (c->have_guest_stats)
 			c->guest = (struct vmt_cpu_stats){ 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 + i };
@@ -272,6 +272,11 @@ static void good_free(struct good *g)
 
 /* ---- tests ----------------------------------------------------------- */
 
+/* make_sample(2, 256, {2, 1}, 1, 2) written uncompressed by the writer of
+ * format version 1 alone (before FRAME sections) */
+#define GOLDEN_V1_LEN 2021
+#define GOLDEN_V1_CRC 0x84e3787au
+
 START_TEST(test_round_trip)
 {
 	static const uint32_t npages[] = { 3, 0, 1, 8 };
@@ -299,6 +304,34 @@ START_TEST(test_round_trip)
 		free(b);
 		free_made(s);
 	}
+}
+END_TEST
+
+/*
+ * A sample without frames is format version 1, byte for byte what the writer
+ * wrote before frames existed: the same sections, and the same CRC32C over
+ * the whole file as that writer gave (uncompressed, so zstd's version does
+ * not matter).
+ */
+START_TEST(test_v1_unchanged)
+{
+	static const uint32_t npages[] = { 2, 1 };
+	static const uint32_t types[] = { 0x01, 0x10, 0x10, 0x20, 0x20, 0xffff };
+	struct vmt_sample *s = make_sample(2, 256, npages, 1, 2);
+	size_t len;
+	uint8_t *b = write_mem(s, 0, 0, &len), *h;
+
+	ck_assert_uint_eq(get_le32(b + 8), VMT_SAMPLE_VERSION);
+	for (uint32_t i = 0; i < ARRAY_SIZE(types); i++) {
+		h = sect_hdr(b, len, i);
+		ck_assert_ptr_nonnull(h);
+		ck_assert_uint_eq(get_le32(h), types[i]);
+	}
+	ck_assert_ptr_null(sect_hdr(b, len, ARRAY_SIZE(types)));
+	ck_assert_msg(len == GOLDEN_V1_LEN && crc32c(0, b, len) == GOLDEN_V1_CRC, "%zu bytes, crc 0x%08x",
+		      len, crc32c(0, b, len));
+	free(b);
+	free_made(s);
 }
 END_TEST
 
@@ -1010,6 +1043,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_v1_unchanged);
 	tcase_add_test(tc, test_task_tables);
 	tcase_add_test(tc, test_big_with_workers);
 	tcase_add_test(tc, test_edge_shapes);
