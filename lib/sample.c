@@ -653,15 +653,16 @@ static int read_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
 			  const struct sample_sections *ss, uint32_t cpu, char *why, size_t n)
 {
 	struct vmt_sample_cpu *c = &s->cpus[cpu];
-	struct sample_frame_ref *fr = ss->frames + ss->first_frame[cpu];
 	uint32_t nfr = ss->first_frame[cpu + 1] - ss->first_frame[cpu];
 	uint64_t good, got, tail = c->npages - c->frame_pages;
+	struct sample_frame_ref *fr;
 	const uint8_t *p;
 	void *owned;
 	int r;
 
 	if (!nfr && !c->frame_pages)
 		return read_pages_only(f, c, ss->pages[cpu], why, n);
+	fr = ss->frames ? ss->frames + ss->first_frame[cpu] : NULL;	/* NULL: no frame in the file */
 	good = sample_frames_bound(f, s, cpu, fr, nfr);
 	if (good + tail)
 		c->pages = malloc((size_t)(good + tail) * s->page_size);
