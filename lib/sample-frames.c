@@ -52,7 +52,7 @@ static void refuse(struct vmt_sample *s, uint32_t cpu, struct sample_frame_ref *
 	va_end(ap);
 }
 
-/* One frame's section: stored as written, its CRC, its header; NULL why when sound. */
+/* One frame's section: stored as written, its CRC, its header; -EBADMSG with why. */
 static int frame_open(const struct vmt_vfile *f, struct sample_frame_ref *fr, char *why, size_t n)
 {
 	const uint8_t *p;

@@ -172,9 +172,13 @@ struct vmt_iovec;
 /*
  * Write s to fd as a whole sample file (the caller publishes it with afile).
  * PAGES sections are zstd-compressed when zstd_level > 0. Bytes of host and
- * of trigger reasons outside 0x20..0x7e are written as '?'. -EINVAL if s is
- * not something sample_read() accepts (guest name, ncpus, page_size, cpus[i].cpu
- * != i, page bytes != npages * page_size); -errno from the fd.
+ * of trigger reasons outside 0x20..0x7e are written as '?'. Format version
+ * 2 when a CPU has frames or compression counters, else 1. -EINVAL if s is
+ * not something sample_read() reads whole (guest name, ncpus, page_size,
+ * cpus[i].cpu != i, a frame header that does not read or does not start
+ * where the one before ended (first_seq for the first), frame_pages other
+ * than the frames' pages, page bytes in iov or pages != (npages -
+ * frame_pages) * page_size); -errno from the fd.
  */
 int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_workers);
 /*

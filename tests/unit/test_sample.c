@@ -1126,6 +1126,7 @@ START_TEST(test_frames_round_trip)
 }
 END_TEST
 
+/* The sections of a version 2 sample, in the writer's order; its INFO reads alone. */
 START_TEST(test_frames_section_order)
 {
 	static const uint32_t codecs[3] = { Z, L, N };
@@ -1137,6 +1138,16 @@ START_TEST(test_frames_section_order)
 
 	framed_make(&m, codecs, 2, 3, 1);
 	b = write_mem(m.s, 3, 0, &len);
+	{
+		struct vmt_sample info;
+		char why[256] = "";
+		int fd = test_memfd("sample-test");
+
+		ck_assert_int_eq(write_full(fd, b, len), 0);
+		ck_assert_msg(sample_read_info_fd(fd, &info, why, sizeof(why)) == 0, "%s", why);
+		ck_assert_str_eq(info.guest, m.s->guest);
+		close(fd);
+	}
 	for (uint32_t i = 0; i < ARRAY_SIZE(types); i++) {
 		h = sect_hdr(b, len, i);
 		ck_assert_ptr_nonnull(h);
