@@ -33,14 +33,13 @@ static void framemem_unref(struct vmt_framemem *fm)
 	free(fm);
 }
 
-int frames_init(struct vmt_frames *f, size_t arena, size_t batch_bytes)
+int frames_init(struct vmt_frames *f, size_t arena, uint32_t cap)
 {
-	uint32_t cap = frames_cap(arena, batch_bytes);
 	struct vmt_framemem *fm;
 	void *m;
 
 	memset(f, 0, sizeof(*f));
-	if (!arena)
+	if (!arena || !cap)
 		return -EINVAL;
 	/* pre-faulted, as the raw ring: spent now, not when the guest gets busy */
 	m = mmap(NULL, arena, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);

@@ -16,6 +16,7 @@
 #ifndef VMT_FRAMES_H
 #define VMT_FRAMES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -51,7 +52,8 @@ struct vmt_frames {
  * of pages gets, and the bytes they take. */
 uint32_t frames_cap(size_t arena, size_t batch_bytes);
 size_t frames_desc_bytes(uint32_t cap);
-int frames_init(struct vmt_frames *f, size_t arena, size_t batch_bytes);
+/* A store of arena bytes and cap descriptors (frames_cap). */
+int frames_init(struct vmt_frames *f, size_t arena, uint32_t cap);
 void frames_free(struct vmt_frames *f);
 
 /* What an append pushed out: frames and their pages. */

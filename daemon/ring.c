@@ -78,14 +78,17 @@ bool ring_plan_compressed(uint32_t nr_pages, uint32_t page_size, struct vmt_ring
 	uint32_t b = VMT_MIN(VMT_MAX(nr_pages / 64, BATCH_MIN), BATCH_MAX);
 	uint32_t raw = VMT_MAX(2 * b + 2 * VMT_RING_BURST_PAGES, nr_pages / RAW_SHARE);
 	size_t arena;
+	uint32_t cap;
 
 	memset(p, 0, sizeof(*p));
 	if (raw > nr_pages / 2)
 		return false;
-	/* the raw ring has a fill slot more; the descriptors come out of the arena */
-	arena = (size_t)(nr_pages - raw - 1) * page_size;
-	arena -= frames_desc_bytes(frames_cap(arena, (size_t)b * page_size));
-	*p = (struct vmt_ring_plan){ .raw_pages = raw, .batch = b, .arena = arena };
+	/* exactly the memory of the raw ring of nr_pages: the frames get what
+	 * the slots leave, less their descriptors */
+	arena = ring_mem_size(nr_pages, page_size) - ring_mem_size(raw, page_size);
+	cap = frames_cap(arena, (size_t)b * page_size);
+	arena -= frames_desc_bytes(cap);
+	*p = (struct vmt_ring_plan){ .raw_pages = raw, .batch = b, .arena = arena, .cap = cap };
 	return true;
 }
 
@@ -99,7 +102,7 @@ int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt
 	err = ring_init(r, p.raw_pages, l);
 	if (err < 0)
 		return err;
-	err = frames_init(&r->fr, p.arena, (size_t)p.batch * l->page_size);
+	err = frames_init(&r->fr, p.arena, p.cap);
 	if (err < 0) {
 		ring_free(r);
 		return err;
@@ -162,7 +165,7 @@ static void batch_stored(struct vmt_ring *r, uint32_t n, uint64_t bytes,
 	r->c.pages_overwritten += ev->pages;
 }
 
-void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
+bool ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
 		    const uint8_t *payload, ssize_t len)
 {
 	struct vmt_iovec one = { payload, len > 0 ? (size_t)len : 0 };
@@ -170,11 +173,11 @@ void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr
 	int err;
 
 	if (gen != r->batch_gen)
-		return;
+		return false;
 	/* a batch the slots spilled before it came back (ring_spill took it
 	 * out of inflight): its pages are in the store already */
 	if (!r->count || ring_slot(r, 0)->seq != h->first_seq)
-		return;
+		return false;
 	/* batches come back in order; the first that cannot go in leaves its
 	 * pages raw and the later ones too (gen), to be batched again */
 	if (len > 0 && r->count >= h->npages && r->inflight >= h->npages) {
@@ -185,13 +188,14 @@ void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr
 			r->inflight -= h->npages;
 			ev = (struct vmt_frames_evicted){ 0 };
 			batch_stored(r, h->npages, (uint64_t)len, &ev);
-			return;
+			return true;
 		}
 		if (err == -EBUSY)
 			r->frames_blocked = true;
 	}
 	r->inflight = 0;
 	r->batch_gen++;
+	return false;
 }
 
 /*
@@ -364,6 +368,8 @@ int ring_push(struct vmt_ring *r, const uint8_t *page)
 
 	if (r->fill)
 		ring_reset_stream(r, 0);
+	if (ring_room(r, r->layout.page_size) < r->layout.page_size)
+		return -ENOBUFS;
 	dst = ring_fill_space(r, &room);
 	if (!dst)
 		return -ENOBUFS;
