@@ -13,7 +13,7 @@ B=${VMT_BUILD:-build}
 export VMT_BUILD=$B VMT_SRCDIR=$PWD
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
-PKGS=(libsystemd libtracefs libtraceevent libzstd yaml-0.1)
+PKGS=(libsystemd libtracefs libtraceevent libzstd liblz4 yaml-0.1)
 kinds=${*:-ingest dump memory trigger detect align}
 
 for f in vmtraced vmtracectl libvmt.a; do
