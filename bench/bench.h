@@ -92,6 +92,12 @@ struct bench_status {
 	uint64_t dumps;
 	uint64_t reserve, reserve_used, reserve_peak;	/* the dump reserve: size, borrowed, most borrowed */
 	uint64_t read_pauses;	/* all guests: reading stopped for a held page */
+	/* compressed rings (all guests; the compressor's are the daemon's) */
+	uint64_t pages_overwritten;
+	uint64_t frame_pages, frame_bytes, frames_made, pages_stored_raw, frames_overwritten;
+	uint32_t page_size;
+	unsigned guests_overwriting;	/* guests that pushed out a page or frame */
+	uint64_t compress_cpu_ns, compress_busy, compress_bytes_in, compress_bytes_out;
 };
 
 /* CLOCK_MONOTONIC ns / s; sleep for s seconds. */
