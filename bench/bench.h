@@ -7,7 +7,8 @@
  * pairs, speaks just enough of the control protocol to reach STREAM
  * (HELLO, STARTED, a small metadata bundle, FLUSHED), then writes real
  * ftrace pages, looped, into every data FIFO as fast as the reader takes
- * them (non-blocking writes of up to 16 pages from one epoll loop).
+ * them (non-blocking writes of up to 16 pages from one epoll loop), or at
+ * a fixed rate per guest (a token bucket per channel).
  *
  * harness: runs vmtraced from $VMT_BUILD with a generated configuration,
  * reads its counters through `vmtracectl --json status` and its CPU time
@@ -55,6 +56,7 @@ struct producer_conf {
 	unsigned nguests;
 	const struct bench_corpus *corpus;
 	bool no_handshake;	/* baseline: write pages at once, ignore control */
+	uint64_t rate;		/* bytes/s per guest, shared by its CPUs; 0: as fast as taken */
 };
 
 /* Make the channels (FIFO pairs, like QEMU's -chardev pipe) and start the
