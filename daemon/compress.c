@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -184,6 +185,10 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_
 		goto fail;
 	}
 	r = sd_event_add_io(e, &c->src, c->efd, EPOLLIN, compress_event, c);
+	/* frames back before more pages are read: the raw slots take only a
+	 * few callbacks' reading before they spill */
+	if (r >= 0)
+		r = sd_event_source_set_priority(c->src, SD_EVENT_PRIORITY_IMPORTANT);
 	if (r < 0)
 		goto fail;
 	pthread_mutex_init(&c->lock, NULL);
@@ -216,35 +221,38 @@ int compressor_run(struct vmt_compressor *c)
 
 void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t codec, int level)
 {
-	struct vmt_cjob *j;
+	bool queued = false;
 
-	if (!c || !c->inited || c->stopping || codec == VMT_FRAME_NONE || !ring_batch_due(r))
+	/* no worker yet (start-up): the pages stay raw until there is one */
+	if (!c || !c->started || c->stopping || codec == VMT_FRAME_NONE)
 		return;
-	if (!c->free || (size_t)r->batch * r->layout.page_size > c->max_raw) {
-		c->st.busy++;
-		return;
+	while (ring_batch_due(r)) {
+		struct vmt_cjob *j = c->free;
+
+		if (!j || (size_t)r->batch * r->layout.page_size > c->max_raw) {
+			c->st.busy++;
+			break;
+		}
+		if (ring_batch_begin(r, &j->hold, &j->h) < 0)
+			break;
+		c->free = j->next;
+		j->ring = r;
+		j->gen = r->batch_gen;
+		j->h.codec = j->codec = codec;
+		j->level = level;
+		j->len = 0;
+		pthread_mutex_lock(&c->lock);
+		j->next = NULL;
+		*c->queue_tail = j;
+		c->queue_tail = &j->next;
+		pthread_mutex_unlock(&c->lock);
+		queued = true;
 	}
-	j = c->free;
-	if (ring_batch_begin(r, &j->hold, &j->h) < 0)
-		return;
-	c->free = j->next;
-	j->ring = r;
-	j->gen = r->batch_gen;
-	j->h.codec = j->codec = codec;
-	j->level = level;
-	j->len = 0;
-	if (!c->started) {
-		/* no worker (yet): not compressed, stays raw; tests without a thread */
-		j->len = -EAGAIN;
-		job_done(c, j);
-		return;
+	if (queued) {
+		pthread_mutex_lock(&c->lock);
+		pthread_cond_signal(&c->cond);
+		pthread_mutex_unlock(&c->lock);
 	}
-	pthread_mutex_lock(&c->lock);
-	j->next = NULL;
-	*c->queue_tail = j;
-	c->queue_tail = &j->next;
-	pthread_cond_signal(&c->cond);
-	pthread_mutex_unlock(&c->lock);
 }
 
 void compressor_forget(struct vmt_compressor *c, struct vmt_ring *r)

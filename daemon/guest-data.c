@@ -20,6 +20,11 @@
  * socket buffers, less than a flood could make it loop for long. */
 #define CTL_DRAIN_MAX (4 * 1024 * 1024)
 
+/* a compressed ring's raw slots take a callback's reading in (ring.h): the
+ * budget and one more read of the bounce buffer (64 KiB) */
+_Static_assert((READ_BUDGET_BYTES + 65536) / 4096 <= VMT_RING_BURST_PAGES,
+	       "a data callback reads more than a compressed ring's slots take in");
+
 /* ---- rings ------------------------------------------------------------ */
 
 uint64_t guest_mem(const struct vmt_guest *g)

@@ -18,6 +18,7 @@
 #include "log.h"
 
 #define READ_BUDGET_PAGES 64	/* per callback, so the host cannot starve the guests */
+_Static_assert(READ_BUDGET_PAGES <= VMT_RING_BURST_PAGES, "see ring.h");
 #define PIPE_PAGES 64
 #define POLL_USEC 100000	/* when trace_pipe_raw cannot be polled */
 #define PARTIAL_READS 4		/* a flush reads the page being written, and a few more */

@@ -99,8 +99,11 @@ static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc
 		struct vmt_guest *old = manager_find_guest(m, nc->guests[i].name);
 
 		if (old && !old->discovered && config_guest_equal(&old->conf, &nc->guests[i])) {
-			/* a new pidfile changes what the detectors watch, not the rings */
+			/* a new pidfile changes what the detectors watch, not the
+			 * rings; the codec and level, the next batch compressed */
 			memcpy(old->conf.pidfile, nc->guests[i].pidfile, sizeof(old->conf.pidfile));
+			old->conf.rec.compression = nc->guests[i].rec.compression;
+			old->conf.rec.compression_level = nc->guests[i].rec.compression_level;
 			ng[n++] = old;
 			old->keep = true;
 			c->kept++;

@@ -61,23 +61,26 @@ static uint8_t *home_page(const struct vmt_ring *r, uint32_t s)
 
 /* ---- compressed rings ------------------------------------------------- */
 
-/* Raw pages kept are at least this many batches, and a sixteenth of the
- * ring: FLUSHED targets, --window cuts and the batch being compressed
- * land there, and arrivals while the compressor works. */
-#define RAW_MIN_BATCHES 4u
+/*
+ * The raw slots hold the newest batch, the batch being compressed, and
+ * what arrives before the compressor's frame is back on the loop: the
+ * loop sees it between callbacks, and a callback reads up to
+ * VMT_RING_BURST_PAGES of a channel. So at least two bursts and two
+ * batches, and a sixteenth of the ring; a ring that cannot give the frames
+ * as much again stays raw.
+ */
 #define RAW_SHARE 16u
 #define BATCH_MAX VMT_RING_BATCH_MAX
 #define BATCH_MIN 4u
-#define COMPRESS_MIN_PAGES 32u
 
 bool ring_plan_compressed(uint32_t nr_pages, uint32_t page_size, struct vmt_ring_plan *p)
 {
 	uint32_t b = VMT_MIN(VMT_MAX(nr_pages / 64, BATCH_MIN), BATCH_MAX);
-	uint32_t raw = VMT_MAX(RAW_MIN_BATCHES * b, nr_pages / RAW_SHARE);
+	uint32_t raw = VMT_MAX(2 * b + 2 * VMT_RING_BURST_PAGES, nr_pages / RAW_SHARE);
 	size_t arena;
 
 	memset(p, 0, sizeof(*p));
-	if (nr_pages < COMPRESS_MIN_PAGES || raw + 8 > nr_pages)
+	if (raw > nr_pages / 2)
 		return false;
 	/* the raw ring has a fill slot more; the descriptors come out of the arena */
 	arena = (size_t)(nr_pages - raw - 1) * page_size;
@@ -113,16 +116,16 @@ uint64_t ring_bytes(const struct vmt_ring *r)
 
 bool ring_batch_due(const struct vmt_ring *r)
 {
-	return r->fr.fm && !r->inflight && !r->frames_blocked && r->count >= r->batch &&
-	       r->count + 2 * r->batch >= r->nr_pages;
+	/* the newest batch stays raw; those before it go, several at once */
+	return r->fr.fm && !r->frames_blocked && r->count >= r->inflight + 2 * r->batch;
 }
 
-/* The header of a frame of the n oldest pages, from their slots. */
-static void batch_header(const struct vmt_ring *r, uint32_t n, struct vmt_frame_hdr *h)
+/* The header of a frame of n pages from the first-th oldest, from their slots. */
+static void batch_header(const struct vmt_ring *r, uint32_t first, uint32_t n, struct vmt_frame_hdr *h)
 {
-	*h = (struct vmt_frame_hdr){ .npages = n, .first_seq = ring_slot(r, 0)->seq,
+	*h = (struct vmt_frame_hdr){ .npages = n, .first_seq = ring_slot(r, first)->seq,
 				     .first_ts = UINT64_MAX };
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = first; i < first + n; i++) {
 		const struct vmt_ring_slot *sl = ring_slot(r, i);
 
 		h->first_ts = VMT_MIN(h->first_ts, sl->first_ts);
@@ -139,11 +142,11 @@ int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_
 
 	if (!ring_batch_due(r))
 		return -EAGAIN;
-	err = ring_hold(r, 0, r->batch, hold);
+	err = ring_hold(r, r->inflight, r->inflight + r->batch, hold);
 	if (err < 0)
 		return err;
-	batch_header(r, r->batch, h);
-	r->inflight = r->batch;
+	batch_header(r, r->inflight, r->batch, h);
+	r->inflight += r->batch;
 	return 0;
 }
 
@@ -166,20 +169,29 @@ void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr
 	struct vmt_frames_evicted ev;
 	int err;
 
-	if (gen != r->batch_gen || !r->inflight)
+	if (gen != r->batch_gen)
 		return;
+	/* a batch the slots spilled before it came back (ring_spill took it
+	 * out of inflight): its pages are in the store already */
+	if (!r->count || ring_slot(r, 0)->seq != h->first_seq)
+		return;
+	/* batches come back in order; the first that cannot go in leaves its
+	 * pages raw and the later ones too (gen), to be batched again */
+	if (len > 0 && r->count >= h->npages && r->inflight >= h->npages) {
+		err = frames_append(&r->fr, h, &one, 1, &ev);
+		r->c.frames_overwritten += ev.frames;
+		r->c.pages_overwritten += ev.pages;
+		if (err == 0) {
+			r->inflight -= h->npages;
+			ev = (struct vmt_frames_evicted){ 0 };
+			batch_stored(r, h->npages, (uint64_t)len, &ev);
+			return;
+		}
+		if (err == -EBUSY)
+			r->frames_blocked = true;
+	}
 	r->inflight = 0;
-	if (len <= 0 || r->count < h->npages || ring_slot(r, 0)->seq != h->first_seq)
-		return;	/* the pages stay raw */
-	err = frames_append(&r->fr, h, &one, 1, &ev);
-	r->c.frames_overwritten += ev.frames;
-	r->c.pages_overwritten += ev.pages;
-	if (err == -EBUSY)
-		r->frames_blocked = true;
-	if (err < 0)
-		return;
-	ev = (struct vmt_frames_evicted){ 0 };
-	batch_stored(r, h->npages, (uint64_t)len, &ev);
+	r->batch_gen++;
 }
 
 /*
@@ -204,7 +216,7 @@ static bool ring_spill(struct vmt_ring *r)
 		else
 			iov[k++] = (struct vmt_iovec){ p, ps };
 	}
-	batch_header(r, n, &h);
+	batch_header(r, 0, n, &h);
 	h.codec = VMT_FRAME_NONE;
 	if (frames_append(&r->fr, &h, iov, k, &ev) < 0) {
 		r->c.frames_overwritten += ev.frames;
@@ -212,11 +224,9 @@ static bool ring_spill(struct vmt_ring *r)
 		r->frames_blocked = true;
 		return false;
 	}
-	if (r->inflight) {
-		/* the compressor's result for these pages will not count */
-		r->inflight = 0;
-		r->batch_gen++;
-	}
+	/* the first batch in flight is this one: its frame, when it comes,
+	 * is not taken (ring_batch_end); the later ones still are */
+	r->inflight -= VMT_MIN(r->inflight, n);
 	batch_stored(r, n, (uint64_t)n * ps, &ev);
 	r->c.pages_stored_raw += n;
 	return true;
@@ -324,8 +334,14 @@ static int ring_complete(struct vmt_ring *r)
 		r->c.pages_guest_lost++;
 		r->c.events_guest_lost += info.missed;
 	}
-	if (r->count == r->nr_pages && !ring_spill(r))
+	if (r->count == r->nr_pages && !ring_spill(r)) {
 		r->c.pages_overwritten++;
+		if (r->inflight) {
+			/* a page in flight is gone: no batch of them can be taken */
+			r->inflight = 0;
+			r->batch_gen++;
+		}
+	}
 	else
 		r->count++;
 	r->head = (r->head + 1) % (r->nr_pages + 1);
@@ -362,8 +378,12 @@ void ring_reset_stream(struct vmt_ring *r, int restart_seq)
 		r->fill = 0;
 		r->next_seq++;
 	}
-	if (restart_seq)
+	if (restart_seq) {
 		r->next_seq = 0;
+		/* seqs start again: batches in flight could be taken for others */
+		r->inflight = 0;
+		r->batch_gen++;
+	}
 }
 
 void ring_clear(struct vmt_ring *r)

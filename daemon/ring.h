@@ -95,7 +95,7 @@ struct vmt_ring {
 	/* a compressed ring's: fr.fm is NULL for a raw one */
 	struct vmt_frames fr;
 	uint32_t batch;		/* pages per frame */
-	uint32_t inflight;	/* oldest pages being compressed (0 or batch) */
+	uint32_t inflight;	/* oldest pages being compressed, in whole batches */
 	uint64_t batch_gen;	/* a batch's result counts only with the gen it started with */
 	bool frames_blocked;	/* a dump holds the frames in the way: until ring_settle */
 };
@@ -112,6 +112,10 @@ uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size);
  * when it is too small to compress (then it is a raw ring).
  */
 #define VMT_RING_BATCH_MAX 64u	/* pages per frame, at most */
+/* Pages a source reads into a ring in one event-loop callback, at most,
+ * of 4 KiB (guest-int.h's READ_BUDGET_BYTES and one more read; hostsrc's
+ * READ_BUDGET_PAGES): both check it. */
+#define VMT_RING_BURST_PAGES 80u
 #define VMT_RING_BATCH_MAX_BYTES ((size_t)VMT_RING_BATCH_MAX * 65536)
 struct vmt_ring_plan {
 	uint32_t raw_pages;
@@ -128,8 +132,8 @@ uint64_t ring_bytes(const struct vmt_ring *r);
 struct vmt_ring_hold;
 /* The next batch of the oldest pages is due for compression. */
 bool ring_batch_due(const struct vmt_ring *r);
-/* Hold the oldest batch for the compressor; its frame header (from the
- * slots' records) into *h. */
+/* Hold the oldest batch not in flight yet for the compressor; its frame
+ * header (from the slots' records) into *h. */
 int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h);
 /*
  * The compressor is back with the batch begun at gen: its frame (codec in

@@ -118,6 +118,8 @@ void config_free(struct vmt_config *c)
 	c->ndiscovery = 0;
 }
 
+/* compression and its level are not compared: a reload changes them in
+ * place (manager-reload.c), the window stays */
 static bool record_equal(const struct vmt_record_conf *a, const struct vmt_record_conf *b)
 {
 	return a->ring_size == b->ring_size && a->guest_buffer_kb == b->guest_buffer_kb &&

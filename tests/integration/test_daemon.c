@@ -1589,6 +1589,88 @@ START_TEST(ctl_without_daemon)
 }
 END_TEST
 
+/* ---- issue 16: compressed rings ---------------------------------------------------------- */
+
+/*
+ * Every page fed is in the window (pages == want) and the compressor has
+ * nothing left to do: the batch it may still be on is back.
+ */
+static void expect_frames_settled(struct itest_run *r, uint64_t want)
+{
+	ck_assert_msg(ITEST_WAIT(itest_num(&r->d, "g1", "frames_made") > 0 &&
+				 itest_num(&r->d, "g1", "pages") == want, 10000),
+		      "frames_made %llu, pages %llu of %llu; %llu in %llu bytes of frames, %llu stored "
+		      "raw, %llu overwritten (log: %s)",
+		      (unsigned long long)itest_num(&r->d, "g1", "frames_made"),
+		      (unsigned long long)itest_num(&r->d, "g1", "pages"), (unsigned long long)want,
+		      (unsigned long long)itest_num(&r->d, "g1", "frame_pages"),
+		      (unsigned long long)itest_num(&r->d, "g1", "frame_bytes"),
+		      (unsigned long long)itest_num(&r->d, "g1", "pages_stored_raw"),
+		      (unsigned long long)itest_num(&r->d, "g1", "pages_overwritten"), r->d.log);
+}
+
+/*
+ * Rings of 2 MiB (512 pages a CPU): raw, they keep the newest 512 pages of
+ * each CPU; compressed, every page fed, and the dump holds each one, byte
+ * for byte, decoded from frames and raw pages, merged to exactly the
+ * events fed in.
+ */
+START_TEST(compressed_ring_keeps_more)
+{
+	struct itest_run r;
+	char sample[4400], dat[400];
+	uint64_t per_cpu[ITEST_MAX_CPUS], total, fp = 0;
+	struct vmt_sample *s;
+
+	NEED_INPUT();
+	if (in.npages[0] <= 512 && in.npages[1] <= 512)
+		VMT_SKIP("the input (%zu, %zu pages) fits raw rings of 2 MiB", in.npages[0], in.npages[1]);
+	itest_run_init(&r, &in, "cring");
+	/* at a guest's pace, not a burst: the compressor keeps up, so no
+	 * page is stored uncompressed (the unit tests cover that) */
+	r.fc[0].pages_per_sec = 1000;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 2MiB\n  compression: zstd\n  flush_timeout: 5000ms\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+	expect_frames_settled(&r, fed_pages());
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "pages_stored_raw"), 0);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "pages_overwritten"), 0);
+	ck_assert_uint_gt(itest_num(&r.d, "g1", "pages"), itest_num(&r.d, "g1", "capacity"));
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	s = itest_read_sample(sample);
+	for (unsigned c = 0; c < in.ncpus; c++) {
+		ck_assert_uint_eq(s->cpus[c].npages, in.npages[c]);
+		ck_assert_uint_eq(s->cpus[c].frames_refused, 0);
+		ck_assert_mem_eq(s->cpus[c].pages, in.pages[c], in.npages[c] * PS);
+		fp += s->cpus[c].frame_pages;
+	}
+	ck_assert_uint_gt(fp, 0);
+	sample_free(s);
+	snprintf(dat, sizeof(dat), "%s/cring.dat", r.dir);
+	ck_assert_int_eq(itest_merge(&r.d, sample, dat), 0);
+	ck_assert_int_eq(tdread_counts(dat, per_cpu, ITEST_MAX_CPUS, &total), 0);
+	ck_assert_uint_eq(total, fed_events());
+	printf("compressed_ring_keeps_more: rings of 2 MiB held all %llu pages (%llu in frames; "
+	       "raw capacity %llu), %llu events merged\n", (unsigned long long)fed_pages(),
+	       (unsigned long long)fp, (unsigned long long)itest_num(&r.d, "g1", "capacity"),
+	       (unsigned long long)total);
+	itest_run_end(&r);
+
+	/* the same rings raw: the oldest pages are gone */
+	itest_run_init(&r, &in, "cring-off");
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "record:\n  ring_size: 2MiB\n  compression: off\n  flush_timeout: 5000ms\n", 1);
+	itest_expect_streaming(&r.d, "g1", 5000);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	ck_assert_uint_gt(itest_num(&r.d, "g1", "pages_overwritten"), 0);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "frames_made"), 0);
+	ck_assert_uint_le(itest_num(&r.d, "g1", "pages"), 2 * 512);
+	itest_run_end(&r);
+}
+END_TEST
+
 /* ---- 5. a window by time ---------------------------------------------------------------- */
 
 struct tsv {
@@ -1666,7 +1748,12 @@ START_TEST(task_tables_reach_the_sample)
 }
 END_TEST
 
-START_TEST(dump_window_by_time)
+/*
+ * --window 0.5: every event of the last 0.5 s and nothing before, with
+ * rings of ring_size (64 MiB: the input stays raw; 2 MiB compressed: the
+ * older pages are frames and the cut falls inside one).
+ */
+static void window_by_time(const char *ring_size, bool in_frames)
 {
 	struct itest_run r;
 	struct vmt_page_layout l;
@@ -1700,14 +1787,26 @@ START_TEST(dump_window_by_time)
 	}
 
 	itest_run_init(&r, &in, "window");
+	if (in_frames)
+		r.fc[0].pages_per_sec = 1000;	/* a guest's pace: the compressor keeps up */
 	itest_run_guest(&r, 0);
-	itest_run_daemon(&r, "record:\n  ring_size: 64MiB\n  flush_timeout: 5000ms\n", 1);
+	snprintf(dat, sizeof(dat), "record:\n  ring_size: %s\n  flush_timeout: 5000ms\n", ring_size);
+	itest_run_daemon(&r, dat, 1);
 	itest_expect_streaming(&r.d, "g1", 5000);
 	itest_expect_pages_in(&r.d, "g1", fed_pages());
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 10000), 0);
+	if (in_frames)
+		expect_frames_settled(&r, fed_pages());
 	itest_dump_one(&r.d, "--window 0.5", sample, sizeof(sample));
 
 	s = itest_read_sample(sample);
+	if (in_frames) {
+		uint64_t fp = 0;
+
+		for (unsigned c = 0; c < in.ncpus; c++)
+			fp += s->cpus[c].frame_pages;
+		ck_assert_msg(fp > 0, "no page of the window came from a frame");
+	}
 	for (unsigned c = 0; c < in.ncpus; c++) {
 		if (!want[c])
 			continue;
@@ -1738,12 +1837,24 @@ START_TEST(dump_window_by_time)
 		ck_assert(!got[c] || first[c] >= t_start);
 	}
 	ck_assert_uint_eq(nrecs, want_total);
-	printf("dump_window_by_time: %llu of %llu events in the last 0.5 s of %.3f s\n",
-	       (unsigned long long)want_total, (unsigned long long)fed_events(), (t_end - t_min) / 1e9);
+	printf("dump_window_by_time (rings of %s%s): %llu of %llu events in the last 0.5 s of %.3f s\n",
+	       ring_size, in_frames ? ", cut inside a frame" : "", (unsigned long long)want_total,
+	       (unsigned long long)fed_events(), (t_end - t_min) / 1e9);
 	free(recs);
 	for (unsigned c = 0; c < in.ncpus; c++)
 		free(fed[c].v);
 	itest_run_end(&r);
+}
+
+START_TEST(dump_window_by_time)
+{
+	window_by_time("64MiB", false);
+}
+END_TEST
+
+START_TEST(dump_window_by_time_in_frames)
+{
+	window_by_time("2MiB", true);
 }
 END_TEST
 
@@ -2792,6 +2903,8 @@ int main(void)
 	TEST_ADD(t, ctl_without_daemon);
 	TEST_ADD(t, state_time_of_a_guest_never_seen);
 	TEST_ADD(t, dump_window_by_time);
+	TEST_ADD(t, dump_window_by_time_in_frames);
+	TEST_ADD(t, compressed_ring_keeps_more);
 	TEST_ADD(t, samples_from_the_index);
 	TEST_ADD(t, dump_post_trigger);
 	TEST_ADD(t, triggers_coalesce);

@@ -16,7 +16,7 @@
 #include "util.h"
 
 #define PS 4096
-#define NPAGES 64	/* the memory of 64 pages: 16 raw, batches of 4, the rest frames */
+#define NPAGES 512	/* the memory of 512 pages: 176 raw, batches of 8, the rest frames */
 static struct vmt_page_layout L;
 static struct vmt_ring R;
 static struct vmt_frame_ctx *Z;
@@ -114,11 +114,11 @@ static void check_accounting(const struct vmt_ring *r)
 
 START_TEST(older_pages_become_frames_in_order)
 {
-	for (uint64_t k = 0; k < 40; k++)
+	for (uint64_t k = 0; k < 400; k++)
 		push(k, true);
 	ck_assert_uint_gt(R.fr.count, 0);
 	ck_assert_uint_eq(R.c.pages_overwritten, 0);
-	ck_assert_uint_eq(check_window(&R), 40);
+	ck_assert_uint_eq(check_window(&R), 400);
 	ck_assert_uint_eq(R.c.frames_made, R.fr.count);
 	ck_assert_uint_eq(R.c.frame_bytes_in, R.fr.pages * PS);
 	ck_assert_uint_eq(R.c.frame_bytes_out, R.fr.stored);
@@ -140,7 +140,7 @@ START_TEST(the_store_overwrites_frame_by_frame)
 	}
 	ck_assert_uint_gt(R.c.frames_overwritten, 0);
 	ck_assert_uint_eq(R.c.pages_stored_raw, 0);
-	/* far more than the 64 pages the same memory holds raw */
+	/* far more than the 512 pages the same memory holds raw */
 	ck_assert_uint_gt(ring_window_pages(&R), 4 * NPAGES);
 	check_window(&R);
 	check_accounting(&R);
@@ -151,7 +151,7 @@ END_TEST
  * store as it is; the window is about what the memory holds raw. */
 START_TEST(a_late_compressor_leaves_pages_raw)
 {
-	for (uint64_t k = 0; k < 1000; k++)
+	for (uint64_t k = 0; k < 3000; k++)
 		push(k, false);
 	ck_assert_uint_gt(R.c.pages_stored_raw, 0);
 	ck_assert_uint_eq(R.c.frames_made, R.c.pages_stored_raw / R.batch);
@@ -161,29 +161,39 @@ START_TEST(a_late_compressor_leaves_pages_raw)
 }
 END_TEST
 
-/* The slots fill while a batch is being compressed: the batch is stored
- * as it is and the compressor's late answer is ignored. */
+/* The slots fill while two batches are being compressed: the first is
+ * stored as it is and its late frame ignored; the second's frame is taken
+ * after it, in order. */
 START_TEST(a_batch_overtaken_is_dropped_not_doubled)
 {
-	static uint8_t out[1 << 20];
-	struct vmt_ring_hold h;
-	struct vmt_frame_hdr fh;
+	static uint8_t out[2][1 << 20];
+	struct vmt_ring_hold h[2];
+	struct vmt_frame_hdr fh[2];
 	uint64_t k = 0, gen;
-	ssize_t n;
+	ssize_t n[2];
 
-	while (!ring_batch_due(&R))
+	while (R.count < R.inflight + 3 * R.batch)
 		push(k++, false);
-	ck_assert_int_eq(ring_batch_begin(&R, &h, &fh), 0);
 	gen = R.batch_gen;
-	fh.codec = VMT_FRAME_ZSTD;
-	n = frame_compress(Z, h.runs, h.nruns, out, sizeof(out));
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(ring_batch_begin(&R, &h[i], &fh[i]), 0);
+		fh[i].codec = VMT_FRAME_ZSTD;
+		n[i] = frame_compress(Z, h[i].runs, h[i].nruns, out[i], sizeof(out[i]));
+	}
+	ck_assert_uint_eq(R.inflight, 2 * R.batch);
 	while (!R.c.pages_stored_raw)
 		push(k++, false);
-	ring_batch_end(&R, gen, &fh, out, n);	/* too late: nothing happens */
-	ring_release(&h);
+	ck_assert_uint_eq(R.inflight, R.batch);
+	for (int i = 0; i < 2; i++) {
+		ring_batch_end(&R, gen, &fh[i], out[i], n[i]);	/* the first: too late */
+		ring_release(&h[i]);
+	}
 	ring_settle_slots(&R);
-	ck_assert_uint_eq(R.c.frames_made, 1);
+	ck_assert_uint_eq(R.inflight, 0);
+	ck_assert_uint_eq(R.c.frames_made, 2);
 	ck_assert_uint_eq(R.c.pages_stored_raw, R.batch);
+	ck_assert_uint_eq(frames_at(&R.fr, 0)->h.codec, VMT_FRAME_NONE);
+	ck_assert_uint_eq(frames_at(&R.fr, 1)->h.codec, VMT_FRAME_ZSTD);
 	check_window(&R);
 	check_accounting(&R);
 }
@@ -202,7 +212,7 @@ START_TEST(held_frames_are_never_overwritten)
 	ck_assert_int_eq(frames_hold(&R.fr, 0, R.fr.count, &fh), 0);
 	copy = malloc(R.fr.fm->bytes);
 	memcpy(copy, R.fr.fm->mem, R.fr.fm->bytes);
-	for (; k < 6000; k++)
+	for (; k < 30000; k++)
 		push(k, true);
 	ck_assert(R.frames_blocked);
 	for (uint32_t i = 0; i < fh.n; i++)
@@ -212,7 +222,7 @@ START_TEST(held_frames_are_never_overwritten)
 	frames_release(&fh);
 	ring_settle(&R);
 	made = R.c.frames_made;
-	for (; k < 9000; k++)
+	for (; k < 40000; k++)
 		push(k, true);
 	ck_assert_uint_gt(R.c.frames_made, made);
 	check_window(&R);
@@ -228,12 +238,12 @@ START_TEST(held_frames_outlive_clear_and_free)
 	uint8_t buf[4 * PS * 16], want[PS];
 	char why[160];
 
-	for (uint64_t k = 0; k < 200; k++)
+	for (uint64_t k = 0; k < 400; k++)
 		push(k, true);
 	ck_assert_int_eq(frames_hold(&R.fr, 0, 1, &fh), 0);
 	ring_clear(&R);
 	ck_assert_uint_eq(ring_window_pages(&R), 0);
-	for (uint64_t k = 1000; k < 3000; k++)
+	for (uint64_t k = 1000; k < 9000; k++)
 		push(k, true);
 	ring_free(&R);
 	ck_assert_uint_le(fh.frames[0].h.npages * PS, sizeof(buf));
@@ -288,10 +298,10 @@ START_TEST(memory_stays_that_of_the_raw_ring)
 	ck_assert_uint_ge(ring_bytes(&big), raw - raw / 50);
 	ck_assert_uint_eq(big.batch, 64);
 	ring_free(&big);
-	/* too small to compress: a raw ring */
-	ck_assert_int_eq(ring_init_compressed(&big, 16, &L), 0);
+	/* too small to compress (the slots would take more than half): a raw ring */
+	ck_assert_int_eq(ring_init_compressed(&big, 256, &L), 0);
 	ck_assert_ptr_null(big.fr.fm);
-	ck_assert_uint_eq(big.nr_pages, 16);
+	ck_assert_uint_eq(big.nr_pages, 256);
 	ring_free(&big);
 }
 END_TEST
