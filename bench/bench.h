@@ -65,6 +65,8 @@ int producer_start(struct producer **out, const struct producer_conf *c);
 void producer_stop(struct producer *p);
 /* Stop writing pages (the guest goes quiet) or go on. */
 void producer_pause(struct producer *p, bool paused);
+/* Another rate (bytes/s per guest; 0: as fast as taken), from now on. */
+void producer_set_rate(struct producer *p, uint64_t rate);
 /* Bytes written into data channels since start, all guests. */
 uint64_t producer_bytes(const struct producer *p);
 /* CPU time of the producer's thread, ns. */

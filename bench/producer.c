@@ -67,6 +67,7 @@ struct producer {
 	pthread_t th;
 	bool started;
 	int stop, paused;	/* set by the caller's thread */
+	uint64_t rate;		/* the same: bytes/s per guest asked for */
 	int applied_pause;
 	uint64_t bytes;		/* atomic: all data bytes written */
 };
@@ -283,6 +284,28 @@ static void on_tick(struct producer *p)
 		}
 }
 
+/* The rate the caller asked for, if it changed: the timer ticks only
+ * with a rate, so that a producer flat out has no wake-ups of its own. */
+static void apply_rate(struct producer *p)
+{
+	uint64_t rate = __atomic_load_n(&p->rate, __ATOMIC_ACQUIRE);
+	uint64_t chan = rate ? VMT_MAX(rate / BENCH_CPUS, 1) : 0;
+	struct itimerspec it = { 0 };
+
+	if (chan == p->chan_rate)
+		return;
+	if (chan)
+		it = (struct itimerspec){ .it_interval = { 0, TICK_NS }, .it_value = { 0, TICK_NS } };
+	timerfd_settime(p->tick_fd, 0, &it, NULL);
+	p->chan_rate = chan;
+	p->refill_ns = bench_now_ns();
+	for (unsigned gi = 0; gi < p->c.nguests; gi++)
+		for (unsigned c = 0; c < BENCH_CPUS; c++) {
+			p->g[gi].ch[c].tokens = 0;
+			arm(p, gi, c);
+		}
+}
+
 static void *producer_main(void *arg)
 {
 	struct producer *p = arg;
@@ -302,6 +325,7 @@ static void *producer_main(void *arg)
 					/* spurious: nothing to do */
 				}
 				p->applied_pause = pz;
+				apply_rate(p);
 				for (unsigned g = 0; g < p->c.nguests; g++)
 					for (unsigned c = 0; c < BENCH_CPUS; c++)
 						arm(p, g, c);
@@ -382,18 +406,16 @@ int producer_start(struct producer **out, const struct producer_conf *c)
 		producer_stop(p);
 		return -ENOMEM;
 	}
-	if (c->rate) {
-		struct itimerspec it = { .it_interval = { 0, TICK_NS }, .it_value = { 0, TICK_NS } };
+	{
 		struct epoll_event tev = { .events = EPOLLIN, .data.u64 = TAG(TAG_TICK, 0, 0) };
 
-		p->chan_rate = VMT_MAX(c->rate / BENCH_CPUS, 1);
-		p->refill_ns = bench_now_ns();
 		p->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-		if (p->tick_fd < 0 || timerfd_settime(p->tick_fd, 0, &it, NULL) < 0 ||
-		    epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->tick_fd, &tev) < 0) {
+		if (p->tick_fd < 0 || epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->tick_fd, &tev) < 0) {
 			producer_stop(p);
 			return -errno;
 		}
+		p->rate = c->rate;
+		apply_rate(p);
 	}
 	mkdir(c->dir, 0700);
 	for (unsigned i = 0; i < c->nguests; i++) {
@@ -426,6 +448,12 @@ static void wake(struct producer *p)
 void producer_pause(struct producer *p, bool paused)
 {
 	__atomic_store_n(&p->paused, paused, __ATOMIC_RELEASE);
+	wake(p);
+}
+
+void producer_set_rate(struct producer *p, uint64_t rate)
+{
+	__atomic_store_n(&p->rate, rate, __ATOMIC_RELEASE);
 	wake(p);
 }
 
