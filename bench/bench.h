@@ -7,7 +7,8 @@
  * pairs, speaks just enough of the control protocol to reach STREAM
  * (HELLO, STARTED, a small metadata bundle, FLUSHED), then writes real
  * ftrace pages, looped, into every data FIFO as fast as the reader takes
- * them (non-blocking writes of up to 16 pages from one epoll loop).
+ * them (non-blocking writes of up to 16 pages from one epoll loop), or at
+ * a fixed rate per guest (a token bucket per channel).
  *
  * harness: runs vmtraced from $VMT_BUILD with a generated configuration,
  * reads its counters through `vmtracectl --json status` and its CPU time
@@ -55,6 +56,7 @@ struct producer_conf {
 	unsigned nguests;
 	const struct bench_corpus *corpus;
 	bool no_handshake;	/* baseline: write pages at once, ignore control */
+	uint64_t rate;		/* bytes/s per guest, shared by its CPUs; 0: as fast as taken */
 };
 
 /* Make the channels (FIFO pairs, like QEMU's -chardev pipe) and start the
@@ -63,6 +65,8 @@ int producer_start(struct producer **out, const struct producer_conf *c);
 void producer_stop(struct producer *p);
 /* Stop writing pages (the guest goes quiet) or go on. */
 void producer_pause(struct producer *p, bool paused);
+/* Another rate (bytes/s per guest; 0: as fast as taken), from now on. */
+void producer_set_rate(struct producer *p, uint64_t rate);
 /* Bytes written into data channels since start, all guests. */
 uint64_t producer_bytes(const struct producer *p);
 /* CPU time of the producer's thread, ns. */
@@ -92,6 +96,12 @@ struct bench_status {
 	uint64_t dumps;
 	uint64_t reserve, reserve_used, reserve_peak;	/* the dump reserve: size, borrowed, most borrowed */
 	uint64_t read_pauses;	/* all guests: reading stopped for a held page */
+	/* compressed rings (all guests; the compressor's are the daemon's) */
+	uint64_t pages_overwritten;
+	uint64_t frame_pages, frame_bytes, frames_made, pages_stored_raw, frames_overwritten;
+	uint32_t page_size;
+	unsigned guests_overwriting;	/* guests that pushed out a page or frame */
+	uint64_t compress_cpu_ns, compress_busy, compress_bytes_in, compress_bytes_out;
 };
 
 /* CLOCK_MONOTONIC ns / s; sleep for s seconds. */

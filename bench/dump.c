@@ -11,6 +11,12 @@
  * with a dump_reserve as large as the window (what new pages may borrow
  * while the dump holds the window in the rings; smaller, reading pauses
  * once it is used up, as bench/memory shows). Target >= 0.9.
+ *
+ * Twice: rings raw (record.compression: off; the guest fills them flat
+ * out) and compressed (zstd -1, the default; filled at FILL_RATE, which
+ * the compressor keeps up with, so that the window is frames: flat out,
+ * most pages would be stored raw). A compressed window is several times
+ * 256 MiB of pages, which the sample holds as frames, as they are.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +36,7 @@
 
 #define TARGET 0.9
 #define RING_MIB 128
+#define FILL_RATE 150000000ull	/* bytes/s: a compressed window fills with frames */
 
 static struct bench_corpus corpus;
 
@@ -119,13 +126,15 @@ static int export_window(const char *sample, const char *path, uint64_t *bytes)
 	return r;
 }
 
+/* Every guest pushed out a page: a compressed window passes CAPACITY, the
+ * raw count, long before. */
 static int wait_full(struct bench_daemon *d, double timeout)
 {
 	uint64_t until = bench_now_ns() + (uint64_t)(timeout * 1e9);
 	struct bench_status st;
 
 	do {
-		if (daemon_status(d, &st) == 0 && st.capacity && st.pages >= st.capacity)
+		if (daemon_status(d, &st) == 0 && st.guests && st.guests_overwriting >= st.guests)
 			return 0;
 		bench_sleep(0.2);
 	} while (bench_now_ns() < until);
@@ -146,44 +155,53 @@ static void span_mark(struct span *s, struct producer *p, struct bench_daemon *d
 	s->in = daemon_status(d, &st) == 0 ? st.bytes_in : 0;
 }
 
-int main(void)
+/* One daemon with record.compression: compression; RESULT names end in sfx. */
+static int run(const char *compression, const char *sfx)
 {
-	bool quick = bench_quick();
+	bool quick = bench_quick(), frames = strcmp(compression, "off") != 0;
 	unsigned reps = quick ? 1 : 3;
 	char *dir = bench_mkdtemp("dump");
 	struct producer_conf pc = { .dir = dir, .nguests = 1, .corpus = &corpus };
 	struct producer *p;
 	struct bench_daemon d;
-	struct bench_status st_end = { 0 };
-	char body[2000], gdir[1000], sample[1400], window[600];
+	struct bench_status st_end = { 0 }, st_full = { 0 };
+	char body[2000], gdir[1000], sample[1400], window[600], name[64];
 	uint64_t t_dump[5], t_zstd[5], t_load[5], wbytes = 0, q_prod = 0, q_ns = 0, d_prod = 0,
 		 d_ns = 0, q_in = 0, d_in = 0;
 	uint64_t wms[5] = { 0 };
 	off_t ssize = 0;
 	int r, rc;
 
-	if (!dir || corpus_open(&corpus) < 0) {
-		fprintf(stderr, "vmtb-dump: no scratch folder or no corpus\n");
-		return 1;
+	if (!dir) {
+		fprintf(stderr, "vmtb-dump: no scratch folder\n");
+		return -errno;
 	}
 	{
 		struct statfs sf;
 		bool tmpfs = statfs(dir, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
-		printf("== dump: 1 guest x %u CPUs x %u MiB rings of corpus pages, compression_level 1, "
-		       "state_dir in %s (%s)\n", BENCH_CPUS, RING_MIB, dir,
-		       tmpfs ? "tmpfs: no disk" : "on disk: written and fsynced");
+		printf("== dump: 1 guest x %u CPUs x %u MiB rings of corpus pages, record.compression %s, "
+		       "compression_level 1, state_dir in %s (%s)\n", BENCH_CPUS, RING_MIB, compression,
+		       dir, tmpfs ? "tmpfs: no disk" : "on disk: written and fsynced");
 	}
+	if (frames)
+		printf("   the window filled at %.0f MB/s (flat out, the compressor would store most "
+		       "pages raw)\n", FILL_RATE / 1e6);
 	printf("   baseline: zstd -1 -T2 -c WINDOW > /dev/null, the same bytes, in the page cache; "
 	       "median of %u\n", reps);
+	if (frames)
+		pc.rate = FILL_RATE;
 	r = producer_start(&p, &pc);
-	if (r < 0)
-		return 1;
+	if (r < 0) {
+		free(dir);
+		return r;
+	}
 	snprintf(body, sizeof(body),
 		 "log_level: notice\nmemory_max: 0\ncompression_level: 1\ndump_reserve: %uMiB\n"
 		 "triggers:\n  coalesce: 0ms\n"
-		 "record:\n  ring_size: %uMiB\n  flush_timeout: 5s\n"
+		 "record:\n  ring_size: %uMiB\n  flush_timeout: 5s\n  compression: %s\n"
+		 "  compression_level: 1\n"
 		 "guests:\n  - name: g0\n    path: %s\n    transport: fifo\n    cpus: %u\n",
-		 RING_MIB * BENCH_CPUS, RING_MIB, producer_guest_dir(p, 0), BENCH_CPUS);
+		 RING_MIB * BENCH_CPUS, RING_MIB, compression, producer_guest_dir(p, 0), BENCH_CPUS);
 	r = daemon_start(&d, dir, body);
 	if (r < 0)
 		goto out;
@@ -194,10 +212,13 @@ int main(void)
 		r = -ETIMEDOUT;
 		goto stop;
 	}
+	if (frames)
+		bench_sleep(2);	/* the other CPU's ring fills too */
 
 	/* 1. the guest goes quiet: the same full window dumped each time */
 	producer_pause(p, true);
 	bench_sleep(0.3);
+	daemon_status(&d, &st_full);
 	if (daemon_dump(&d, &t_dump[0]) != 0 || find_sample(gdir, sample, sizeof(sample)) < 0 ||
 	    export_window(sample, window, &wbytes) < 0) {
 		fprintf(stderr, "vmtb-dump: first dump failed; log: %s\n", d.log);
@@ -228,6 +249,7 @@ int main(void)
 	}
 
 	/* 2. the guest streams flat out: ingest during a dump vs just before */
+	producer_set_rate(p, 0);
 	producer_pause(p, false);
 	bench_sleep(1);
 	for (unsigned i = 0; i < reps; i++) {
@@ -263,7 +285,8 @@ out:
 	producer_stop(p);
 	if (r < 0) {
 		printf("   run failed (%s); files kept in %s\n", strerror(-r), dir);
-		return 1;
+		free(dir);
+		return r;
 	}
 	{
 		double mib = (double)wbytes / (1 << 20);
@@ -274,6 +297,14 @@ out:
 
 		printf("   window %.0f MiB, sample %.1f MiB (%.1f%%)\n", mib, (double)ssize / (1 << 20),
 		       100.0 * (double)ssize / (double)wbytes);
+		if (frames)
+			printf("   the window in the rings: %llu pages, %llu of them in frames (%.1f MiB, "
+			       "%.2f:1), %llu stored raw\n", (unsigned long long)st_full.pages,
+			       (unsigned long long)st_full.frame_pages,
+			       (double)st_full.frame_bytes / (1 << 20),
+			       st_full.frame_bytes ? (double)st_full.frame_pages * st_full.page_size /
+							     (double)st_full.frame_bytes : 0,
+			       (unsigned long long)st_full.pages_stored_raw);
 		printf("   vmtraced dump, guest quiet:  %7.1f ms = %6.0f MiB/s (writer alone %llu ms: "
 		       "compress + write + fsync)\n", td / 1e6, mib / (td / 1e9),
 		       (unsigned long long)median(wms, reps));
@@ -287,12 +318,27 @@ out:
 		       "(bytes_in %.3f)\n", qrate, qin, drate, din);
 		snprintf(detail, sizeof(detail), "vmtraced %.0f ms vs zstd %.0f ms for %.0f MiB",
 			 td / 1e6, tz / 1e6, mib);
-		bench_result("dump-256MiB", (double)tz / (double)td, "ratio", TARGET, true, detail);
+		snprintf(name, sizeof(name), "dump-256MiB%s", sfx);
+		bench_result(name, (double)tz / (double)td, "ratio", TARGET, true, detail);
 		snprintf(detail, sizeof(detail), "%.3f GB/s while dumping vs %.3f GB/s before",
 			 drate, qrate);
-		bench_result("ingest-during-dump", drate / qrate, "ratio", TARGET, true, detail);
+		snprintf(name, sizeof(name), "ingest-during-dump%s", sfx);
+		bench_result(name, drate / qrate, "ratio", TARGET, true, detail);
 	}
 	bench_rmtree(dir);
 	free(dir);
 	return 0;
+}
+
+int main(void)
+{
+	int r;
+
+	if (corpus_open(&corpus) < 0) {
+		fprintf(stderr, "vmtb-dump: no corpus at %s\n", corpus.dir);
+		return 1;
+	}
+	r = run("off", "-off");
+	printf("\n");
+	return run("zstd", "") < 0 || r < 0 ? 1 : 0;
 }

@@ -177,7 +177,8 @@ static char *run_capture(const char *cmd)
 int daemon_status(struct bench_daemon *d, struct bench_status *st)
 {
 	char cmd[1400];
-	char *out, *p, *end;
+	char *out, *p, *q, *end;
+	uint64_t ow;
 
 	memset(st, 0, sizeof(*st));
 	snprintf(cmd, sizeof(cmd), "%s/vmtracectl -s %s --json status", bench_build(), d->sock);
@@ -190,15 +191,22 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 		free(out);
 		return -EBADMSG;
 	}
+	/* the detectors' objects follow the guests' */
+	if ((q = strstr(p, "\"detectors\": [")))
+		end = q;
 	st->dumps = json_num(out, p, "dumps");
 	st->mem_used = json_num(out, p, "mem_used");
 	st->reserve = json_num(out, p, "reserve");
 	st->reserve_used = json_num(out, p, "reserve_used");
 	st->reserve_peak = json_num(out, p, "reserve_peak");
+	st->compress_cpu_ns = json_num(out, p, "compress_cpu_ns");
+	st->compress_busy = json_num(out, p, "compress_busy");
+	st->compress_bytes_in = json_num(out, p, "compress_bytes_in");
+	st->compress_bytes_out = json_num(out, p, "compress_bytes_out");
 	/* each guest is one flat object */
 	while ((p = strchr(p, '{')) && p < end) {
-		char *q = strchr(p, '}');
-		if (!q)
+		q = strchr(p, '}');
+		if (!q || q > end)
 			break;
 		st->guests++;
 		st->streaming += memmem(p, (size_t)(q - p), "\"state\": \"streaming\"", 20) != NULL;
@@ -207,6 +215,15 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 		st->capacity += json_num(p, q, "capacity");
 		st->pages_rejected += json_num(p, q, "pages_rejected");
 		st->read_pauses += json_num(p, q, "read_pauses");
+		ow = json_num(p, q, "pages_overwritten");
+		st->pages_overwritten += ow;
+		st->guests_overwriting += ow > 0;
+		st->frame_pages += json_num(p, q, "frame_pages");
+		st->frame_bytes += json_num(p, q, "frame_bytes");
+		st->frames_made += json_num(p, q, "frames_made");
+		st->pages_stored_raw += json_num(p, q, "pages_stored_raw");
+		st->frames_overwritten += json_num(p, q, "frames_overwritten");
+		st->page_size = VMT_MAX(st->page_size, (uint32_t)json_num(p, q, "page_size"));
 		p = q + 1;
 	}
 	free(out);

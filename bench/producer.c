@@ -8,6 +8,11 @@
  * not delayed by the page writes), and each writable data FIFO gets
  * non-blocking writes of up to 16 pages of the corpus, looped, until it
  * is full or its turn's budget is spent.
+ *
+ * With a rate, each data channel has a token bucket: a timerfd ticks every
+ * TICK_NS and adds what the clock says has passed since the last refill
+ * (so a late tick gives more, not less), up to BURST_NS worth; a channel
+ * with no tokens left stops asking for EPOLLOUT until the next tick.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +23,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,8 +32,10 @@
 
 #define CHUNK (16 * BENCH_PS)		/* one write: a default pipe's capacity */
 #define TURN_BUDGET (64 * BENCH_PS)	/* per readiness event, so every channel gets turns */
+#define TICK_NS 2000000ull		/* token refills, with a rate */
+#define BURST_NS 20000000ull		/* a bucket holds at most this long's bytes */
 
-enum { TAG_WAKE, TAG_CTL, TAG_DATA };
+enum { TAG_WAKE, TAG_CTL, TAG_DATA, TAG_TICK };
 #define TAG(kind, g, c) ((uint64_t)(kind) | (uint64_t)(g) << 8 | (uint64_t)(c) << 40)
 #define TAG_KIND(t) ((unsigned)((t) & 0xff))
 #define TAG_GUEST(t) ((unsigned)(((t) >> 8) & 0xffffffff))
@@ -38,6 +46,7 @@ struct pchan {
 	uint64_t sent;		/* bytes since STREAM */
 	size_t pos;		/* where in the corpus loop */
 	bool armed;		/* EPOLLOUT asked for */
+	int64_t tokens;		/* bytes it may write now, with a rate */
 };
 
 struct pguest {
@@ -52,10 +61,13 @@ struct pguest {
 struct producer {
 	struct producer_conf c;
 	struct pguest *g;
-	int epfd, wake_fd;
+	int epfd, wake_fd, tick_fd;
+	uint64_t chan_rate;	/* bytes/s per data channel; 0: flat out */
+	uint64_t refill_ns;	/* last refill of the buckets */
 	pthread_t th;
 	bool started;
 	int stop, paused;	/* set by the caller's thread */
+	uint64_t rate;		/* the same: bytes/s per guest asked for */
 	int applied_pause;
 	uint64_t bytes;		/* atomic: all data bytes written */
 };
@@ -82,7 +94,7 @@ static void ctl_send(struct pguest *g, struct vmt_buf *b)
 static void arm(struct producer *p, unsigned gi, unsigned c)
 {
 	struct pguest *g = &p->g[gi];
-	bool want = g->streaming && !p->applied_pause;
+	bool want = g->streaming && !p->applied_pause && (!p->chan_rate || g->ch[c].tokens > 0);
 	struct epoll_event ev = { .events = want ? EPOLLOUT : 0, .data.u64 = TAG(TAG_DATA, gi, c) };
 
 	if (want == g->ch[c].armed)
@@ -218,6 +230,13 @@ static void on_data(struct producer *p, unsigned gi, unsigned c)
 
 	if (!g->streaming || p->applied_pause)
 		return;
+	if (p->chan_rate) {
+		if (ch->tokens <= 0) {
+			arm(p, gi, c);
+			return;
+		}
+		budget = VMT_MIN(budget, (size_t)ch->tokens);
+	}
 	while (budget) {
 		size_t want = VMT_MIN(VMT_MIN((size_t)CHUNK, len - ch->pos), budget);
 		ssize_t n = write(ch->fd, src + ch->pos, want);
@@ -232,10 +251,59 @@ static void on_data(struct producer *p, unsigned gi, unsigned c)
 			ch->pos = 0;
 		ch->sent += (uint64_t)n;
 		budget -= (size_t)n;
+		ch->tokens -= n;
 		__atomic_add_fetch(&p->bytes, (uint64_t)n, __ATOMIC_RELAXED);
 		if ((size_t)n < want)
 			return;	/* the pipe is full now */
 	}
+	if (p->chan_rate && ch->tokens <= 0)
+		arm(p, gi, c);	/* until the next refill */
+}
+
+/* The clock, not the tick count, says how many bytes are due: a tick that
+ * comes late (a busy machine) refills more. */
+static void on_tick(struct producer *p)
+{
+	uint64_t v, now = bench_now_ns(), dt = now - p->refill_ns;
+	int64_t add, cap = (int64_t)(p->chan_rate * BURST_NS / 1000000000ull);
+
+	if (read(p->tick_fd, &v, sizeof(v)) < 0) {
+		/* spurious: the refill below is right anyway */
+	}
+	add = (int64_t)((double)p->chan_rate * (double)dt / 1e9);
+	if (add <= 0)
+		return;
+	p->refill_ns = now;
+	for (unsigned gi = 0; gi < p->c.nguests; gi++)
+		for (unsigned c = 0; c < BENCH_CPUS; c++) {
+			struct pchan *ch = &p->g[gi].ch[c];
+
+			/* capped: a channel that waited (pipe full, paused) does not burst */
+			ch->tokens = VMT_MIN(ch->tokens + add, cap);
+			arm(p, gi, c);
+		}
+}
+
+/* The rate the caller asked for, if it changed: the timer ticks only
+ * with a rate, so that a producer flat out has no wake-ups of its own. */
+static void apply_rate(struct producer *p)
+{
+	uint64_t rate = __atomic_load_n(&p->rate, __ATOMIC_ACQUIRE);
+	uint64_t chan = rate ? VMT_MAX(rate / BENCH_CPUS, 1) : 0;
+	struct itimerspec it = { 0 };
+
+	if (chan == p->chan_rate)
+		return;
+	if (chan)
+		it = (struct itimerspec){ .it_interval = { 0, TICK_NS }, .it_value = { 0, TICK_NS } };
+	timerfd_settime(p->tick_fd, 0, &it, NULL);
+	p->chan_rate = chan;
+	p->refill_ns = bench_now_ns();
+	for (unsigned gi = 0; gi < p->c.nguests; gi++)
+		for (unsigned c = 0; c < BENCH_CPUS; c++) {
+			p->g[gi].ch[c].tokens = 0;
+			arm(p, gi, c);
+		}
 }
 
 static void *producer_main(void *arg)
@@ -257,6 +325,7 @@ static void *producer_main(void *arg)
 					/* spurious: nothing to do */
 				}
 				p->applied_pause = pz;
+				apply_rate(p);
 				for (unsigned g = 0; g < p->c.nguests; g++)
 					for (unsigned c = 0; c < BENCH_CPUS; c++)
 						arm(p, g, c);
@@ -267,6 +336,9 @@ static void *producer_main(void *arg)
 				break;
 			case TAG_DATA:
 				on_data(p, TAG_GUEST(t), TAG_CPU(t));
+				break;
+			case TAG_TICK:
+				on_tick(p);
 				break;
 			}
 		}
@@ -326,12 +398,24 @@ int producer_start(struct producer **out, const struct producer_conf *c)
 		for (unsigned k = 0; k < BENCH_CPUS; k++)
 			p->g[i].ch[k].fd = -1;
 	}
+	p->tick_fd = -1;
 	p->epfd = epoll_create1(EPOLL_CLOEXEC);
 	p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (!p->g || p->epfd < 0 || p->wake_fd < 0 ||
 	    epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->wake_fd, &ev) < 0) {
 		producer_stop(p);
 		return -ENOMEM;
+	}
+	{
+		struct epoll_event tev = { .events = EPOLLIN, .data.u64 = TAG(TAG_TICK, 0, 0) };
+
+		p->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (p->tick_fd < 0 || epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->tick_fd, &tev) < 0) {
+			producer_stop(p);
+			return -errno;
+		}
+		p->rate = c->rate;
+		apply_rate(p);
 	}
 	mkdir(c->dir, 0700);
 	for (unsigned i = 0; i < c->nguests; i++) {
@@ -367,6 +451,12 @@ void producer_pause(struct producer *p, bool paused)
 	wake(p);
 }
 
+void producer_set_rate(struct producer *p, uint64_t rate)
+{
+	__atomic_store_n(&p->rate, rate, __ATOMIC_RELEASE);
+	wake(p);
+}
+
 void producer_stop(struct producer *p)
 {
 	if (!p)
@@ -392,6 +482,8 @@ void producer_stop(struct producer *p)
 		close(p->epfd);
 	if (p->wake_fd >= 0)
 		close(p->wake_fd);
+	if (p->tick_fd >= 0)
+		close(p->tick_fd);
 	free(p);
 }
 

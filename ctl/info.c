@@ -115,6 +115,46 @@ static void show_clock(const struct vmt_sample *s)
 	       (double)ci->points[ci->npoints - 1].offset / 1e9, (double)best / 2e3, (double)worst / 2e3);
 }
 
+/* A CPU's frames: how many, how well they compress, which the reader refused. */
+static void show_frames(const struct vmt_sample *s, const struct vmt_sample_cpu *sc)
+{
+	uint64_t read_pages = (uint64_t)sc->frame_pages - sc->pages_refused;
+	uint32_t ncodecs = 0;
+	char line[512];
+
+	if (!sc->frame_pages && !sc->frames_read && !sc->frames_refused)
+		return;
+	printf("          frames: %u read, %" PRIu64 " pages in %" PRIu64 " bytes", sc->frames_read,
+	       read_pages, sc->frame_bytes);
+	if (sc->frame_bytes)
+		printf(" (ratio %.2f)", (double)read_pages * s->page_size / (double)sc->frame_bytes);
+	for (uint32_t codec = 0; codec < 32; codec++)
+		if (sc->frame_codecs & (1u << codec))
+			printf("%s%s", ncodecs++ ? "+" : ", ", frame_codec_name(codec));
+	if (sc->frames_refused)
+		printf("; %u refused, %u pages left out", sc->frames_refused, sc->pages_refused);
+	printf("\n");
+	for (uint32_t i = 0; i < s->nrefusals; i++)
+		if (s->refusals[i].cpu == sc->cpu) {
+			sample_refusal_text(&s->refusals[i], line, sizeof(line));
+			printf("          refused: %s\n", line);
+		}
+}
+
+/* The ring's compression counters, from samples of format version 2. */
+static void show_compression(const struct vmt_sample_counters *k)
+{
+	if (!k->frames_made && !k->pages_stored_raw && !k->frame_bytes_in && !k->frame_bytes_out &&
+	    !k->frames_overwritten)
+		return;
+	printf("          compression: %" PRIu64 " frames made, %" PRIu64 " overwritten, %" PRIu64
+	       " pages stored raw (the compressor behind), %" PRIu64 " bytes into %" PRIu64, k->frames_made,
+	       k->frames_overwritten, k->pages_stored_raw, k->frame_bytes_in, k->frame_bytes_out);
+	if (k->frame_bytes_out)
+		printf(" (ratio %.2f)", (double)k->frame_bytes_in / (double)k->frame_bytes_out);
+	printf("\n");
+}
+
 static void show(const char *path, const struct vmt_sample *s)
 {
 	char t[64];
@@ -156,6 +196,8 @@ static void show(const char *path, const struct vmt_sample *s)
 		       " bytes), %" PRIu64 " going back in time\n",
 		       k->pages_in, k->pages_overwritten, k->pages_guest_lost, k->events_guest_lost,
 		       k->pages_rejected, k->bytes_rejected, k->ts_backwards);
+		show_compression(k);
+		show_frames(s, sc);
 		if (sc->have_guest_stats)
 			printf("          guest: %" PRIu64 " events read, %" PRIu64 " overrun, %" PRIu64
 			       " dropped, %" PRIu64 " bytes sent\n",

@@ -173,6 +173,9 @@ static void print_summary(const char *path, const struct vmt_sset_group *g, bool
 			       lc->counters.pages_guest_lost, lc->counters.bytes_rejected);
 		if (sc->gaps)
 			printf("; %" PRIu64 " gap(s), %" PRIu64 " pages missing", sc->gaps, sc->gap_pages);
+		if (sc->refused_frames)
+			printf("; %" PRIu64 " corrupt frame(s) refused, %" PRIu64 " pages missing",
+			       sc->refused_frames, sc->refused_pages);
 		if (lc && lc->have_guest_stats)
 			printf("; guest: read %" PRIu64 ", overrun %" PRIu64 ", dropped %" PRIu64,
 			       lc->guest.read, lc->guest.overrun, lc->guest.dropped);

@@ -120,6 +120,23 @@ static int group_find_aux(struct vmt_sset *set, struct vmt_sset_group *g, const 
 	return -ENOENT;
 }
 
+/* The frames the reader refused in a sample: one line each, then how many more. */
+static void say_refusals(const struct vmt_sset *set, const char *path, const struct vmt_sample *s)
+{
+	uint64_t refused = 0;
+	char line[512];
+
+	for (uint32_t i = 0; i < s->nrefusals; i++) {
+		sample_refusal_text(&s->refusals[i], line, sizeof(line));
+		say(set, "%s: %s", path, line);
+	}
+	for (uint32_t c = 0; c < s->ncpus; c++)
+		refused += s->cpus[c].frames_refused;
+	if (refused > s->nrefusals)
+		say(set, "%s: and %" PRIu64 " more refused frame(s), their pages left out", path,
+		    refused - s->nrefusals);
+}
+
 static int by_created(const void *a, const void *b)
 {
 	const struct vmt_sample *x = *(struct vmt_sample *const *)a, *y = *(struct vmt_sample *const *)b;
@@ -127,7 +144,11 @@ static int by_created(const void *a, const void *b)
 	return (x->created_ns > y->created_ns) - (x->created_ns < y->created_ns);
 }
 
-/* Gaps: pages the ring's stream numbered but no sample holds. */
+/*
+ * Gaps: pages the ring's stream numbered but no sample holds. A sample
+ * spans the pages of its refused frames too: those are counted apart
+ * (refused_pages), not as a gap between samples.
+ */
 static void group_gaps(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t c)
 {
 	uint64_t end = 0;
@@ -136,10 +157,16 @@ static void group_gaps(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t 
 	for (uint32_t i = 0; i < g->nsamples; i++) {
 		const struct vmt_sample *s = g->samples[i];
 		const struct vmt_sample_cpu *sc;
+		uint64_t span;
 
-		if (c >= s->ncpus || !s->cpus[c].npages)
+		if (c >= s->ncpus)
 			continue;
 		sc = &s->cpus[c];
+		span = (uint64_t)sc->npages + sc->pages_refused;
+		g->cpus[c].refused_frames += sc->frames_refused;
+		g->cpus[c].refused_pages += sc->pages_refused;
+		if (!span)
+			continue;
 		if (end_path && sc->first_seq > end) {
 			g->cpus[c].gaps++;
 			g->cpus[c].gap_pages += sc->first_seq - end;
@@ -147,8 +174,8 @@ static void group_gaps(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t 
 			    "(overwritten before the later dump)", g->guest, c, sc->first_seq - end,
 			    end_path, g->paths[i]);
 		}
-		if (!end_path || sc->first_seq + sc->npages > end) {
-			end = sc->first_seq + sc->npages;
+		if (!end_path || sc->first_seq + span > end) {
+			end = sc->first_seq + span;
 			end_path = g->paths[i];
 		}
 	}
@@ -394,6 +421,7 @@ int sset_load(struct vmt_sset *set, const char *const *paths, uint32_t npaths, c
 			set->bad_samples++;
 			continue;
 		}
+		say_refusals(set, paths[i], s);
 		g = group_for(set, s);
 		if (!g || group_add(g, s, paths[i]) < 0) {
 			sample_free(s);

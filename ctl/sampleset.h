@@ -5,9 +5,9 @@
  * file and, per CPU, its pages in time order with every page kept once.
  * merge, report and info read samples through it.
  *
- * Problems (a corrupt sample, a missing aux, a gap between two samples, a
- * guest split by a reboot) are printed to stderr, one line each, and counted;
- * what can still be used is kept.
+ * Problems (a corrupt sample, a refused frame in one, a missing aux, a gap
+ * between two samples, a guest split by a reboot) are printed to stderr, one
+ * line each, and counted; what can still be used is kept.
  */
 #ifndef VMT_SAMPLESET_H
 #define VMT_SAMPLESET_H
@@ -27,6 +27,8 @@ struct vmt_sset_cpu {
 	uint64_t duplicates;	/* pages dropped because an earlier sample had them */
 	uint64_t gaps;		/* places where pages are missing between two samples */
 	uint64_t gap_pages;	/* pages missing there, as the stream sequence tells */
+	uint64_t refused_frames;	/* frames the samples' reader refused (corrupt) */
+	uint64_t refused_pages;	/* pages missing for that, as the samples tell */
 	uint64_t first_ts, last_ts;	/* window over all samples, 0 if no page */
 };
 

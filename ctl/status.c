@@ -293,8 +293,8 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 			       fill, win, v->num[VMT_CTAG_PAGES_IN], v->num[VMT_CTAG_PAGES_OVERWRITTEN],
 			       v->num[VMT_CTAG_PAGES_GUEST_LOST], rej,
 			       v->have[VMT_CTAG_LAST_DUMP] ? v->str[VMT_CTAG_LAST_DUMP] : "-");
-			guest_frames(v);
 			guest_problems(v);
+			guest_frames(v);
 		}
 	}
 	if (r == 0 && !started)

@@ -13,9 +13,10 @@
 #include "log.h"
 #include "util.h"
 
-/* Below the event loop, above the writer (10): a late compressor costs
- * window, a late loop costs pages. */
-#define COMPRESS_NICE 5
+/* Beside the event loop, above the writer (10): a compressor that is late
+ * costs window (batches stored as they are), and on a busy host a nicer
+ * thread was late at 50 MB/s a guest (bench/README.md, window). */
+#define COMPRESS_NICE 0
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -113,13 +114,12 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 
 	if (j->len < 0)
 		c->st.errors++;
-	else if (r) {
+	/* counted once taken: a batch spilled meanwhile is not a frame */
+	if (r && ring_batch_end(r, j->gen, &j->h, j->out, j->len, j->crc)) {
 		c->st.frames++;
 		c->st.bytes_in += (uint64_t)j->h.npages * j->hold.page_size;
 		c->st.bytes_out += (uint64_t)j->len;
 	}
-	if (r)
-		ring_batch_end(r, j->gen, &j->h, j->out, j->len, j->crc);
 	ring_release(&j->hold);
 	j->ring = NULL;
 	j->next = c->free;
@@ -129,6 +129,10 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 	/* a busy guest has its next batch due already */
 	if (r && j->len >= 0)
 		compressor_poke(c, r, j->codec, j->level);
+	/* a reader that found its next slot held by this batch and no reserve
+	 * page for it waits for this */
+	if (c->released)
+		c->released(c->userdata);
 }
 
 static void compress_reap(struct vmt_compressor *c)
@@ -158,7 +162,8 @@ static int compress_event(sd_event_source *s, int fd, uint32_t revents, void *us
 	return 0;
 }
 
-int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_t max_raw)
+int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_t max_raw,
+		    void (*released)(void *userdata), void *userdata)
 {
 	size_t cap = VMT_MAX(frame_bound(VMT_FRAME_ZSTD, max_raw), frame_bound(VMT_FRAME_LZ4, max_raw));
 	int r;
@@ -167,6 +172,8 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_
 	c->queue_tail = &c->queue;
 	c->done_tail = &c->done;
 	c->max_raw = max_raw;
+	c->released = released;
+	c->userdata = userdata;
 	c->jobs = calloc(njobs, sizeof(*c->jobs));
 	if (!c->jobs)
 		return -ENOMEM;

@@ -3,7 +3,7 @@
  * compress: the worker that turns a compressed ring's oldest raw pages
  * into frames, off the event loop.
  *
- * One thread, below the event loop's priority, with one compression
+ * One thread, at the event loop's priority, with one compression
  * context per codec made on first use and kept, and a fixed set of jobs
  * whose output buffers are allocated once: memory does not grow with the
  * guests. A ring has at most one batch in flight; the pages stay in the
@@ -59,10 +59,15 @@ struct vmt_compressor {
 	sd_event_source *src;
 	int stopping, started, inited;
 	struct vmt_compress_stats st;	/* loop's copy; cpu_ns written by the worker under lock */
+	void (*released)(void *userdata);	/* a batch let go of its pages */
+	void *userdata;
 };
 
-/* njobs jobs for batches of at most max_raw bytes. */
-int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_t max_raw);
+/* njobs jobs for batches of at most max_raw bytes; released runs on the
+ * loop each time a batch lets go of its pages (a reader paused for one of
+ * them may go on). */
+int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_t max_raw,
+		    void (*released)(void *userdata), void *userdata);
 /* Start the worker (after the daemon dropped its privileges). */
 int compressor_run(struct vmt_compressor *c);
 /* Finish what is queued, hand it back, join. */

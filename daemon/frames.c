@@ -34,14 +34,14 @@ static void framemem_unref(struct vmt_framemem *fm)
 	free(fm);
 }
 
-int frames_init(struct vmt_frames *f, size_t arena, size_t batch_bytes)
+int frames_init(struct vmt_frames *f, size_t arena, uint32_t cap)
 {
-	struct vmt_ringmem_geom g = { .desc_cap = frames_cap(arena, batch_bytes), .arena = arena };
+	struct vmt_ringmem_geom g = { .desc_cap = cap, .arena = arena };
 	struct vmt_ringmem *rm;
 	int err;
 
 	memset(f, 0, sizeof(*f));
-	if (!arena)
+	if (!arena || !cap)
 		return -EINVAL;
 	err = ringmem_new(&rm, &g);
 	if (err < 0)

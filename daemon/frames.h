@@ -23,6 +23,7 @@
 #ifndef VMT_FRAMES_H
 #define VMT_FRAMES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -62,8 +63,9 @@ struct vmt_frames {
  * of pages gets, and the bytes they take. */
 uint32_t frames_cap(size_t arena, size_t batch_bytes);
 size_t frames_desc_bytes(uint32_t cap);
-/* A store in a memfd of its own (tests, and a store without a ring). */
-int frames_init(struct vmt_frames *f, size_t arena, size_t batch_bytes);
+/* A store in a memfd of its own (tests, and a store without a ring) of
+ * arena bytes and cap descriptors (frames_cap). */
+int frames_init(struct vmt_frames *f, size_t arena, uint32_t cap);
 /* A store in rm's descriptors and arena (ring.c); it takes a reference. */
 int frames_init_in(struct vmt_frames *f, struct vmt_ringmem *rm);
 void frames_free(struct vmt_frames *f);

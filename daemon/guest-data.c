@@ -100,7 +100,8 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
 {
 	uint64_t pages = VMT_MAX(g->conf.rec.ring_size / page_size, 1);
-	uint64_t need = ring_mem_size((uint32_t)VMT_MIN(pages, UINT32_MAX), page_size) * ncpus;
+	uint64_t need = ring_bytes_planned((uint32_t)VMT_MIN(pages, UINT32_MAX), page_size,
+					   g->conf.rec.compression != VMT_FRAME_NONE) * ncpus;
 	struct vmt_mem *mem = g->env->mem;
 	int r;
 

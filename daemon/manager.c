@@ -287,6 +287,17 @@ static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si,
 	return 0;
 }
 
+/* A compressor's batch let go of its ring pages: readers paused for a
+ * held page may go on. */
+static void on_batch_released(void *userdata)
+{
+	struct vmt_manager *m = userdata;
+
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		if (m->guests.v[i]->npaused)
+			guest_resume(m->guests.v[i]);
+}
+
 int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *config_path)
 {
 	struct vmt_manager *m = calloc(1, sizeof(*m));
@@ -345,7 +356,8 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	r = writer_init(&m->writer, m->event, dump_writer_done, &m->dumps);
 	if (r < 0)
 		goto fail;
-	r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, VMT_RING_BATCH_MAX_BYTES);
+	r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, VMT_RING_BATCH_MAX_BYTES,
+			    on_batch_released, m);
 	if (r < 0)
 		goto fail;
 	m->genv.comp = &m->comp;

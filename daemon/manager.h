@@ -28,7 +28,7 @@ struct vmt_probe;
 
 #define VMT_BOUNCE_SIZE 65536
 /* Batches being compressed at once, over all rings. */
-#define VMT_COMPRESS_JOBS 8
+#define VMT_COMPRESS_JOBS 16
 
 struct vmt_manager {
 	sd_event *event;

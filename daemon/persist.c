@@ -53,7 +53,7 @@ static void expected_geom(const struct vmt_persist_expect *w, struct vmt_ringmem
 	*batch = 0;
 	if (w->compressed && ring_plan_compressed(w->ring_pages, ps, &p)) {
 		*g = (struct vmt_ringmem_geom){ .page_size = ps, .nslots = p.raw_pages + 1,
-						.desc_cap = frames_cap(p.arena, (size_t)p.batch * ps),
+						.desc_cap = p.cap,
 						.arena = p.arena };
 		*batch = p.batch;
 	}

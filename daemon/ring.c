@@ -146,20 +146,47 @@ static uint8_t *home_page(const struct vmt_ring *r, uint32_t s)
 #define BATCH_MAX VMT_RING_BATCH_MAX
 #define BATCH_MIN 4u
 
+/* Bytes a compressed ring of raw slots, cap descriptors and an arena takes. */
+static uint64_t plan_bytes(uint32_t raw, uint32_t page_size, uint32_t cap, size_t arena)
+{
+	struct vmt_ringmem_geom g = { .page_size = page_size, .nslots = raw + 1, .desc_cap = cap,
+				      .arena = arena };
+	struct vmt_ringmem_layout l;
+
+	ringmem_layout(&g, &l);
+	return l.size + private_bytes((uint64_t)raw + 1, cap);
+}
+
 bool ring_plan_compressed(uint32_t nr_pages, uint32_t page_size, struct vmt_ring_plan *p)
 {
 	uint32_t b = VMT_MIN(VMT_MAX(nr_pages / 64, BATCH_MIN), BATCH_MAX);
 	uint32_t raw = VMT_MAX(2 * b + 2 * VMT_RING_BURST_PAGES, nr_pages / RAW_SHARE);
+	uint64_t total, base;
 	size_t arena;
+	uint32_t cap;
 
 	memset(p, 0, sizeof(*p));
 	if (raw > nr_pages / 2)
 		return false;
-	/* the raw ring has a fill slot more; the descriptors come out of the arena */
-	arena = (size_t)(nr_pages - raw - 1) * page_size;
-	arena -= frames_desc_bytes(frames_cap(arena, (size_t)b * page_size));
-	*p = (struct vmt_ring_plan){ .raw_pages = raw, .batch = b, .arena = arena };
+	/* the memory of the raw ring of nr_pages, to a page: the frames get
+	 * what the slots and the descriptors leave, in whole pages */
+	total = ring_mem_size(nr_pages, page_size);
+	cap = frames_cap(total - ring_mem_size(raw, page_size), (size_t)b * page_size);
+	base = plan_bytes(raw, page_size, cap, 0);
+	if (base >= total)
+		return false;
+	arena = (size_t)((total - base) & ~(uint64_t)4095);
+	*p = (struct vmt_ring_plan){ .raw_pages = raw, .batch = b, .arena = arena, .cap = cap };
 	return true;
+}
+
+uint64_t ring_bytes_planned(uint32_t nr_pages, uint32_t page_size, bool compressed)
+{
+	struct vmt_ring_plan p;
+
+	if (!compressed || !ring_plan_compressed(nr_pages, page_size, &p))
+		return ring_mem_size(nr_pages, page_size);
+	return plan_bytes(p.raw_pages, page_size, p.cap, p.arena);
 }
 
 int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l)
@@ -168,8 +195,7 @@ int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt
 
 	if (!ring_plan_compressed(nr_pages, l->page_size, &p))
 		return ring_init(r, nr_pages, l);
-	return ring_init_mem(r, p.raw_pages, l, frames_cap(p.arena, (size_t)p.batch * l->page_size),
-			     p.arena, p.batch);
+	return ring_init_mem(r, p.raw_pages, l, p.cap, p.arena, p.batch);
 }
 
 uint64_t ring_bytes(const struct vmt_ring *r)
@@ -242,7 +268,7 @@ static int frames_room(struct vmt_ring *r, size_t len, size_t *pos)
 	return err;
 }
 
-void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
+bool ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
 		    const uint8_t *payload, ssize_t len, uint32_t crc)
 {
 	struct vmt_iovec one = { payload, len > 0 ? (size_t)len : 0 };
@@ -251,11 +277,11 @@ void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr
 	int err;
 
 	if (gen != r->batch_gen)
-		return;
+		return false;
 	/* a batch the slots spilled before it came back (ring_spill took it
 	 * out of inflight): its pages are in the store already */
 	if (!r->count || ring_slot(r, 0)->seq != h->first_seq)
-		return;
+		return false;
 	/* batches come back in order; the first that cannot go in leaves its
 	 * pages raw and the later ones too (gen), to be batched again */
 	if (len > 0 && r->count >= h->npages && r->inflight >= h->npages) {
@@ -265,13 +291,14 @@ void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr
 			r->inflight -= h->npages;
 			batch_stored(r, h->npages, (uint64_t)len, &none);
 			ring_publish(r);
-			return;
+			return true;
 		}
 		if (err == -EBUSY)
 			r->frames_blocked = true;
 	}
 	r->inflight = 0;
 	r->batch_gen++;
+	return false;
 }
 
 /*
@@ -452,6 +479,8 @@ int ring_push(struct vmt_ring *r, const uint8_t *page)
 
 	if (r->fill)
 		ring_reset_stream(r, 0);
+	if (ring_room(r, r->layout.page_size) < r->layout.page_size)
+		return -ENOBUFS;
 	dst = ring_fill_space(r, &room);
 	if (!dst)
 		return -ENOBUFS;

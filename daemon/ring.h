@@ -135,8 +135,12 @@ struct vmt_ring_plan {
 	uint32_t raw_pages;
 	uint32_t batch;
 	size_t arena;
+	uint32_t cap;		/* frame descriptors */
 };
 bool ring_plan_compressed(uint32_t nr_pages, uint32_t page_size, struct vmt_ring_plan *p);
+/* Bytes a ring of nr_pages takes, compressed if it can be: what
+ * ring_bytes() will say once it is made (at most ring_mem_size()). */
+uint64_t ring_bytes_planned(uint32_t nr_pages, uint32_t page_size, bool compressed);
 /* A compressed ring in about the memory of nr_pages raw pages; a raw ring
  * when that is too small to compress. */
 int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l);
@@ -153,9 +157,9 @@ int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_
  * The compressor is back with the batch begun at gen: its frame (codec in
  * h, len bytes at payload, crc its CRC32C unless codec NONE) replaces the pages, or, on len < 0 or when the
  * batch was stored or cleared meanwhile, nothing happens. Release the hold
- * after.
+ * after. True when the frame was taken.
  */
-void ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
+bool ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
 		    const uint8_t *payload, ssize_t len, uint32_t crc);
 /* Window pages: in frames, and all. */
 static inline uint64_t ring_window_pages(const struct vmt_ring *r)
@@ -179,7 +183,7 @@ uint8_t *ring_fill_space(struct vmt_ring *r, uint32_t *room);
  */
 int ring_fill_commit(struct vmt_ring *r, uint32_t n);
 /* Push one whole page (tests, and sources that have pages in hand);
- * -ENOBUFS when there is no room (see ring_room). */
+ * -ENOBUFS when there is no room (ring_room: a held page and no reserve). */
 int ring_push(struct vmt_ring *r, const uint8_t *page);
 
 /* Pages held by a dump: runs of contiguous memory, oldest page first. */

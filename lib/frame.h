@@ -3,7 +3,7 @@
  * frame: a run of consecutive ftrace pages of one CPU, compressed as one
  * piece. A compressed ring (daemon/frames.h) keeps its older pages as
  * frames; a dump writes them into the sample as they are, one FRAME
- * section each, and readers decode them (docs/FORMAT.md, 2.4).
+ * section each, and readers decode them (docs/FORMAT.md, 2.5).
  *
  * A frame is a 40-byte header and a payload:
  *   codec NONE: the pages themselves, npages * page_size bytes;
@@ -54,7 +54,7 @@ struct vmt_frame_hdr {
 	uint32_t flags;		/* VMT_FRAME_MISSED; other bits 0 */
 };
 
-/* Encode h into 40 bytes (little-endian, docs/FORMAT.md 2.4). */
+/* Encode h into 40 bytes (little-endian, docs/FORMAT.md 2.5). */
 void frame_hdr_put(uint8_t out[VMT_FRAME_HDR_SIZE], const struct vmt_frame_hdr *h);
 /*
  * Decode and check a header from the first len bytes of a frame: known

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "meta.h"
+#include "sample-int.h"
 #include "sample.h"
 #include "util.h"
 #include "vfile.h"
@@ -61,6 +62,17 @@ static const struct vmt_tlv_field cpu_fields[] = {
 	VMT_TLV_FIELD(0x16, U64, struct vmt_sample_cpu, counters.bytes_rejected),
 	VMT_TLV_FIELD(0x17, U64, struct vmt_sample_cpu, counters.ts_backwards),
 	VMT_TLV_FIELD(0x18, U64, struct vmt_sample_cpu, counters.events_in),
+};
+
+/* Version 2's CPU records, written in every version 2 sample and in no
+ * version 1 sample; optional to readers (0 when absent). */
+static const struct vmt_tlv_field cpu_v2_fields[] = {
+	VMT_TLV_FIELD(0x07, U32, struct vmt_sample_cpu, frame_pages),
+	VMT_TLV_FIELD(0x19, U64, struct vmt_sample_cpu, counters.frames_made),
+	VMT_TLV_FIELD(0x1a, U64, struct vmt_sample_cpu, counters.pages_stored_raw),
+	VMT_TLV_FIELD(0x1b, U64, struct vmt_sample_cpu, counters.frame_bytes_in),
+	VMT_TLV_FIELD(0x1c, U64, struct vmt_sample_cpu, counters.frame_bytes_out),
+	VMT_TLV_FIELD(0x1d, U64, struct vmt_sample_cpu, counters.frames_overwritten),
 };
 
 /* The guest stats record: these u64s in this order, as in FLUSHED. */
@@ -128,6 +140,46 @@ static int build_info(struct vmt_buf *b, const struct vmt_sample *s)
 	return r;
 }
 
+/* Frames the reader would read: sound headers, each where the last ended. */
+static int check_frames(const struct vmt_sample_cpu *c, uint32_t page_size)
+{
+	uint64_t seq = c->first_seq, pages = 0;
+	uint8_t hb[VMT_FRAME_HDR_SIZE];
+	struct vmt_frame_hdr h;
+
+	if (c->nframes && !c->frames)
+		return -EINVAL;
+	for (uint32_t k = 0; k < c->nframes; k++) {
+		const struct vmt_sample_frame *fr = &c->frames[k];
+
+		frame_hdr_put(hb, &fr->h);
+		if (frame_hdr_get(hb, sizeof(hb), &h, NULL, 0) < 0 || h.first_seq != seq ||
+		    !fr->len || !fr->payload || fr->len > UINT32_MAX - VMT_FRAME_HDR_SIZE ||
+		    (h.codec == VMT_FRAME_NONE && fr->len != (uint64_t)h.npages * page_size))
+			return -EINVAL;
+		seq += h.npages;
+		pages += h.npages;
+	}
+	return pages == c->frame_pages && c->frame_pages <= c->npages ? 0 : -EINVAL;
+}
+
+/* The pages after the frames: from iov, or from pages. */
+static int check_tail(const struct vmt_sample_cpu *c, uint64_t want)
+{
+	uint64_t have = 0;
+
+	if (!c->niov)
+		return !want || c->pages ? 0 : -EINVAL;
+	if (!c->iov)
+		return -EINVAL;
+	for (uint32_t k = 0; k < c->niov; k++) {
+		if (c->iov[k].len > want - have || (c->iov[k].len && !c->iov[k].base))
+			return -EINVAL;
+		have += c->iov[k].len;
+	}
+	return have == want ? 0 : -EINVAL;
+}
+
 static int check_for_write(const struct vmt_sample *s)
 {
 	uint64_t total = 0;
@@ -141,26 +193,70 @@ static int check_for_write(const struct vmt_sample *s)
 		return -EINVAL;
 	for (uint32_t i = 0; i < s->ncpus; i++) {
 		const struct vmt_sample_cpu *c = &s->cpus[i];
-		uint64_t want = (uint64_t)c->npages * s->page_size, have = 0;
+		int r;
 
 		if (c->cpu != i)
 			return -EINVAL;
-		if (c->niov) {
-			if (!c->iov)
-				return -EINVAL;
-			for (uint32_t k = 0; k < c->niov; k++) {
-				if (c->iov[k].len > want - have || (c->iov[k].len && !c->iov[k].base))
-					return -EINVAL;
-				have += c->iov[k].len;
-			}
-		} else if (want) {
-			have = c->pages ? want : 0;
-		}
-		if (have != want)
-			return -EINVAL;
-		total += want;
+		r = check_frames(c, s->page_size);
+		if (r == 0)
+			r = check_tail(c, (uint64_t)(c->npages - c->frame_pages) * s->page_size);
+		if (r < 0)
+			return r;
+		total += (uint64_t)c->npages * s->page_size;
 	}
 	return total > VMT_SAMPLE_MAX_PAGE_BYTES ? -EFBIG : 0;
+}
+
+/* Version 2 only for what version 1 cannot say, so that a sample without
+ * frames stays what version 1 readers read. */
+static uint32_t format_version(const struct vmt_sample *s)
+{
+	for (uint32_t i = 0; i < s->ncpus; i++) {
+		const struct vmt_sample_counters *k = &s->cpus[i].counters;
+
+		if (s->cpus[i].nframes || k->frames_made || k->pages_stored_raw || k->frame_bytes_in ||
+		    k->frame_bytes_out || k->frames_overwritten)
+			return VMT_SAMPLE_VERSION_FRAMES;
+	}
+	return VMT_SAMPLE_VERSION;
+}
+
+static int write_cpu_section(struct vmt_vfile_writer *w, struct vmt_buf *b, const struct vmt_sample_cpu *cpu,
+			     uint32_t version)
+{
+	int r;
+
+	b->len = 0;
+	r = tlv_put_fields(b, cpu_fields, ARRAY_SIZE(cpu_fields), cpu);
+	if (r == 0 && version >= VMT_SAMPLE_VERSION_FRAMES)
+		r = tlv_put_fields(b, cpu_v2_fields, ARRAY_SIZE(cpu_v2_fields), cpu);
+	if (r == 0 && cpu->have_guest_stats)
+		r = put_stats(b, &cpu->guest);
+	if (r == 0)
+		r = vfile_write_section(w, VMT_SAMPLE_SECT_CPU, cpu->cpu, 0, b->data, b->len);
+	return r;
+}
+
+/* A CPU's frames as they are (never compressed again), then its other pages. */
+static int write_cpu_pages(struct vmt_vfile_writer *w, const struct vmt_sample_cpu *cpu,
+			   uint32_t page_size, uint32_t pflags)
+{
+	struct vmt_iovec one = { cpu->pages, (size_t)(cpu->npages - cpu->frame_pages) * page_size };
+	int r = 0;
+
+	for (uint32_t k = 0; r == 0 && k < cpu->nframes; k++) {
+		uint8_t hb[VMT_FRAME_HDR_SIZE];
+		struct vmt_iovec v[2] = { { hb, sizeof(hb) },
+					  { cpu->frames[k].payload, cpu->frames[k].len } };
+
+		frame_hdr_put(hb, &cpu->frames[k].h);
+		r = vfile_write_sectionv(w, VMT_SAMPLE_SECT_FRAME, cpu->cpu, 0, v, 2);
+	}
+	if (r < 0)
+		return r;
+	if (cpu->niov)
+		return vfile_write_sectionv(w, VMT_SAMPLE_SECT_PAGES, cpu->cpu, pflags, cpu->iov, cpu->niov);
+	return vfile_write_sectionv(w, VMT_SAMPLE_SECT_PAGES, cpu->cpu, pflags, &one, one.len ? 1 : 0);
 }
 
 int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_workers)
@@ -168,7 +264,7 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
 	struct vmt_vfile_writer w = { .zstd_level = zstd_level, .zstd_workers = zstd_workers };
 	struct vmt_buf b = { 0 };
 	struct vmt_sample *c;
-	uint32_t pflags = zstd_level > 0 ? VMT_VSECT_ZSTD : 0;
+	uint32_t pflags = zstd_level > 0 ? VMT_VSECT_ZSTD : 0, version;
 	int r;
 
 	r = check_for_write(s);
@@ -189,7 +285,8 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
 		return r;
 	}
 
-	r = vfile_writer_start(&w, fd, VMT_SAMPLE_MAGIC, VMT_SAMPLE_VERSION, s->created_ns);
+	version = format_version(s);
+	r = vfile_writer_start(&w, fd, VMT_SAMPLE_MAGIC, version, s->created_ns);
 	if (r == 0)
 		r = vfile_write_section(&w, VMT_SAMPLE_SECT_INFO, 0, 0, b.data, b.len);
 	if (r == 0 && s->have_clock) {
@@ -200,26 +297,10 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
 	}
 	if (r == 0 && s->tasks_len)
 		r = vfile_write_section(&w, VMT_SAMPLE_SECT_TASKS, 0, 0, s->tasks, s->tasks_len);
-	for (uint32_t i = 0; r == 0 && i < s->ncpus; i++) {
-		const struct vmt_sample_cpu *cpu = &s->cpus[i];
-
-		b.len = 0;
-		r = tlv_put_fields(&b, cpu_fields, ARRAY_SIZE(cpu_fields), cpu);
-		if (r == 0 && cpu->have_guest_stats)
-			r = put_stats(&b, &cpu->guest);
-		if (r == 0)
-			r = vfile_write_section(&w, VMT_SAMPLE_SECT_CPU, i, 0, b.data, b.len);
-	}
-	for (uint32_t i = 0; r == 0 && i < s->ncpus; i++) {
-		const struct vmt_sample_cpu *cpu = &s->cpus[i];
-		struct vmt_iovec one = { cpu->pages, (size_t)cpu->npages * s->page_size };
-
-		if (cpu->niov)
-			r = vfile_write_sectionv(&w, VMT_SAMPLE_SECT_PAGES, i, pflags, cpu->iov, cpu->niov);
-		else
-			r = vfile_write_sectionv(&w, VMT_SAMPLE_SECT_PAGES, i, pflags, &one,
-						 one.len ? 1 : 0);
-	}
+	for (uint32_t i = 0; r == 0 && i < s->ncpus; i++)
+		r = write_cpu_section(&w, &b, &s->cpus[i], version);
+	for (uint32_t i = 0; r == 0 && i < s->ncpus; i++)
+		r = write_cpu_pages(&w, &s->cpus[i], s->page_size, pflags);
 	buf_free(&b);
 	if (r < 0) {
 		vfile_writer_finish(&w);
@@ -297,9 +378,22 @@ static int cpu_other(const struct vmt_tlv *rec, void *obj, char *msg, size_t n)
 	return 1;
 }
 
+/* Version 1's records, all required, then version 2's, none required. */
 static int parse_cpu(const uint8_t *p, size_t len, struct vmt_sample_cpu *c, char *msg, size_t n)
 {
-	return tlv_parse_fields(p, len, cpu_fields, ARRAY_SIZE(cpu_fields), c, cpu_other, msg, n);
+	struct vmt_tlv rec;
+	uint64_t seen = 0;
+	size_t pos = 0;
+	int r = tlv_parse_fields(p, len, cpu_fields, ARRAY_SIZE(cpu_fields), c, cpu_other, msg, n);
+
+	if (r < 0)
+		return r;
+	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
+		r = tlv_get_field(&rec, cpu_v2_fields, ARRAY_SIZE(cpu_v2_fields), c, &seen, msg, n);
+		if (r < 0)
+			return r;
+	}
+	return r;
 }
 
 /* Small sections are parsed in place or from a temporary buffer. */
@@ -321,9 +415,9 @@ static int sample_parse_info(const struct vmt_vfile *f, struct vmt_sample *s, ch
 	int r;
 
 	memset(s, 0, sizeof(*s));
-	if (f->format_version != VMT_SAMPLE_VERSION)
-		return vfile_bad(why, n, f, NULL, "format version %u, this reader knows %d",
-			    f->format_version, VMT_SAMPLE_VERSION);
+	if (f->format_version != VMT_SAMPLE_VERSION && f->format_version != VMT_SAMPLE_VERSION_FRAMES)
+		return vfile_bad(why, n, f, NULL, "format version %u, this reader knows %d and %d",
+				 f->format_version, VMT_SAMPLE_VERSION, VMT_SAMPLE_VERSION_FRAMES);
 	for (uint32_t i = 0; i < f->nsect; i++) {
 		if (f->sect[i].type != VMT_SAMPLE_SECT_INFO)
 			continue;
@@ -396,20 +490,55 @@ static int parse_tasks_section(const struct vmt_vfile *f, const struct vmt_vsect
 	return 0;
 }
 
-/* Each CPU's CPU and PAGES section, by cpu. */
+/* Each CPU's CPU and PAGES section, by cpu, and its FRAME sections in file order. */
 struct sample_sections {
 	const struct vmt_vsection *cpu[VMT_MAX_CPUS], *pages[VMT_MAX_CPUS];
+	uint32_t first_frame[VMT_MAX_CPUS + 1];	/* cpu c's are frames[first_frame[c] .. [c + 1]) */
+	struct sample_frame_ref *frames;
 };
 
+/* The FRAME sections, grouped by cpu: counted, then placed in file order. */
+static int place_frames(const struct vmt_vfile *f, const struct vmt_sample *s,
+			struct sample_sections *ss, char *why, size_t n)
+{
+	uint32_t at[VMT_MAX_CPUS] = { 0 }, total = 0;
+
+	for (uint32_t i = 0; i < f->nsect; i++) {
+		const struct vmt_vsection *x = &f->sect[i];
+
+		if (x->type != VMT_SAMPLE_SECT_FRAME)
+			continue;
+		if (f->format_version < VMT_SAMPLE_VERSION_FRAMES)
+			return vfile_bad(why, n, f, x, "a FRAME section in a version %u sample",
+					 f->format_version);
+		if (x->id >= s->ncpus)
+			return vfile_bad(why, n, f, x, "cpu %u, but ncpus is %u", x->id, s->ncpus);
+		ss->first_frame[x->id + 1]++;
+		total++;
+	}
+	for (uint32_t c = 0; c < s->ncpus; c++) {
+		ss->first_frame[c + 1] += ss->first_frame[c];
+		at[c] = ss->first_frame[c];
+	}
+	if (!total)
+		return 0;
+	ss->frames = calloc(total, sizeof(*ss->frames));
+	if (!ss->frames)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < f->nsect; i++)
+		if (f->sect[i].type == VMT_SAMPLE_SECT_FRAME)
+			ss->frames[at[f->sect[i].id]++].x = &f->sect[i];
+	return 0;
+}
+
 /*
- * Every section placed and sized before any page memory is taken: CLOCK
- * and TASKS read, one CPU and one PAGES section found for each CPU, and
- * the page bytes of all of them bounded.
+ * Every section placed before any page memory is taken: CLOCK and TASKS
+ * read, one CPU and one PAGES section found for each CPU, its FRAME
+ * sections listed.
  */
 static int place_sections(const struct vmt_vfile *f, struct vmt_sample *s,
 			  struct sample_sections *ss, char *why, size_t n)
 {
-	uint64_t total = 0;
 	int r;
 
 	for (uint32_t i = 0; i < f->nsect; i++) {
@@ -439,22 +568,21 @@ static int place_sections(const struct vmt_vfile *f, struct vmt_sample *s,
 			return vfile_bad(why, n, f, x, "a second section for cpu %u", x->id);
 		slot[x->id] = x;
 	}
-	for (uint32_t i = 0; i < s->ncpus; i++) {
+	for (uint32_t i = 0; i < s->ncpus; i++)
 		if (!ss->cpu[i] || !ss->pages[i])
 			return vfile_bad(why, n, f, NULL, "no %s section for cpu %u",
 					 ss->cpu[i] ? "PAGES" : "CPU", i);
-		total += ss->pages[i]->raw_size;	/* each is <= VMT_SAMPLE_MAX_PAGE_BYTES: no overflow */
-	}
-	if (total > VMT_SAMPLE_MAX_PAGE_BYTES)
-		return vfile_bad(why, n, f, NULL, "%" PRIu64 " bytes of pages, more than %llu", total,
-				 VMT_SAMPLE_MAX_PAGE_BYTES);
-	return 0;
+	return place_frames(f, s, ss, why, n);
 }
 
-/* s->cpus from the CPU sections, each checked against its PAGES section's size. */
+/*
+ * s->cpus from the CPU sections, each checked against its PAGES section's
+ * size, and the pages of all of them bounded.
+ */
 static int parse_cpu_sections(const struct vmt_vfile *f, struct vmt_sample *s,
 			      const struct sample_sections *ss, char *why, size_t n)
 {
+	uint64_t total = 0;
 	char msg[200];
 	const uint8_t *p;
 	void *owned;
@@ -480,38 +608,90 @@ static int parse_cpu_sections(const struct vmt_vfile *f, struct vmt_sample *s,
 			vfile_bad(why, n, f, cs, "%s", msg);
 			return r;
 		}
-		if (ps->raw_size != (uint64_t)c->npages * s->page_size)
+		if (c->frame_pages > c->npages)
+			return vfile_bad(why, n, f, cs, "%u of its %u pages in frames", c->frame_pages,
+					 c->npages);
+		if (ps->raw_size != (uint64_t)(c->npages - c->frame_pages) * s->page_size)
 			return vfile_bad(why, n, f, ps, "%" PRIu64 " bytes, but %u pages of %u", ps->raw_size,
-					 c->npages, s->page_size);
+					 c->npages - c->frame_pages, s->page_size);
+		total += (uint64_t)c->npages * s->page_size;	/* < 2^56 in all: no overflow */
+	}
+	if (total > VMT_SAMPLE_MAX_PAGE_BYTES)
+		return vfile_bad(why, n, f, NULL, "%" PRIu64 " bytes of pages, more than %llu", total,
+				 VMT_SAMPLE_MAX_PAGE_BYTES);
+	return 0;
+}
+
+/*
+ * A CPU's pages without frames: the buffer a compressed section was decoded
+ * into, else a copy.
+ */
+static int read_pages_only(const struct vmt_vfile *f, struct vmt_sample_cpu *c,
+			   const struct vmt_vsection *ps, char *why, size_t n)
+{
+	const uint8_t *p;
+	void *owned;
+	int r = vfile_section_data_why(f, ps, &p, &owned, why, n);
+
+	if (r < 0)
+		return r;
+	if (!c->npages) {
+		free(owned);
+	} else if (owned) {
+		c->pages = owned;
+	} else {
+		c->pages = malloc((size_t)ps->raw_size);
+		if (!c->pages)
+			return -ENOMEM;
+		memcpy(c->pages, p, (size_t)ps->raw_size);
 	}
 	return 0;
 }
 
-/* Each CPU's pages: the buffer a compressed section was decoded into, else a copy. */
-static int read_page_sections(const struct vmt_vfile *f, struct vmt_sample *s,
-			      const struct sample_sections *ss, char *why, size_t n)
+/* A CPU's frames that pass decoded, then its PAGES after them, in one buffer. */
+static int read_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
+			  const struct sample_sections *ss, uint32_t cpu, char *why, size_t n)
 {
+	struct vmt_sample_cpu *c = &s->cpus[cpu];
+	uint32_t nfr = ss->first_frame[cpu + 1] - ss->first_frame[cpu];
+	uint64_t good, got, tail = c->npages - c->frame_pages;
+	struct sample_frame_ref *fr;
 	const uint8_t *p;
 	void *owned;
 	int r;
 
-	for (uint32_t i = 0; i < s->ncpus; i++) {
-		struct vmt_sample_cpu *c = &s->cpus[i];
-		const struct vmt_vsection *ps = ss->pages[i];
+	if (!nfr && !c->frame_pages)
+		return read_pages_only(f, c, ss->pages[cpu], why, n);
+	fr = ss->frames ? ss->frames + ss->first_frame[cpu] : NULL;	/* NULL: no frame in the file */
+	good = sample_frames_bound(f, s, cpu, fr, nfr);
+	if (good + tail)
+		c->pages = malloc((size_t)(good + tail) * s->page_size);
+	if (good + tail && !c->pages)
+		return -ENOMEM;
+	r = sample_frames_decode(f, s, cpu, fr, nfr, c->pages, good, &got, why, n);
+	if (r == 0)
+		r = vfile_section_data_why(f, ss->pages[cpu], &p, &owned, why, n);
+	if (r < 0)
+		return r;
+	if (tail)
+		memcpy(c->pages + got * s->page_size, p, (size_t)tail * s->page_size);
+	free(owned);
+	c->npages = (uint32_t)(got + tail);
+	if (!c->npages) {
+		free(c->pages);
+		c->pages = NULL;
+	}
+	return 0;
+}
 
-		r = vfile_section_data_why(f, ps, &p, &owned, why, n);
+static int read_page_sections(const struct vmt_vfile *f, struct vmt_sample *s,
+			      const struct sample_sections *ss, char *why, size_t n)
+{
+	for (uint32_t i = 0; i < s->ncpus; i++) {
+		int r = read_cpu_pages(f, s, ss, i, why, n);
+
 		if (r < 0)
 			return r;
-		if (!c->npages) {
-			free(owned);
-		} else if (owned) {
-			c->pages = owned;
-		} else {
-			c->pages = malloc((size_t)ps->raw_size);
-			if (!c->pages)
-				return -ENOMEM;
-			memcpy(c->pages, p, (size_t)ps->raw_size);
-		}
 	}
 	return 0;
 }
@@ -532,6 +712,7 @@ static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char
 		r = parse_cpu_sections(f, s, &ss, why, n);
 	if (r >= 0)
 		r = read_page_sections(f, s, &ss, why, n);
+	free(ss.frames);
 	if (r < 0) {
 		sample_free(s);
 		return r;

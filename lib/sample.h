@@ -3,8 +3,9 @@
  * sample: one guest's frozen window, as written on a dump (.vmts).
  * A vfile with magic "VMTSMPL1": an INFO section (guest, aux version it
  * needs, triggers, creation time), a CPU section per CPU (window times and
- * every counter), a PAGES section per CPU (the raw ftrace pages,
- * zstd-compressed). See docs/FORMAT.md.
+ * every counter), per CPU its older pages as FRAME sections (compressed
+ * in the ring, written as they are) and the rest in a PAGES section (the
+ * raw ftrace pages, zstd-compressed). See docs/FORMAT.md.
  */
 #ifndef VMT_SAMPLE_H
 #define VMT_SAMPLE_H
@@ -19,7 +20,7 @@
 
 #define VMT_SAMPLE_MAGIC "VMTSMPL1"
 #define VMT_SAMPLE_VERSION 1	/* a sample without FRAME sections */
-#define VMT_SAMPLE_VERSION_FRAMES 2	/* a sample with FRAME sections (docs/FORMAT.md 2.5) */
+#define VMT_SAMPLE_VERSION_FRAMES 2	/* with FRAME sections or compression counters (docs/FORMAT.md 2.5) */
 #define VMT_SAMPLE_MAX_TRIGGERS 64
 #define VMT_REASON_MAX 256
 #define VMT_NAME_MAX 65
@@ -97,7 +98,9 @@ struct vmt_sample_cpu {
 	 * which leaves out those of refused frames (pages_refused).
 	 */
 	uint32_t npages;
-	uint32_t frame_pages;	/* of npages, in FRAME sections (CPU tag 0x07) */
+	/* of npages, in FRAME sections (CPU tag 0x07). Reader: as the file says,
+	 * though pages holds them decoded: set it to 0 to write them back raw. */
+	uint32_t frame_pages;
 	uint64_t first_seq;	/* stream seq of the first page */
 	uint64_t first_ts, last_ts;	/* first and last event in the window */
 	uint64_t events;
@@ -118,6 +121,23 @@ struct vmt_sample_cpu {
 	 * their pages left out, the rest kept), and the pages those held */
 	uint32_t frames_read, frames_refused, pages_refused;
 	uint64_t frame_bytes;	/* reader: stored bytes of the frames read */
+	uint32_t frame_codecs;	/* reader: 1 << codec for each codec of the frames read */
+};
+
+/*
+ * A frame the reader refused (docs/FORMAT.md 2.5), for the user. The pages
+ * it left out are those between the frames read around it; when refused
+ * frames come in a row they share them (run_frames > 1), as which of them
+ * held which cannot be told.
+ */
+#define VMT_SAMPLE_MAX_REFUSALS 16	/* listed; the CPUs' frames_refused count them all */
+struct vmt_sample_refusal {
+	uint32_t cpu;
+	uint32_t frame;		/* among the CPU's FRAME sections, in file order, from 0 */
+	uint32_t run_frames;	/* refused frames in the row it belongs to */
+	uint32_t npages;	/* pages left out there, from first_seq on */
+	uint64_t first_seq;
+	char why[200];
 };
 
 struct vmt_sample {
@@ -143,19 +163,28 @@ struct vmt_sample {
 	 * none; not read by sample_read_info; freed by sample_free() */
 	uint8_t *tasks;
 	uint32_t tasks_len;
+	/* sample_read: the first refused frames, in file order (0 when none) */
+	uint32_t nrefusals;
+	struct vmt_sample_refusal refusals[VMT_SAMPLE_MAX_REFUSALS];
 };
 
 struct vmt_iovec;
 /*
  * Write s to fd as a whole sample file (the caller publishes it with afile).
  * PAGES sections are zstd-compressed when zstd_level > 0. Bytes of host and
- * of trigger reasons outside 0x20..0x7e are written as '?'. -EINVAL if s is
- * not something sample_read() accepts (guest name, ncpus, page_size, cpus[i].cpu
- * != i, page bytes != npages * page_size); -errno from the fd.
+ * of trigger reasons outside 0x20..0x7e are written as '?'. Format version
+ * 2 when a CPU has frames or compression counters, else 1. -EINVAL if s is
+ * not something sample_read() reads whole (guest name, ncpus, page_size,
+ * cpus[i].cpu != i, a frame header that does not read or does not start
+ * where the one before ended (first_seq for the first), frame_pages other
+ * than the frames' pages, page bytes in iov or pages != (npages -
+ * frame_pages) * page_size); -errno from the fd.
  */
 int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_workers);
 /*
  * Read and check a whole sample; on -EBADMSG why says what is wrong.
+ * A corrupt frame does not make it wrong: it is refused, its pages left
+ * out, and said in refusals (print them with sample_refusal_text()).
  * *out is freed with sample_free().
  */
 int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why_len);
@@ -172,6 +201,12 @@ void sample_free(struct vmt_sample *s);
 int sample_read_info(const char *path, struct vmt_sample *s, char *why, size_t why_len);
 /* The same on an open file (openat with O_NOFOLLOW, say); fd stays open. */
 int sample_read_info_fd(int fd, struct vmt_sample *s, char *why, size_t why_len);
+
+/*
+ * One line for the user, without the file's name (the caller has it):
+ * "cpu 1 frame 3: WHY; pages 640..703 (64) left out". Returns snprintf's.
+ */
+int sample_refusal_text(const struct vmt_sample_refusal *r, char *out, size_t n);
 
 /* "GUEST-20261122T121314.123456Z.vmts" for a CLOCK_REALTIME time. */
 int sample_file_name(char *out, size_t n, const char *guest, uint64_t realtime_ns);

@@ -9,7 +9,7 @@ _vmtracectl_guests()
 {
 	local sock=$1
 	timeout 2 vmtracectl ${sock:+-s "$sock"} guests 2>/dev/null |
-		awk 'NR > 1 && $1 != "!" { print $1 }'
+		awk 'NR > 1 && !/^ / { print $1 }'
 }
 
 _vmtracectl_files()	# extension pattern, e.g. '@(vmts)'

@@ -4,8 +4,9 @@
  * sample_read_info_fd() on a memfd holding the same bytes. Both run twice:
  * on the input as it is (CRC checks included) and on a copy whose CRCs
  * vfile_fixup() made right, so that mutations reach the section parsers.
- * A sample that reads is written back (uncompressed, into a memfd) and
- * must read again with the same INFO.
+ * A sample that reads is written back (uncompressed, into a memfd, its
+ * decoded frames as raw pages) and must read again with the same INFO and
+ * pages. Seeds with FRAME sections (version 2) lead into frame reading.
  */
 #include <errno.h>
 #include <string.h>
@@ -39,11 +40,21 @@ static void same_info(const struct vmt_sample *a, const struct vmt_sample *b)
 
 static void round_trip(const struct vmt_sample *s)
 {
-	struct vmt_sample *back = NULL, info;
+	struct vmt_sample *back = NULL, info, *raw = malloc(sizeof(*raw));
+	struct vmt_sample_cpu cpus[VMT_MAX_CPUS];
 	char why[256];
 	int fd = memfd_put(NULL, 0);
 
-	FUZZ_CHECK(sample_write(fd, s, 0, 0) == 0);
+	/* what was read holds every page decoded: written back with no frame */
+	if (!raw)
+		abort();
+	*raw = *s;
+	memcpy(cpus, s->cpus, s->ncpus * sizeof(*cpus));
+	for (uint32_t i = 0; i < s->ncpus; i++)
+		cpus[i].frame_pages = 0;
+	raw->cpus = cpus;
+	FUZZ_CHECK(sample_write(fd, raw, 0, 0) == 0);
+	free(raw);
 	FUZZ_CHECK(sample_read_info_fd(fd, &info, why, sizeof(why)) == 0);
 	same_info(s, &info);
 	{
@@ -70,6 +81,25 @@ static void round_trip(const struct vmt_sample *s)
 	sample_free(back);
 }
 
+/* Refused frames: their pages were the frames', and each line is one. */
+static void refusals_ok(const struct vmt_sample *s)
+{
+	uint64_t refused = 0;
+	char line[512];
+
+	for (uint32_t i = 0; i < s->ncpus; i++) {
+		const struct vmt_sample_cpu *c = &s->cpus[i];
+
+		FUZZ_CHECK(c->pages_refused <= c->frame_pages && c->frames_refused >= (c->pages_refused > 0));
+		refused += c->frames_refused;
+	}
+	FUZZ_CHECK(s->nrefusals <= VMT_SAMPLE_MAX_REFUSALS && s->nrefusals <= refused);
+	for (uint32_t i = 0; i < s->nrefusals; i++) {
+		FUZZ_CHECK(s->refusals[i].cpu < s->ncpus && s->refusals[i].run_frames >= 1);
+		FUZZ_CHECK(sample_refusal_text(&s->refusals[i], line, sizeof(line)) > 0);
+	}
+}
+
 static void one(const uint8_t *data, size_t size)
 {
 	struct vmt_sample *s = NULL, info;
@@ -83,6 +113,7 @@ static void one(const uint8_t *data, size_t size)
 		FUZZ_CHECK(s->ntriggers <= VMT_SAMPLE_MAX_TRIGGERS);
 		for (uint32_t i = 0; i < s->ncpus; i++)
 			FUZZ_CHECK(s->cpus[i].cpu == i && (!s->cpus[i].npages || s->cpus[i].pages));
+		refusals_ok(s);
 	} else {
 		FUZZ_CHECK(!s);
 		FUZZ_CHECK(r != -EBADMSG || why[0]);

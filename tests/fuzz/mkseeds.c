@@ -18,6 +18,7 @@
 #include "corpus.h"
 #include "clocksync.h"
 #include "ctlproto.h"
+#include "frame.h"
 #include "meta.h"
 #include "page.h"
 #include "proto.h"
@@ -405,8 +406,42 @@ static void ctl_seeds(void)
 
 /* ---- sample and aux -------------------------------------------------- */
 
-static void sample_seed(const char *name, uint32_t per_cpu, int zstd, bool clock)
+/* The first nframes pages of cpu as frames of one page each, zstd and lz4 in turn. */
+static void seed_frames(struct vmt_sample_cpu *c, struct vmt_sample_frame *fr, uint8_t **payload,
+			uint32_t nframes)
 {
+	for (uint32_t k = 0; k < nframes; k++) {
+		uint32_t codec = k % 2 ? VMT_FRAME_LZ4 : VMT_FRAME_ZSTD;
+		struct vmt_frame_ctx *ctx = frame_ctx_new(codec, 1, PAGE);
+		struct vmt_iovec in = { c->pages + (size_t)k * PAGE, PAGE };
+		ssize_t len;
+
+		payload[k] = malloc(frame_bound(codec, PAGE));
+		if (!ctx || !payload[k])
+			die("frame", -ENOMEM);
+		len = frame_compress(ctx, &in, 1, payload[k], frame_bound(codec, PAGE));
+		if (len < 0)
+			die("frame_compress", (int)len);
+		frame_ctx_free(ctx);
+		fr[k] = (struct vmt_sample_frame){
+			.h = { .codec = codec, .npages = 1, .first_seq = c->first_seq + k,
+			       .first_ts = c->first_ts, .last_ts = c->last_ts, .events = 1 },
+			.payload = payload[k], .len = (uint32_t)len };
+	}
+	c->frames = fr;
+	c->nframes = nframes;
+	c->frame_pages = nframes;
+	c->pages += (size_t)nframes * PAGE;	/* the pages after the frames */
+	c->counters.frames_made = nframes;
+	c->counters.frame_bytes_in = (uint64_t)nframes * PAGE;
+	c->counters.frame_bytes_out = fr[0].len + (nframes > 1 ? fr[1].len : 0);
+}
+
+/* A sample of 2 CPUs of per_cpu pages, the first nframes of each in frames. */
+static void sample_seed(const char *name, uint32_t per_cpu, int zstd, bool clock, uint32_t nframes)
+{
+	struct vmt_sample_frame fr[2][4];
+	uint8_t *payload[2][4] = { { 0 } };
 	struct vmt_sync_point pts[2] = {
 		{ .guest_ts = 5447468902ull, .offset = 1000000, .rtt = 40000, .cpu = VMT_SYNC_ALL_CPUS,
 		  .probes = 8 },
@@ -458,6 +493,8 @@ static void sample_seed(const char *name, uint32_t per_cpu, int zstd, bool clock
 		cpus[c].have_guest_stats = c == 1;
 		cpus[c].guest.entries = 80552;
 		cpus[c].guest.now_ts = 99999999;
+		if (nframes)
+			seed_frames(&cpus[c], fr[c], payload[c], VMT_MIN(nframes, 4u));
 	}
 	if (clock) {
 		s->clock.method = VMT_SYNC_PTP;
@@ -484,6 +521,9 @@ static void sample_seed(const char *name, uint32_t per_cpu, int zstd, bool clock
 	put_fd("sample", name, fd);
 	close(fd);
 	free(s);
+	for (uint32_t c = 0; c < 2; c++)
+		for (uint32_t k = 0; k < 4; k++)
+			free(payload[c][k]);
 }
 
 static void aux_seed(const char *name, const struct vmt_buf *bundle)
@@ -522,9 +562,10 @@ int main(int argc, char **argv)
 	page_seeds();
 	meta_seeds();
 	ctl_seeds();
-	sample_seed("zstd-2x2", 2, 3, false);
-	sample_seed("plain-2x1", 1, 0, false);
-	sample_seed("zstd-clock-2x1", 1, 3, true);
+	sample_seed("zstd-2x2", 2, 3, false, 0);
+	sample_seed("plain-2x1", 1, 0, false, 0);
+	sample_seed("zstd-clock-2x1", 1, 3, true, 0);
+	sample_seed("frames-zstd-lz4-2x4", 4, 3, false, 2);	/* version 2: 2 frames and 2 pages raw */
 	aux_seed("small", &small_meta);
 	meta_find(small_meta.data, small_meta.len, "events/header_page", &e);
 	meta_add(&hp, "events/header_page", e.data, e.data_len);

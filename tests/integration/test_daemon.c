@@ -619,7 +619,7 @@ static void memcap_sizes(uint64_t *cap, uint64_t *pages, uint64_t *need)
 	*cap = VMT_MAX(2ull << 20, (4 * meta + MEMCAP_RESERVE + (1 << 20) - 1) & ~((1ull << 20) - 1));
 	*pages = (*cap - MEMCAP_RESERVE - meta) / PS / (in.ncpus ? in.ncpus : 1) + 1;
 	do
-		*need = ring_mem_size((uint32_t)--*pages, PS) * in.ncpus;
+		*need = ring_bytes_planned((uint32_t)--*pages, PS, true) * in.ncpus;
 	while (*need + MEMCAP_RESERVE + meta > *cap);
 }
 
@@ -709,7 +709,7 @@ START_TEST(memory_cap_counts_metadata)
 	/* rings of (cap - reserve - meta/2): they fit, the metadata does not */
 	pages = (cap - MEMCAP_RESERVE - meta / 2) / PS / (in.ncpus ? in.ncpus : 1) + 1;
 	do
-		need = ring_mem_size((uint32_t)--pages, PS) * in.ncpus;
+		need = ring_bytes_planned((uint32_t)--pages, PS, true) * in.ncpus;
 	while (need + MEMCAP_RESERVE + meta / 2 > cap);
 	ck_assert(need + MEMCAP_RESERVE <= cap && need + MEMCAP_RESERVE + meta > cap);
 	itest_run_init(&r, &in, "memcap-meta");
@@ -794,7 +794,7 @@ START_TEST(control_status_guests_reload)
 	/* the metadata counts until its aux file is written: held, since no
 	 * sample has needed it yet */
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "mem_used"),
-			  ring_mem_size((uint32_t)cap_pages, PS) * in.ncpus + in.bundle.len);
+			  ring_bytes_planned((uint32_t)cap_pages, PS, true) * in.ncpus + in.bundle.len);
 	ck_assert_uint_eq(ijson_u64(dm, "reserve"), 32u << 20);
 	g1 = itest_guest(&root, "g1");
 	ck_assert_ptr_nonnull(g1);
@@ -2630,9 +2630,10 @@ START_TEST(sigkill_during_dump)
 	itest_run_pages(&r, &in, 0, ring / PS + 64);
 	itest_run_guest(&r, 0);
 	/* no coalescing delay: the kills land in the flush, the freeze, the write */
+	/* raw rings: full at a known page count, and the heaviest write */
 	snprintf(top, sizeof(top),
-		 "triggers:\n  coalesce: 0ms\nrecord:\n  ring_size: %lluMiB\n  flush_timeout: 5000ms\n",
-		 (unsigned long long)(ring >> 20));
+		 "triggers:\n  coalesce: 0ms\nrecord:\n  ring_size: %lluMiB\n  compression: off\n"
+		 "  flush_timeout: 5000ms\n", (unsigned long long)(ring >> 20));
 	itest_run_daemon(&r, top, 1);
 	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
 	itest_expect_streaming(&r.d, "g1", 5000);

@@ -20,10 +20,12 @@
 
 #include "aux.h"
 #include "corpus.h"
+#include "frame.h"
 #include "itest.h"
 #include "meta.h"
 #include "page.h"
 #include "sample.h"
+#include "testd.h"
 #include "testutil.h"
 #include "util.h"
 
@@ -178,6 +180,75 @@ static char *slurp_path(const char *path)
 
 	ck_assert_int_eq(read_file(path, 1u << 30, &s, &n), 0);
 	return s;
+}
+
+#define FR_PAGES 16	/* pages in each frame of write_framed_sample() */
+
+/* A sample of the corpus pages, the first 4 * FR_PAGES of each CPU in four
+ * frames (zstd, lz4, zstd, lz4) as a compressed ring hands them to a dump;
+ * all the others after them, or (frames_only) none. */
+static void write_framed_sample(const char *path, uint64_t aux_id, bool frames_only)
+{
+	struct vmt_sample s = { .aux_version = 1, .aux_id = aux_id, .created_ns = 1000, .page_size = PS,
+				.ncpus = NCPU };
+	struct vmt_sample_cpu cpus[NCPU] = { 0 };
+	struct vmt_sample_frame fr[NCPU][4];
+	uint8_t *payload[NCPU][4];
+	int fd;
+
+	snprintf(s.guest, sizeof(s.guest), "g1");
+	s.cpus = cpus;
+	for (uint32_t c = 0; c < NCPU; c++) {
+		for (uint32_t k = 0; k < 4; k++) {
+			uint32_t codec = k % 2 ? VMT_FRAME_LZ4 : VMT_FRAME_ZSTD;
+			struct vmt_frame_ctx *ctx = frame_ctx_new(codec, 1, FR_PAGES * PS);
+			struct vmt_iovec in = { pages[c] + (size_t)k * FR_PAGES * PS, FR_PAGES * PS };
+			ssize_t len;
+
+			payload[c][k] = malloc(frame_bound(codec, in.len));
+			len = frame_compress(ctx, &in, 1, payload[c][k], frame_bound(codec, in.len));
+			ck_assert_int_gt(len, 0);
+			frame_ctx_free(ctx);
+			fr[c][k] = (struct vmt_sample_frame){
+				.h = { .codec = codec, .npages = FR_PAGES, .first_seq = k * FR_PAGES },
+				.payload = payload[c][k], .len = (uint32_t)len };
+		}
+		cpus[c] = (struct vmt_sample_cpu){ .cpu = c,
+						   .npages = frames_only ? 4 * FR_PAGES : (uint32_t)npages[c],
+						   .frame_pages = 4 * FR_PAGES, .frames = fr[c], .nframes = 4,
+						   .pages = pages[c] + 4 * FR_PAGES * PS };
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(sample_write(fd, &s, 3, 0), 0);
+	close(fd);
+	for (uint32_t c = 0; c < NCPU; c++)
+		for (uint32_t k = 0; k < 4; k++)
+			free(payload[c][k]);
+}
+
+/* A byte of the payload of cpu 0's frame k spoiled on disk, its CRC left as it was. */
+static void spoil_frame(const char *path, uint32_t k)
+{
+	char *b = slurp_path(path);
+	struct stat st;
+	size_t pos = 32;
+	int fd;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	for (;;) {
+		ck_assert_uint_le(pos + 40, (size_t)st.st_size);
+		if (get_le32((uint8_t *)b + pos) == VMT_SAMPLE_SECT_FRAME && get_le32((uint8_t *)b + pos + 4) == 0 &&
+		    k-- == 0)
+			break;
+		pos += 40 + get_le64((uint8_t *)b + pos + 16);
+	}
+	b[pos + 40 + 40 + 100] ^= 0x5a;
+	fd = open(path, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, b, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	free(b);
 }
 
 /* vmtracectl report ARGS in dir; its exit code, stdout and stderr (malloc'd). */
@@ -843,6 +914,93 @@ static int merge_to(const char *dir, const char *dat, const char *sample, char *
 	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
 }
 
+/*
+ * A sample whose cpu 0 frame 1 was spoiled on disk: merge, report and info
+ * say that frame was left out, and use the rest. merge exits 0; its
+ * trace.dat has every page but those 16, and their events are all that is
+ * missing; the pages are counted as missing, not as a gap.
+ */
+START_TEST(corrupt_frame_is_left_out)
+{
+	const char *said = "g1-1.vmts: cpu 0 frame 1: section 4 (type 0x21 id 0): data CRC mismatch; "
+			   "its pages 16..31 (16) left out";
+	struct vmt_page_layout l;
+	uint64_t lost = 0, per_cpu[NCPU + 1] = { 0 }, total = 0;
+	char dat[4300], want[128], cmd[20000];
+	int rc;
+	SETUP();
+
+	page_layout_default(&l, PS);
+	for (uint32_t p = FR_PAGES; p < 2 * FR_PAGES; p++) {
+		struct vmt_page_info info;
+
+		ck_assert_int_eq(page_scan(&l, pages[0] + (size_t)p * PS, &info), 0);
+		lost += info.events;
+	}
+	ck_assert_uint_gt(lost, 0);
+	write_framed_sample(s1, id, false);
+	spoil_frame(s1, 1);
+
+	rc = merge_to(dir, "t.dat", s1, &out, &err);
+	ck_assert_msg(rc == 0, "merge exit %d: %s", rc, err);
+	ck_assert_msg(strstr(err, said) != NULL, "stderr: %s", err);
+	ck_assert_uint_eq(count_lines(err), 1);
+	snprintf(want, sizeof(want), "  cpu0: %zu pages;", npages[0] - FR_PAGES);
+	ck_assert_msg(strstr(out, want) != NULL, "stdout: %s", out);
+	ck_assert_msg(strstr(out, "; 1 corrupt frame(s) refused, 16 pages missing") != NULL, "stdout: %s", out);
+	ck_assert_msg(strstr(out, "gap") == NULL, "stdout: %s", out);
+	snprintf(dat, sizeof(dat), "%s/t.dat", dir);
+	ck_assert_int_eq(tdread_counts(dat, per_cpu, NCPU + 1, &total), 0);
+	ck_assert_uint_eq(total, expected_total - lost);
+
+	REPORT("--stats %s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_uint_eq(stats_total(out), expected_total - lost);
+	ck_assert_msg(strstr(err, said + strlen("g1-1.vmts")) != NULL, "stderr: %s", err);
+
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s/%s/vmtracectl info %s > %s/info.txt", test_srcdir(), test_builddir(),
+		 s1, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/info.txt", dir);
+	out = slurp_path(cmd);
+	ck_assert_msg(strstr(out, "frames: 3 read, 48 pages in ") != NULL, "info: %s", out);
+	ck_assert_msg(strstr(out, "zstd+lz4; 1 refused, 16 pages left out\n"
+				  "          refused: cpu 0 frame 1: ") != NULL, "info: %s", out);
+	ck_assert_msg(strstr(out, "frames: 4 read, 64 pages in ") != NULL, "info: %s", out);
+	TEARDOWN();
+}
+END_TEST
+
+/*
+ * The last frame of a sample refused, the next sample starting right after
+ * it: its pages are missing, but there is no gap between the samples.
+ */
+START_TEST(refused_frame_is_no_gap)
+{
+	struct range rg = { .from = { 4 * FR_PAGES, 4 * FR_PAGES },
+			    .count = { npages[0] - 4 * FR_PAGES, npages[1] - 4 * FR_PAGES } };
+	char s2[4200], want[128];
+	int rc;
+	SETUP();
+
+	write_framed_sample(s1, id, true);
+	spoil_frame(s1, 3);
+	snprintf(s2, sizeof(s2), "%s/g1-2.vmts", dir);
+	write_sample(s2, "g1", 1, id, 2000, &rg, NULL, NULL);
+	rc = merge_to(dir, "t.dat", "g1-1.vmts g1-2.vmts", &out, &err);
+	ck_assert_msg(rc == 0, "merge exit %d: %s", rc, err);
+	ck_assert_msg(strstr(err, "cpu 0 frame 3: section 6 (type 0x21 id 0): data CRC mismatch; its "
+				  "pages 48..63 (16) left out") != NULL, "stderr: %s", err);
+	ck_assert_msg(strstr(err, "missing between") == NULL, "stderr: %s", err);
+	ck_assert_msg(strstr(out, "gap") == NULL, "stdout: %s", out);
+	snprintf(want, sizeof(want), "  cpu0: %zu pages;", npages[0] - FR_PAGES);
+	ck_assert_msg(strstr(out, want) != NULL, "stdout: %s", out);
+	ck_assert_msg(strstr(out, "; 1 corrupt frame(s) refused, 16 pages missing") != NULL, "stdout: %s", out);
+	TEARDOWN();
+}
+END_TEST
+
 /* trace-cmd report -i DAT in a child (libtraceevent parses what the guest
  * wrote: a crash must not take the test with it); its exit code, 128 +
  * signal, or -1 with no trace-cmd. stdout and stderr into *out and *err. */
@@ -1098,6 +1256,8 @@ int main(void)
 	tcase_add_test(t, corrupt_page_is_skipped);
 	tcase_add_test(t, unknown_format);
 	tcase_add_test(t, garbage_payloads);
+	tcase_add_test(t, corrupt_frame_is_left_out);
+	tcase_add_test(t, refused_frame_is_no_gap);
 	tcase_add_test(t, dropped_events_are_said);
 	tcase_add_test(t, guests_on_one_time_line);
 	tcase_add_test(t, reader_goes_away);

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "corpus.h"
+#include "frame.h"
 #include "meta.h"
 #include "sample.h"
 #include "testutil.h"
@@ -80,7 +82,7 @@ static struct vmt_sample *make_sample(uint32_t ncpus, uint32_t page_size, const 
 		c->first_ts = 1000000 * i;
 		c->last_ts = 1000000 * i + 999;
 		c->events = 77 * i;
-		c->counters = (struct vmt_sample_counters){ 1, 2, 3, 4, 5, 6, 7, 8, 9 + i };
+		c->counters = (struct vmt_sample_counters){ 1, 2, 3, 4, 5, 6, 7, 8, 9 + i, 0, 0, 0, 0, 0 };
 		c->have_guest_stats = i % 2 == 0;
 		if (c->have_guest_stats)
 			c->guest = (struct vmt_cpu_stats){ 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 + i };
@@ -270,7 +272,129 @@ static void good_free(struct good *g)
 	buf_free(&g->cpu);
 }
 
+
+/* ---- frames ---------------------------------------------------------- */
+
+#define FR_MAX 8
+
+/*
+ * A sample of 2 CPUs of 4096-byte pages (make_sample's, one iovec a page)
+ * whose first nfr * fpages pages of each CPU are frames of codecs[k % 3],
+ * compressed from real corpus pages; the tail stays in iov. s->cpus[i].pages
+ * holds every page, as the reader must give them back.
+ */
+struct framed {
+	struct vmt_sample *s;
+	struct vmt_sample_frame fr[2][FR_MAX];
+	uint8_t *payload[2][FR_MAX];
+	const struct vmt_iovec *iov[2];
+	uint32_t niov[2];
+};
+
+/* The corpus's pages of cpu over p[n pages]; made-up pages are kept without it. */
+static void corpus_fill(uint32_t cpu, uint8_t *p, uint32_t n)
+{
+	const char *dir = test_corpus_dir();
+	char path[4200];
+	uint8_t *all = NULL;
+	size_t have = 0;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/pages/cpu%u.raw", dir, cpu);
+	if (corpus_load_pages(path, 4096, &all, &have) == 0 && have >= n)
+		memcpy(p, all, (size_t)n * 4096);
+	free(all);
+}
+
+static void framed_make(struct framed *m, const uint32_t codecs[3], uint32_t nfr, uint32_t fpages,
+			uint32_t tail)
+{
+	const uint32_t npages[2] = { nfr * fpages + tail, nfr * fpages + tail };
+
+	memset(m, 0, sizeof(*m));
+	ck_assert_uint_le(nfr, FR_MAX);
+	m->s = make_sample(2, 4096, npages, 1, 1);
+	for (uint32_t i = 0; i < 2; i++) {
+		struct vmt_sample_cpu *c = &m->s->cpus[i];
+
+		corpus_fill(i, c->pages, c->npages);
+		for (uint32_t k = 0; k < nfr; k++) {
+			uint32_t codec = codecs[k % 3];
+			struct vmt_frame_ctx *ctx = frame_ctx_new(codec, 1, (size_t)fpages * 4096);
+			struct vmt_iovec in = { c->pages + (size_t)k * fpages * 4096, (size_t)fpages * 4096 };
+			size_t cap = frame_bound(codec, in.len);
+			ssize_t len;
+
+			ck_assert_ptr_nonnull(ctx);
+			m->payload[i][k] = malloc(cap);
+			len = frame_compress(ctx, &in, 1, m->payload[i][k], cap);
+			ck_assert_int_gt(len, 0);
+			frame_ctx_free(ctx);
+			m->fr[i][k] = (struct vmt_sample_frame){
+				.h = { .codec = codec, .npages = fpages, .first_seq = c->first_seq + k * fpages,
+				       .first_ts = 1000 * k, .last_ts = 1000 * k + 999, .events = 10 + k },
+				.payload = m->payload[i][k], .len = (uint32_t)len };
+		}
+		c->frames = m->fr[i];
+		c->nframes = nfr;
+		c->frame_pages = nfr * fpages;
+		m->iov[i] = c->iov;
+		m->niov[i] = c->niov;
+		c->iov += c->frame_pages;
+		c->niov -= c->frame_pages;
+		c->counters.frames_made = 30 + i;
+		c->counters.pages_stored_raw = 31;
+		c->counters.frame_bytes_in = 1ull << 33;
+		c->counters.frame_bytes_out = 1ull << 30;
+		c->counters.frames_overwritten = 7;
+	}
+}
+
+static void framed_free(struct framed *m)
+{
+	for (uint32_t i = 0; i < 2; i++) {
+		m->s->cpus[i].iov = m->iov[i];
+		m->s->cpus[i].niov = m->niov[i];
+		for (uint32_t k = 0; k < FR_MAX; k++)
+			free(m->payload[i][k]);
+	}
+	free_made(m->s);
+}
+
+/* The section index of the k-th FRAME section of cpu, or -1. */
+static int frame_sect(uint8_t *b, size_t len, uint32_t cpu, uint32_t k)
+{
+	uint8_t *h;
+
+	for (uint32_t i = 0; (h = sect_hdr(b, len, i)); i++)
+		if (get_le32(h) == VMT_SAMPLE_SECT_FRAME && get_le32(h + 4) == cpu && k-- == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Seal a section whose data changed: its data CRC, then its header's. */
+static void reseal_data(uint8_t *h)
+{
+	put_le32(h + 12, crc32c(0, h + 40, get_le64(h + 16)));
+	reseal(h);
+}
+
+static struct vmt_sample *read_ok(const uint8_t *b, size_t len)
+{
+	struct vmt_sample *r = NULL;
+	char why[256] = "";
+
+	ck_assert_msg(sample_read_mem(b, len, &r, why, sizeof(why)) == 0, "%s", why);
+	return r;
+}
+
 /* ---- tests ----------------------------------------------------------- */
+
+/* make_sample(2, 256, {2, 1}, 1, 2) written uncompressed by the writer of
+ * format version 1 alone (before FRAME sections) */
+#define GOLDEN_V1_LEN 2021
+#define GOLDEN_V1_CRC 0x84e3787au
 
 START_TEST(test_round_trip)
 {
@@ -299,6 +423,34 @@ START_TEST(test_round_trip)
 		free(b);
 		free_made(s);
 	}
+}
+END_TEST
+
+/*
+ * A sample without frames is format version 1, byte for byte what the writer
+ * wrote before frames existed: the same sections, and the same CRC32C over
+ * the whole file as that writer gave (uncompressed, so zstd's version does
+ * not matter).
+ */
+START_TEST(test_v1_unchanged)
+{
+	static const uint32_t npages[] = { 2, 1 };
+	static const uint32_t types[] = { 0x01, 0x10, 0x10, 0x20, 0x20, 0xffff };
+	struct vmt_sample *s = make_sample(2, 256, npages, 1, 2);
+	size_t len;
+	uint8_t *b = write_mem(s, 0, 0, &len), *h;
+
+	ck_assert_uint_eq(get_le32(b + 8), VMT_SAMPLE_VERSION);
+	for (uint32_t i = 0; i < ARRAY_SIZE(types); i++) {
+		h = sect_hdr(b, len, i);
+		ck_assert_ptr_nonnull(h);
+		ck_assert_uint_eq(get_le32(h), types[i]);
+	}
+	ck_assert_ptr_null(sect_hdr(b, len, ARRAY_SIZE(types)));
+	ck_assert_msg(len == GOLDEN_V1_LEN && crc32c(0, b, len) == GOLDEN_V1_CRC, "%zu bytes, crc 0x%08x",
+		      len, crc32c(0, b, len));
+	free(b);
+	free_made(s);
 }
 END_TEST
 
@@ -649,9 +801,13 @@ START_TEST(test_wrong_magic_and_version)
 		b = craft(ss, 3, 1, &len);
 		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), 0);
 		free(b);
+		/* version 2 without frames reads as well */
 		b = craft(ss, 3, 2, &len);
+		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), 0);
+		free(b);
+		b = craft(ss, 3, 3, &len);
 		ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), -EBADMSG);
-		ck_assert_str_eq(why, "format version 2, this reader knows 1");
+		ck_assert_str_eq(why, "format version 3, this reader knows 1 and 2");
 		free(b);
 	}
 	good_free(&g);
@@ -905,6 +1061,460 @@ START_TEST(test_zstd_payload_fuzz)
 }
 END_TEST
 
+#define Z VMT_FRAME_ZSTD
+#define L VMT_FRAME_LZ4
+#define N VMT_FRAME_NONE
+
+/* What the reader says of a CPU's frames, and its pages byte for byte. */
+static void assert_frames(const struct framed *m, const struct vmt_sample *r, uint32_t cpu, uint32_t nfr)
+{
+	const struct vmt_sample_cpu *x = &m->s->cpus[cpu], *y = &r->cpus[cpu];
+	uint64_t bytes = 0;
+	uint32_t codecs = 0;
+
+	for (uint32_t k = 0; k < nfr; k++) {
+		bytes += VMT_FRAME_HDR_SIZE + m->fr[cpu][k].len;
+		codecs |= 1u << m->fr[cpu][k].h.codec;
+	}
+	ck_assert_uint_eq(y->frame_pages, x->frame_pages);
+	ck_assert_uint_eq(y->frames_read, nfr);
+	ck_assert_uint_eq(y->frames_refused, 0);
+	ck_assert_uint_eq(y->pages_refused, 0);
+	ck_assert_uint_eq(y->frame_bytes, bytes);
+	ck_assert_uint_eq(y->frame_codecs, codecs);
+}
+
+/* Frames of each codec and of all three, with and without raw pages after
+ * them: version 2, each CPU's frames then its PAGES, the pages back byte
+ * for byte; what was read writes again raw and reads the same. */
+START_TEST(test_frames_round_trip)
+{
+	static const uint32_t sets[][3] = { { Z, Z, Z }, { L, L, L }, { N, N, N }, { Z, L, N } };
+	/* frames, pages in each, pages after them */
+	static const uint32_t shapes[][3] = { { 3, 8, 5 }, { 4, 4, 0 }, { 1, 1, 1 } };
+
+	for (size_t i = 0; i < ARRAY_SIZE(sets); i++)
+		for (size_t k = 0; k < ARRAY_SIZE(shapes); k++)
+			for (int level = 0; level <= 3; level += 3) {
+				struct framed m;
+				struct vmt_sample *r, *r2;
+				size_t len;
+				uint8_t *b;
+
+				framed_make(&m, sets[i], shapes[k][0], shapes[k][1], shapes[k][2]);
+				b = write_mem(m.s, level, 0, &len);
+				ck_assert_uint_eq(get_le32(b + 8), VMT_SAMPLE_VERSION_FRAMES);
+				r = read_ok(b, len);
+				assert_same(m.s, r);
+				for (uint32_t c = 0; c < 2; c++)
+					assert_frames(&m, r, c, shapes[k][0]);
+				ck_assert_uint_eq(r->nrefusals, 0);
+				free(b);
+				for (uint32_t c = 0; c < 2; c++)
+					r->cpus[c].frame_pages = 0;
+				b = write_mem(r, level, 0, &len);
+				/* no frames, but the counters */
+				ck_assert_uint_eq(get_le32(b + 8), VMT_SAMPLE_VERSION_FRAMES);
+				r2 = read_ok(b, len);
+				assert_same(m.s, r2);
+				ck_assert_uint_eq(r2->cpus[0].frames_read, 0);
+				sample_free(r2);
+				sample_free(r);
+				free(b);
+				framed_free(&m);
+			}
+}
+END_TEST
+
+/* The sections of a version 2 sample, in the writer's order; its INFO reads alone. */
+START_TEST(test_frames_section_order)
+{
+	static const uint32_t codecs[3] = { Z, L, N };
+	static const uint32_t types[] = { 0x01, 0x10, 0x10, 0x21, 0x21, 0x20, 0x21, 0x21, 0x20, 0xffff };
+	static const uint32_t ids[] = { 0, 0, 1, 0, 0, 0, 1, 1, 1, 9 };
+	struct framed m;
+	size_t len;
+	uint8_t *b, *h;
+
+	framed_make(&m, codecs, 2, 3, 1);
+	b = write_mem(m.s, 3, 0, &len);
+	{
+		struct vmt_sample info;
+		char why[256] = "";
+		int fd = test_memfd("sample-test");
+
+		ck_assert_int_eq(write_full(fd, b, len), 0);
+		ck_assert_msg(sample_read_info_fd(fd, &info, why, sizeof(why)) == 0, "%s", why);
+		ck_assert_str_eq(info.guest, m.s->guest);
+		close(fd);
+	}
+	for (uint32_t i = 0; i < ARRAY_SIZE(types); i++) {
+		h = sect_hdr(b, len, i);
+		ck_assert_ptr_nonnull(h);
+		ck_assert_uint_eq(get_le32(h), types[i]);
+		ck_assert_uint_eq(get_le32(h + 4), ids[i]);
+		if (types[i] == 0x21) {	/* as written, never compressed again */
+			const struct vmt_sample_frame *fr = &m.fr[ids[i]][(i - 3) % 3];
+
+			ck_assert_uint_eq(get_le32(h + 8), 0);
+			ck_assert_uint_eq(get_le64(h + 16), VMT_FRAME_HDR_SIZE + fr->len);
+			ck_assert_mem_eq(h + 40 + VMT_FRAME_HDR_SIZE, fr->payload, fr->len);
+			ck_assert_uint_eq(get_le32(h + 40), fr->h.codec);
+			ck_assert_uint_eq(get_le64(h + 48), fr->h.first_seq);
+		}
+	}
+	free(b);
+	framed_free(&m);
+}
+END_TEST
+
+/* pages of cpu of m without those from seq first, n of them */
+static void assert_pages_without(const struct framed *m, const struct vmt_sample *r, uint32_t cpu,
+				 uint64_t first, uint32_t n)
+{
+	const struct vmt_sample_cpu *x = &m->s->cpus[cpu], *y = &r->cpus[cpu];
+	size_t before = (size_t)(first - x->first_seq) * 4096;
+
+	ck_assert_uint_eq(y->npages, x->npages - n);
+	ck_assert_uint_eq(y->pages_refused, n);
+	ck_assert(!memcmp(y->pages, x->pages, before));
+	ck_assert(!memcmp(y->pages + before, x->pages + before + (size_t)n * 4096,
+			  (size_t)y->npages * 4096 - before));
+}
+
+/* The refusal line of r's i-th refusal. */
+static const char *refusal(const struct vmt_sample *r, uint32_t i)
+{
+	static char line[512];
+
+	ck_assert_uint_lt(i, r->nrefusals);
+	sample_refusal_text(&r->refusals[i], line, sizeof(line));
+	return line;
+}
+
+/* A byte of a frame's payload spoiled on disk (its CRC no longer holds):
+ * that frame is refused and said, the other frames and the PAGES read. */
+START_TEST(test_corrupt_frame_refused)
+{
+	static const uint32_t codecs[3] = { Z, L, N };
+	static const struct {
+		uint32_t spoil[2];	/* frames of cpu 0 spoiled */
+		uint32_t nspoil;
+		uint64_t first;		/* pages left out */
+		uint32_t n;
+		const char *says;
+	} cases[] = {
+		{ { 1 }, 1, 108, 8, "cpu 0 frame 1: section 4 (type 0x21 id 0): data CRC mismatch; "
+				    "its pages 108..115 (8) left out" },
+		{ { 0 }, 1, 100, 8, "cpu 0 frame 0: section 3 (type 0x21 id 0): data CRC mismatch; "
+				    "its pages 100..107 (8) left out" },
+		{ { 3 }, 1, 124, 8, "cpu 0 frame 3: section 6 (type 0x21 id 0): data CRC mismatch; "
+				    "its pages 124..131 (8) left out" },
+		{ { 1, 2 }, 2, 108, 16, "cpu 0 frame 1: section 4 (type 0x21 id 0): data CRC mismatch; "
+					"pages 108..123 (16) left out, held by it and the 1 refused frame(s) "
+					"next to it" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct framed m;
+		struct vmt_sample *r;
+		size_t len;
+		uint8_t *b;
+
+		framed_make(&m, codecs, 4, 8, 3);
+		b = write_mem(m.s, 3, 0, &len);
+		for (uint32_t k = 0; k < cases[i].nspoil; k++) {
+			uint8_t *h = sect_hdr(b, len, (uint32_t)frame_sect(b, len, 0, cases[i].spoil[k]));
+
+			h[40 + VMT_FRAME_HDR_SIZE + 7] ^= 0x10;
+		}
+		r = read_ok(b, len);
+		assert_pages_without(&m, r, 0, cases[i].first, cases[i].n);
+		ck_assert_uint_eq(r->cpus[0].frames_read, 4 - cases[i].nspoil);
+		ck_assert_uint_eq(r->cpus[0].frames_refused, cases[i].nspoil);
+		ck_assert_uint_eq(r->cpus[1].npages, m.s->cpus[1].npages);
+		ck_assert(!memcmp(r->cpus[1].pages, m.s->cpus[1].pages, (size_t)r->cpus[1].npages * 4096));
+		ck_assert_uint_eq(r->nrefusals, cases[i].nspoil);
+		ck_assert_str_eq(refusal(r, 0), cases[i].says);
+		sample_free(r);
+		free(b);
+		framed_free(&m);
+	}
+}
+END_TEST
+
+/* A frame whose header lies, sealed with a right CRC (a writer's bug): the
+ * frame is refused for what is wrong, the rest read. */
+START_TEST(test_lying_frame_refused)
+{
+	static const uint32_t codecs[3] = { Z, L, N };
+	static const struct {
+		uint32_t frame, off, value;	/* a u32 of the frame's header set */
+		bool sect_flags;		/* or the section stored "compressed" */
+		uint64_t first;
+		const char *says;
+	} cases[] = {
+		{ 1, 4, 7, false, 108, "cpu 0 frame 1: lz4: the block does not decode; its pages 108..115" },
+		{ 0, 4, 9, false, 100, "cpu 0 frame 0: zstd payload of " },
+		{ 0, 0, L, false, 100, "cpu 0 frame 0: lz4: " },
+		{ 2, 0, Z, false, 116, "cpu 0 frame 2: not a zstd frame with its content size; "
+				       "its pages 116..123" },
+		{ 2, 4, 7, false, 116, "cpu 0 frame 2: off payload of 32768 bytes does not decode to "
+				       "exactly 28672" },
+		{ 1, 0, 9, false, 108, "cpu 0 frame 1: frame header with an unknown codec (codec 9, 8 pages" },
+		{ 2, 8, 117, false, 116, "cpu 0 frame 2: its pages start at seq 117, not at seq 116 where the "
+					 "frame before it ends; its pages 116..123 (8) left out" },
+		{ 3, 4, 9, false, 124, "cpu 0 frame 3: its 9 pages from seq 124 run past the CPU's 32 frame "
+				       "pages, which end at seq 132; its pages 124..131 (8) left out" },
+		{ 1, 0, 0, true, 108, "cpu 0 frame 1: section flags 0x1: a frame is never compressed again" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct framed m;
+		struct vmt_sample *r;
+		size_t len;
+		uint8_t *b, *h;
+
+		framed_make(&m, codecs, 4, 8, 3);
+		b = write_mem(m.s, 3, 0, &len);
+		h = sect_hdr(b, len, (uint32_t)frame_sect(b, len, 0, cases[i].frame));
+		if (cases[i].sect_flags)
+			put_le32(h + 8, VMT_VSECT_ZSTD);
+		else
+			put_le32(h + 40 + cases[i].off, cases[i].value);
+		reseal_data(h);
+		r = read_ok(b, len);
+		assert_pages_without(&m, r, 0, cases[i].first, 8);
+		ck_assert_uint_eq(r->cpus[0].frames_refused, 1);
+		ck_assert_uint_eq(r->cpus[1].npages, m.s->cpus[1].npages);
+		ck_assert_msg(strstr(refusal(r, 0), cases[i].says) == refusal(r, 0), "case %zu: %s", i,
+			      refusal(r, 0));
+		sample_free(r);
+		free(b);
+		framed_free(&m);
+	}
+}
+END_TEST
+
+/* Every byte of every frame spoiled: as stored (the CRC catches it) the
+ * frame is refused, and with the CRC made right the sample still reads. */
+START_TEST(test_every_frame_byte)
+{
+	static const uint32_t codecs[3] = { Z, L, N };
+	struct framed m;
+	size_t len;
+	uint8_t *b, *c;
+
+	framed_make(&m, codecs, 3, 1, 1);
+	b = write_mem(m.s, 0, 0, &len);
+	c = malloc(len);
+	for (uint32_t k = 0; k < 3; k++) {
+		uint8_t *h = sect_hdr(b, len, (uint32_t)frame_sect(b, len, 1, k));
+		size_t at = (size_t)(h - b);
+
+		for (size_t i = 0; i < get_le64(h + 16); i++)
+			for (int fix = 0; fix <= 1; fix++) {
+				struct vmt_sample *r;
+
+				memcpy(c, b, len);
+				c[at + 40 + i] ^= 0xff;
+				if (fix)
+					reseal_data(c + at);
+				r = read_ok(c, len);
+				ck_assert_uint_eq(r->cpus[0].frames_read, 3);
+				if (!fix) {
+					ck_assert_uint_eq(r->cpus[1].frames_refused, 1);
+					assert_pages_without(&m, r, 1, m.s->cpus[1].first_seq + k, 1);
+				}
+				sample_free(r);
+			}
+	}
+	free(c);
+	free(b);
+	framed_free(&m);
+}
+END_TEST
+
+/* A frame claiming 4096 pages of 64 KiB in a file of a few hundred bytes:
+ * refused before any page memory is taken. */
+START_TEST(test_frame_bounds)
+{
+	struct vmt_buf info = { 0 }, cpu = { 0 }, cpu1 = { 0 };
+	uint8_t fb[VMT_FRAME_HDR_SIZE + 10] = { 0 }, *b;
+	struct vmt_frame_hdr h = { .codec = Z, .npages = 4096, .first_seq = 3, .first_ts = 4, .last_ts = 5 };
+	struct vmt_sample *r;
+	char why[256];
+	size_t len;
+
+	info_tlv(&info, "g1", 65536, 1, -1);
+	cpu_tlv(&cpu, 0, 4096, -1);
+	tlv_put_u32(&cpu, 0x07, 4096);
+	frame_hdr_put(fb, &h);
+	{
+		struct sect ss[] = {
+			{ 0x01, 0, 0, info.data, info.len },
+			{ 0x10, 0, 0, cpu.data, cpu.len },
+			{ 0x21, 0, 0, fb, sizeof(fb) },
+			{ 0x20, 0, 0, "", 0 },
+		};
+		b = craft(ss, 4, 2, &len);
+	}
+	r = read_ok(b, len);
+	ck_assert_uint_eq(r->cpus[0].npages, 0);
+	ck_assert_ptr_null(r->cpus[0].pages);
+	ck_assert_uint_eq(r->cpus[0].pages_refused, 4096);
+	ck_assert_str_eq(refusal(r, 0), "cpu 0 frame 0: 4096 pages of 65536 bytes cannot come from a zstd "
+					"payload of 10 bytes; its pages 3..4098 (4096) left out");
+	sample_free(r);
+	free(b);
+
+	/* CPU records claiming 2 x 64 GiB in frames: the file is refused */
+	info.len = 0;
+	info_tlv(&info, "g1", 65536, 2, -1);
+	cpu.len = 0;
+	cpu_tlv(&cpu, 0, 1u << 20, -1);
+	tlv_put_u32(&cpu, 0x07, 1u << 20);
+	cpu_tlv(&cpu1, 1, 1u << 20, -1);
+	tlv_put_u32(&cpu1, 0x07, 1u << 20);
+	{
+		struct sect ss[] = {
+			{ 0x01, 0, 0, info.data, info.len },
+			{ 0x10, 0, 0, cpu.data, cpu.len },
+			{ 0x10, 1, 0, cpu1.data, cpu1.len },
+			{ 0x21, 0, 0, fb, sizeof(fb) },
+			{ 0x20, 0, 0, "", 0 },
+			{ 0x20, 1, 0, "", 0 },
+		};
+		b = craft(ss, 6, 2, &len);
+	}
+	ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), -EBADMSG);
+	ck_assert_str_eq(why, "137438953472 bytes of pages, more than 68719476736");
+	free(b);
+	buf_free(&info);
+	buf_free(&cpu);
+	buf_free(&cpu1);
+}
+END_TEST
+
+/* What makes a sample with frames invalid as a whole, and what does not. */
+START_TEST(test_frames_consistency)
+{
+	struct good g;
+	struct vmt_buf c2 = { 0 }, c1 = { 0 }, twice = { 0 };
+	uint8_t one[VMT_FRAME_HDR_SIZE + 256], two[VMT_FRAME_HDR_SIZE + 512], *b;
+	struct vmt_frame_hdr h = { .codec = N, .npages = 1, .first_seq = 3, .first_ts = 4, .last_ts = 5 };
+	struct vmt_sample *r;
+	char why[256];
+	size_t len;
+
+	good_init(&g);
+	frame_hdr_put(one, &h);
+	memcpy(one + VMT_FRAME_HDR_SIZE, g.pages, 256);
+	h.npages = 2;
+	frame_hdr_put(two, &h);
+	memcpy(two + VMT_FRAME_HDR_SIZE, g.pages, 512);
+	cpu_tlv(&c2, 0, 2, -1);
+	tlv_put_u32(&c2, 0x07, 2);	/* both pages in frames */
+	cpu_tlv(&c1, 0, 2, -1);
+	tlv_put_u32(&c1, 0x07, 1);	/* one in a frame, one in PAGES */
+	cpu_tlv(&twice, 0, 2, -1);
+	tlv_put_u32(&twice, 0x07, 1);
+	tlv_put_u32(&twice, 0x07, 1);
+#define EXPECT(version, want, ...)                                                        \
+	do {                                                                              \
+		struct sect ss_[] = { __VA_ARGS__ };                                      \
+		b = craft(ss_, ARRAY_SIZE(ss_), version, &len);                           \
+		why[0] = 0;                                                               \
+		if (want) {                                                               \
+			ck_assert_int_eq(read_mem(b, len, why, sizeof(why)), -EBADMSG);   \
+			ck_assert_str_eq(why, (const char *)(want));                      \
+		} else {                                                                  \
+			ck_assert_msg(read_mem(b, len, why, sizeof(why)) == 0, "%s", why); \
+		}                                                                         \
+		free(b);                                                                  \
+	} while (0)
+#define INFO { 0x01, 0, 0, g.info.data, g.info.len }
+#define CPU2 { 0x10, 0, 0, c2.data, c2.len }
+#define CPU1 { 0x10, 0, 0, c1.data, c1.len }
+#define NOPAGES { 0x20, 0, 0, "", 0 }
+#define PAGE1 { 0x20, 0, 0, g.pages + 256, 256 }
+
+	EXPECT(2, NULL, INFO, CPU2, { 0x21, 0, 0, two, sizeof(two) }, NOPAGES);
+	EXPECT(2, NULL, INFO, CPU1, { 0x21, 0, 0, one, sizeof(one) }, PAGE1);
+	EXPECT(2, NULL, INFO, CPU1, PAGE1, { 0x21, 0, 0, one, sizeof(one) });	/* any order */
+	EXPECT(1, "section 2 (type 0x21 id 0): a FRAME section in a version 1 sample", INFO, CPU2,
+	       { 0x21, 0, 0, two, sizeof(two) }, NOPAGES);
+	EXPECT(2, "section 3 (type 0x21 id 1): cpu 1, but ncpus is 1", INFO, CPU2,
+	       { 0x21, 0, 0, two, sizeof(two) }, { 0x21, 1, 0, two, sizeof(two) }, NOPAGES);
+	EXPECT(2, "section 2 (type 0x20 id 0): 512 bytes, but 1 pages of 256", INFO, CPU1,
+	       { 0x20, 0, 0, g.pages, 512 }, { 0x21, 0, 0, one, sizeof(one) });
+	EXPECT(2, "cpu 0: its frames hold pages up to seq 4, but its 2 frame pages end at seq 5", INFO,
+	       CPU2, { 0x21, 0, 0, one, sizeof(one) }, NOPAGES);
+	EXPECT(2, "cpu 0: its frames hold pages up to seq 3, but its 1 frame pages end at seq 4", INFO,
+	       CPU1, PAGE1);
+	EXPECT(2, "section 1 (type 0x10 id 0): frame_pages (tag 0x7) appears twice", INFO,
+	       { 0x10, 0, 0, twice.data, twice.len }, PAGE1, { 0x21, 0, 0, one, sizeof(one) });
+	c2.len = 0;
+	cpu_tlv(&c2, 0, 2, -1);
+	tlv_put_u32(&c2, 0x07, 3);
+	EXPECT(2, "section 1 (type 0x10 id 0): 3 of its 2 pages in frames", INFO, CPU2, NOPAGES);
+#undef EXPECT
+#undef INFO
+#undef CPU2
+#undef CPU1
+#undef NOPAGES
+#undef PAGE1
+
+	/* the frame's page, then the PAGES one */
+	{
+		struct sect ss[] = { { 0x01, 0, 0, g.info.data, g.info.len }, { 0x10, 0, 0, c1.data, c1.len },
+				     { 0x20, 0, 0, g.pages + 256, 256 }, { 0x21, 0, 0, one, sizeof(one) } };
+
+		b = craft(ss, 4, 2, &len);
+		r = read_ok(b, len);
+		ck_assert_uint_eq(r->cpus[0].npages, 2);
+		ck_assert_mem_eq(r->cpus[0].pages, g.pages, 512);
+		sample_free(r);
+		free(b);
+	}
+	buf_free(&c2);
+	buf_free(&c1);
+	buf_free(&twice);
+	good_free(&g);
+}
+END_TEST
+
+/* The writer refuses frames the reader would not read whole. */
+START_TEST(test_frames_write_checks)
+{
+	static const uint32_t codecs[3] = { Z, L, N };
+	struct framed m;
+	int fd = test_memfd("sample-test");
+
+	framed_make(&m, codecs, 3, 2, 1);
+	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), 0);
+	m.s->cpus[0].frame_pages--;
+	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
+	m.s->cpus[0].frame_pages++;
+	m.fr[0][1].h.npages = 0;
+	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
+	m.fr[0][1].h.npages = 2;
+	m.fr[0][1].h.first_seq++;
+	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
+	m.fr[0][1].h.first_seq--;
+	m.fr[1][2].len--;	/* a stored frame is exactly its pages */
+	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
+	m.fr[1][2].len++;
+	m.fr[1][0].len = 0;
+	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
+	m.fr[1][0].len = 1;
+	m.s->cpus[1].frames = NULL;
+	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
+	close(fd);
+	framed_free(&m);
+}
+END_TEST
+
 START_TEST(test_publish_and_read_file)
 {
 	static const uint32_t npages[] = { 2, 1 };
@@ -1010,6 +1620,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_v1_unchanged);
 	tcase_add_test(tc, test_task_tables);
 	tcase_add_test(tc, test_big_with_workers);
 	tcase_add_test(tc, test_edge_shapes);
@@ -1024,6 +1635,14 @@ int main(void)
 	tcase_add_test(tc, test_total_bound);
 	tcase_add_test(tc, test_consistency);
 	tcase_add_test(tc, test_zstd_payload_fuzz);
+	tcase_add_test(tc, test_frames_round_trip);
+	tcase_add_test(tc, test_frames_section_order);
+	tcase_add_test(tc, test_corrupt_frame_refused);
+	tcase_add_test(tc, test_lying_frame_refused);
+	tcase_add_test(tc, test_every_frame_byte);
+	tcase_add_test(tc, test_frame_bounds);
+	tcase_add_test(tc, test_frames_consistency);
+	tcase_add_test(tc, test_frames_write_checks);
 	tcase_add_test(tc, test_publish_and_read_file);
 	tcase_add_test(tc, test_enospc);
 	tcase_add_test(tc, test_names);

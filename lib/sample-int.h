@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the sample reader: a CPU's FRAME sections (lib/sample-frames.c),
+ * judged before any page memory is taken, then decoded into the CPU's
+ * pages. A frame that fails is refused (docs/FORMAT.md 2.5): its pages are
+ * left out and said in the sample's refusals, and the rest is read.
+ */
+#ifndef VMT_SAMPLE_INT_H
+#define VMT_SAMPLE_INT_H
+
+#include "frame.h"
+#include "sample.h"
+#include "vfile.h"
+
+struct sample_frame_ref {
+	const struct vmt_vsection *x;
+	struct vmt_frame_hdr h;
+	const uint8_t *data;	/* header and payload, CRC checked; NULL once refused */
+	int note;		/* its line in s->refusals, -1 if not listed */
+};
+
+/*
+ * The most pages the n frames of s->cpus[cpu] (in file order) can decode
+ * to, from their headers as they stand, without the CRC: what to allocate
+ * before decoding. Never more than the CPU's frame_pages.
+ */
+uint64_t sample_frames_bound(const struct vmt_vfile *f, const struct vmt_sample *s, uint32_t cpu,
+			     const struct sample_frame_ref *fr, uint32_t n);
+/*
+ * Read the frames in file order into out (room pages), page after page:
+ * CRC, header, each where the one before ended (after a refused one,
+ * anywhere after), inside the CPU's frame pages, its size against its
+ * payload's, then decoded. A frame failing any of it is refused: its pages
+ * are left out and counted, and it is said in s->refusals. *pages gets the
+ * pages read. -EBADMSG with why when the frames read and the refused ones
+ * cannot hold the CPU record's frame_pages (a refused frame at the end
+ * holds whatever is missing; frames read do not).
+ */
+int sample_frames_decode(const struct vmt_vfile *f, struct vmt_sample *s, uint32_t cpu,
+			 struct sample_frame_ref *fr, uint32_t n, uint8_t *out, uint64_t room,
+			 uint64_t *pages, char *why, size_t why_len);
+
+#endif
