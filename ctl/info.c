@@ -179,6 +179,11 @@ static void show(const char *path, const struct vmt_sample *s)
 	}
 	if (s->triggers_omitted)
 		printf("trigger:  and %" PRIu64 " more, not listed\n", s->triggers_omitted);
+	if (s->recovered_lifetimes) {
+		when(t, sizeof(t), s->window_since_ns);
+		printf("recovered: the daemon adopted a crashed predecessor's window before this "
+		       "sample; held since %s, across %u daemon lifetimes\n", t, s->recovered_lifetimes);
+	}
 	printf("control:  %" PRIu64 " bytes of garbage in %" PRIu64 " messages skipped, %" PRIu64
 	       " flush timeouts\n", s->ctl_rejected_bytes, s->ctl_rejected_msgs, s->flush_timeouts);
 	for (uint32_t c = 0; c < s->ncpus; c++) {

@@ -62,6 +62,9 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BUSY, "vmtraced_compress_busy_total", COUNTER, false, "Batches due that found every compression job taken." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BYTES_IN, "vmtraced_compress_input_bytes_total", COUNTER, false, "Page bytes compressed into frames." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BYTES_OUT, "vmtraced_compress_output_bytes_total", COUNTER, false, "Bytes of the frames made." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_ADOPTED, "vmtraced_rings_adopted_total", COUNTER, false, "Rings a crashed predecessor left in systemd's fd store, taken over." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_REFUSED, "vmtraced_rings_refused_total", COUNTER, false, "Rings handed back that did not validate; their guest started afresh." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_UNCLAIMED, "vmtraced_rings_unclaimed_total", COUNTER, false, "Rings handed back that no guest claimed, closed." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_DISCOVERY_REFUSED, "vmtraced_discovery_refused_total", COUNTER, false, "Guest folders found by discovery whose name cannot be a guest's." },
 
 	{ VMT_CTL_GUEST, VMT_CTAG_UPTIME_NS, "vmtraced_guest_state_seconds", GAUGE, true, "Time the guest has been in its state." },
@@ -98,6 +101,8 @@ static const struct metric {
 	{ VMT_CTL_GUEST, VMT_CTAG_FRAMES_MADE, "vmtraced_guest_frames_total", COUNTER, false, "Frames made of the rings' older pages." },
 	{ VMT_CTL_GUEST, VMT_CTAG_PAGES_STORED_RAW, "vmtraced_guest_pages_stored_uncompressed_total", COUNTER, false, "Pages put into the frame store uncompressed: the compressor was behind." },
 	{ VMT_CTL_GUEST, VMT_CTAG_FRAMES_OVERWRITTEN, "vmtraced_guest_frames_overwritten_total", COUNTER, false, "Frames pushed out by newer ones." },
+	{ VMT_CTL_GUEST, VMT_CTAG_WINDOW_SINCE_NS, "vmtraced_guest_window_created_timestamp_seconds", GAUGE, true, "When the oldest of the guest's rings was made (Unix time): its window may outlive a daemon." },
+	{ VMT_CTL_GUEST, VMT_CTAG_LIFETIMES, "vmtraced_guest_window_lifetimes", GAUGE, false, "Daemons that have held the guest's window, this one included." },
 	{ VMT_CTL_GUEST, VMT_CTAG_PAGE_SIZE, "vmtraced_guest_page_size_bytes", GAUGE, false, "The guest's trace page size." },
 	{ VMT_CTL_GUEST, VMT_CTAG_FIRST_TS, NULL, GAUGE, false, NULL },	/* the window */
 	{ VMT_CTL_GUEST, VMT_CTAG_LAST_TS, NULL, GAUGE, false, NULL },

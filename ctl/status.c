@@ -152,6 +152,18 @@ static void guest_frames(const struct rec *v)
 	printf("\n");
 }
 
+/* Under a guest's row, when its window outlived a daemon: "  window held
+ * 1h 02m, across 3 daemon lifetimes". */
+static void guest_held(const struct rec *v)
+{
+	uint64_t since = v->num[VMT_CTAG_WINDOW_SINCE_NS], now = (uint64_t)time(NULL) * 1000000000ull;
+
+	if (!v->have[VMT_CTAG_LIFETIMES] || v->num[VMT_CTAG_LIFETIMES] < 2)
+		return;
+	printf("  window held %.0f s, across %" PRIu64 " daemon lifetimes\n",
+	       now > since ? (double)(now - since) / 1e9 : 0.0, v->num[VMT_CTAG_LIFETIMES]);
+}
+
 /*
  * Under a guest's row, what it sent that was refused or went wrong, the
  * non-zero counters only: "  ! 32 pages rejected, 9.8 KiB stale data, ...".
@@ -244,7 +256,13 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 			       v->str[VMT_CTAG_VERSION], v->num[VMT_CTAG_UPTIME_NS] / 1000000000,
 			       mem, v->num[VMT_CTAG_DUMPS], v->num[VMT_CTAG_DUMP_ERRORS],
 			       v->str[VMT_CTAG_PATH]);
-			printf("dump reserve %s: %s in use, at most %s so far\n\n", res, used, peak);
+			printf("dump reserve %s: %s in use, at most %s so far\n", res, used, peak);
+			if (v->num[VMT_CTAG_RINGS_ADOPTED] || v->num[VMT_CTAG_RINGS_REFUSED] ||
+			    v->num[VMT_CTAG_RINGS_UNCLAIMED])
+				printf("rings handed back after a crash: %" PRIu64 " adopted, %" PRIu64
+				       " refused, %" PRIu64 " unclaimed\n", v->num[VMT_CTAG_RINGS_ADOPTED],
+				       v->num[VMT_CTAG_RINGS_REFUSED], v->num[VMT_CTAG_RINGS_UNCLAIMED]);
+			printf("\n");
 			guests_header();
 		} else if (rec.type == VMT_CTL_DETECTOR) {
 			if (o->json) {
@@ -295,6 +313,7 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 			       v->have[VMT_CTAG_LAST_DUMP] ? v->str[VMT_CTAG_LAST_DUMP] : "-");
 			guest_problems(v);
 			guest_frames(v);
+			guest_held(v);
 		}
 	}
 	if (r == 0 && !started)

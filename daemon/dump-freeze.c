@@ -138,6 +138,11 @@ static int sample_header(struct vmt_dumps *ds, const struct vmt_guest *g, struct
 	s->ctl_rejected_bytes = guest_ctl_rejected_bytes(g);
 	s->ctl_rejected_msgs = guest_ctl_rejected_msgs(g);
 	s->flush_timeouts = g->c.flush_timeouts;
+	if (g->recovered_lifetimes) {
+		uint32_t lifetimes;
+		guest_window_held(g, &s->window_since_ns, &lifetimes);
+		s->recovered_lifetimes = VMT_MAX(lifetimes, g->recovered_lifetimes);
+	}
 	sample_file_name(job->name, sizeof(job->name), g->conf.name, s->created_ns);
 	return 0;
 }
@@ -382,6 +387,7 @@ struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g, const st
 	    freeze_hold(g, job, w, t_start) < 0 || sample_clock(g, &job->sample) < 0)
 		goto oom;
 	free(w);
+	g->recovered_lifetimes = 0;	/* the first sample after the recovery said so */
 	g->dumps.last_dump_ns = now_monotonic_ns();
 	/*
 	 * Aux files are written only for samples: the first sample of a

@@ -308,6 +308,9 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		g->meta = (struct vmt_buf){ 0 };
 		guest_log(g, VMT_LOG_INFO, 0, "aux version %u (%s)", g->aux.version,
 			  exists ? "already on disk" : "new");
+		/* what a crashed predecessor left decodes with this aux, or not */
+		guest_recover_rings(g);
+		guest_describe_rings(g);
 	} else {
 		buf_free(&g->meta);
 	}

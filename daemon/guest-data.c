@@ -38,6 +38,7 @@ uint64_t guest_mem(const struct vmt_guest *g)
 
 void guest_free_rings(struct vmt_guest *g)
 {
+	guest_unstore_rings(g);
 	for (uint32_t i = 0; i < g->nrings; i++) {
 		compressor_forget(g->env->comp, &g->rings[i]);
 		ring_free(&g->rings[i]);
@@ -119,6 +120,7 @@ int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
 	if (r < 0)
 		return r;
 	mem->rings += guest_mem(g);
+	guest_store_rings(g);
 	return 0;
 }
 

@@ -59,6 +59,12 @@ void guest_on_meta_begin(struct vmt_guest *g, const struct vmt_msg *msg);
 void guest_on_meta_data(struct vmt_guest *g, const struct vmt_msg *msg);
 void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg);
 
+/* guest-persist.c: the rings in systemd's fd store, and those handed back */
+void guest_describe_rings(struct vmt_guest *g);
+void guest_store_rings(struct vmt_guest *g);
+void guest_unstore_rings(struct vmt_guest *g);
+void guest_recover_rings(struct vmt_guest *g);
+
 /* guest-data.c */
 int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 

@@ -31,6 +31,7 @@
 
 struct vmt_guest;
 struct vmt_compressor;
+struct vmt_recover;
 
 /*
  * What a guest tells its owner (the manager), given to it at creation. The
@@ -71,6 +72,7 @@ struct vmt_guest_env {
 	uint8_t *bounce;	/* guest data reads land here first */
 	size_t bounce_size;
 	struct vmt_compressor *comp;	/* compressed rings' worker, or NULL */
+	struct vmt_recover *recover;	/* rings a crashed predecessor left, or NULL */
 	const struct vmt_guest_events *ev;
 	void *owner;
 };
@@ -149,6 +151,9 @@ struct vmt_guest {
 	struct vmt_ring *rings;
 	uint32_t nrings;
 	uint64_t *stream_base;	/* ring seq where this session's stream began */
+	/* its window was adopted from a predecessor, held by this many daemons:
+	 * the next sample says so (0: not since that sample) */
+	uint32_t recovered_lifetimes;
 
 	/* metadata being received */
 	struct vmt_buf meta;
@@ -226,6 +231,9 @@ void guest_compress(struct vmt_guest *g, uint32_t cpu);
 /* The version given to this content id (written or not), or the next free
  * one; *exists: its file is on disk now. */
 uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists);
+/* Since when its window has been held (CLOCK_REALTIME, its oldest ring's
+ * making) and by how many daemons, this one included; 0 without rings. */
+void guest_window_held(const struct vmt_guest *g, uint64_t *since_ns, uint32_t *lifetimes);
 /* Memory the rings take. */
 uint64_t guest_mem(const struct vmt_guest *g);
 /* Metadata it holds in memory: a bundle being received, one whose aux file

@@ -128,6 +128,14 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	ctl_put_PAGES_DISCARDED(b, g->c.pages_discarded);
 	ctl_put_HELLOS_DEFERRED(b, g->c.hellos_deferred);
 	ctl_put_FLAGS(b, g->discovered ? 1 : 0);
+	if (g->nrings) {
+		uint64_t since;
+		uint32_t lifetimes;
+
+		guest_window_held(g, &since, &lifetimes);
+		ctl_put_WINDOW_SINCE_NS(b, since);
+		ctl_put_LIFETIMES(b, lifetimes);
+	}
 }
 
 static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t id, bool with_daemon)
@@ -155,6 +163,9 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_COMPRESS_BUSY(&b, m->comp.st.busy);
 		ctl_put_COMPRESS_BYTES_IN(&b, m->comp.st.bytes_in);
 		ctl_put_COMPRESS_BYTES_OUT(&b, m->comp.st.bytes_out);
+		ctl_put_RINGS_ADOPTED(&b, m->recover.adopted);
+		ctl_put_RINGS_REFUSED(&b, m->recover.refused);
+		ctl_put_RINGS_UNCLAIMED(&b, m->recover.unclaimed);
 		control_send(cl, &b);
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {

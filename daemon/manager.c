@@ -131,6 +131,29 @@ int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, st
 	return 0;
 }
 
+static bool known_guest(void *arg, const char *name)
+{
+	return manager_find_guest(arg, name) != NULL;
+}
+
+/*
+ * Rings handed back after a crash wait for their guests: those of guests
+ * not in the list (gone from the configuration) go at the first
+ * housekeeping, after the first discovery scan; the rest, whose guests
+ * never settled a session, after forget_after, as an offline guest's.
+ */
+static void manager_drop_unclaimed(struct vmt_manager *m, uint64_t after_ns)
+{
+	if (!m->recover.n)
+		return;
+	if (m->housekeeping_runs == 1)
+		recover_drop(&m->recover, known_guest, m, "no such guest in the configuration");
+	if (now_monotonic_ns() - m->start_ns >= after_ns) {
+		recover_drop(&m->recover, NULL, NULL, "its guest did not come back within forget_after");
+		recover_free(&m->recover);
+	}
+}
+
 /* Every 5 s: forget guests offline too long; drop discovered ones gone;
  * reconnect to FIFOs made anew. */
 static void manager_housekeeping(struct vmt_manager *m)
@@ -156,6 +179,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 		}
 		i++;
 	}
+	manager_drop_unclaimed(m, after);
 }
 
 /* The host's own source, with host.enabled, as the guest named "host". */
@@ -361,6 +385,11 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	if (r < 0)
 		goto fail;
 	m->genv.comp = &m->comp;
+	/* before control_new(), which clears LISTEN_FDS */
+	r = recover_init(&m->recover);
+	if (r < 0)
+		log_error_errno(r, "cannot take the rings systemd handed back: %m");
+	m->genv.recover = &m->recover;
 	r = control_new(&m->control, m->event, &m->conf, &manager_ctl_ops, m);
 	if (r < 0)
 		goto fail;
@@ -446,6 +475,7 @@ void manager_free(struct vmt_manager *m)
 	dump_free_all(&m->dumps);
 	sindex_free(&m->samples);
 	mem_free(&m->mem);
+	recover_free(&m->recover);
 	config_free(&m->conf);
 	sd_event_unref(m->event);
 	free(m);

@@ -20,6 +20,7 @@
 #include "dump.h"
 #include "sindex.h"
 #include "compress.h"
+#include "recover.h"
 #include "writer.h"
 
 struct vmt_guest;
@@ -47,6 +48,7 @@ struct vmt_manager {
 	struct vmt_mem mem;	/* rings, metadata, dump reserve against memory_max */
 	struct vmt_guest_env genv;	/* what every guest is given */
 	struct vmt_sindex samples;	/* on disk, as the writer last saw: SAMPLES */
+	struct vmt_recover recover;	/* rings a crashed predecessor left, until claimed */
 	char hostname[65];
 };
 

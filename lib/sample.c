@@ -37,6 +37,12 @@ static const struct vmt_tlv_field info_fields[] = {
 	VMT_TLV_FIELD(0x0c, U64, struct vmt_sample, triggers_omitted),
 };
 
+/* Optional INFO records, written only when they say something. */
+static const struct vmt_tlv_field info_opt_fields[] = {
+	VMT_TLV_FIELD(0x0d, U32, struct vmt_sample, recovered_lifetimes),
+	VMT_TLV_FIELD(0x0e, U64, struct vmt_sample, window_since_ns),
+};
+
 static const struct vmt_tlv_field trigger_fields[] = {
 	VMT_TLV_FIELD(0x01, U32, struct vmt_trigger, kind),
 	VMT_TLV_FIELD(0x02, U32, struct vmt_trigger, pid),
@@ -129,6 +135,8 @@ static int build_info(struct vmt_buf *b, const struct vmt_sample *s)
 {
 	int r = tlv_put_fields(b, info_fields, ARRAY_SIZE(info_fields), s);
 
+	if (r == 0 && s->recovered_lifetimes)
+		r = tlv_put_fields(b, info_opt_fields, ARRAY_SIZE(info_opt_fields), s);
 	for (uint32_t i = 0; r == 0 && i < s->ntriggers; i++) {
 		struct vmt_buf t = { 0 };
 
@@ -324,8 +332,11 @@ static int info_other(const struct vmt_tlv *rec, void *obj, char *msg, size_t n)
 	char m[160];
 	int r;
 
-	if (rec->tag != TAG_INFO_TRIGGER)
-		return 0;
+	if (rec->tag != TAG_INFO_TRIGGER) {
+		/* an optional record, or one for the table */
+		uint64_t seen = 0;
+		return tlv_get_field(rec, info_opt_fields, ARRAY_SIZE(info_opt_fields), s, &seen, msg, n);
+	}
 	if (s->ntriggers == VMT_SAMPLE_MAX_TRIGGERS) {
 		snprintf(msg, n, "more than %d triggers", VMT_SAMPLE_MAX_TRIGGERS);
 		return -EBADMSG;

@@ -156,6 +156,11 @@ struct vmt_sample {
 	uint64_t ctl_rejected_msgs;
 	uint64_t flush_timeouts;	/* dumps that did not get the agent's FLUSHED in time */
 	uint64_t triggers_omitted;	/* triggers this dump served beyond the ones listed */
+	/* optional (INFO 0x0d, 0x0e, 0 when absent): the first sample after the
+	 * daemon adopted a crashed predecessor's window says so: the daemons
+	 * that have held it, this one included, and since when */
+	uint32_t recovered_lifetimes;
+	uint64_t window_since_ns;
 	struct vmt_sample_cpu *cpus;	/* ncpus entries */
 	bool have_clock;	/* a CLOCK section (not read by sample_read_info) */
 	struct vmt_clock_info clock;	/* freed by sample_free() */
