@@ -99,9 +99,18 @@ static void adopt_one(struct vmt_guest *g, uint32_t cpu, struct vmt_ring *nr,
 	ring_free(&g->rings[cpu]);
 	g->rings[cpu] = *nr;
 	g->rings[cpu].pool = &g->env->mem->reserve;
+	/*
+	 * The partial page the predecessor was filling is torn: its bytes are
+	 * rejected, but without the seq ring_reset_stream() would give it. A
+	 * new session follows anyway, and a frame made across a gap in seqs
+	 * is one sample_write() refuses (frames follow each other in seq).
+	 */
+	g->rings[cpu].c.bytes_rejected += g->rings[cpu].fill;
+	g->rings[cpu].fill = 0;
 	g->env->recover->adopted++;
 	g->recovered_lifetimes = VMT_MAX(g->recovered_lifetimes, res->lifetimes);
-	guest_log(g, VMT_LOG_NOTICE, 0, "cpu%u: window adopted from a previous daemon: %llu pages "
+	/* the daemon's own event, at most once a ring: outside the guest's budget */
+	log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "cpu%u: window adopted from a previous daemon: %llu pages "
 		  "(%u in frames), %u pages and %u frames dropped, held %.1f s across %u lifetimes",
 		  cpu, (unsigned long long)ring_window_pages(&g->rings[cpu]),
 		  (unsigned)g->rings[cpu].fr.pages, res->pages_dropped, res->frames_dropped,
@@ -114,7 +123,7 @@ static void refuse_one(struct vmt_guest *g, uint32_t cpu, const char *why)
 	char name[VMT_PERSIST_FDNAME_MAX];
 
 	g->env->recover->refused++;
-	guest_log(g, VMT_LOG_WARNING, 0, "cpu%u: ring handed back refused, starting afresh: %s",
+	log_guest(VMT_LOG_WARNING, 0, g->conf.name, "cpu%u: ring handed back refused, starting afresh: %s",
 		  cpu, why);
 	ring_name(g, cpu, name, sizeof(name));
 	if (name[0])

@@ -254,8 +254,7 @@ static void adopt_state(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, str
 		/* the partial page was in a reserve page: as a torn stream */
 		res->fill_dropped = r->fill;
 		r->c.bytes_rejected += r->fill;
-		r->fill = 0;
-		r->next_seq++;
+		r->fill = 0;	/* no seq for it: frames must follow each other in seq */
 	}
 	r->slots[r->head].flags &= ~(uint32_t)VMT_SLOT_AWAY;
 	res->created_ns = h->created_ns;

@@ -186,7 +186,8 @@ static void *cpu_main(void *arg)
 			const uint8_t *p = c->pages[cpu] + i * c->page_size;
 			struct vmt_page_info info;
 
-			if (c->hold_after && gen == 1 && i == c->hold_after) {
+			if ((c->hold_after && gen == 1 && i == c->hold_after) ||
+			    (c->hold_first && gen == 1 && i == 0)) {
 				/* held at the gate, answering flushes meanwhile */
 				pthread_mutex_lock(&g->lock);
 				while (!g->released) {
@@ -315,7 +316,7 @@ static void fg_run(struct fg *g)
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->ctl_lock, NULL);
 	pthread_cond_init(&g->cond, NULL);
-	if (g->c->hold_after) {
+	if (g->c->hold_after || g->c->hold_first) {
 		pthread_t gth;
 		pthread_create(&gth, NULL, gate_main, g);
 	}

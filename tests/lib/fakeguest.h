@@ -25,6 +25,8 @@ struct fakeguest_conf {
 	unsigned pages_per_sec;	/* 0: as fast as the host reads */
 	size_t hold_after;	/* each CPU sends this many pages of its first stream,
 				 * then waits for fakeguest_release() (0: never) */
+	int hold_first;		/* each CPU waits for fakeguest_release() before the
+				 * first page of its first stream */
 	uint32_t chunk;		/* write pages in pieces of this size, 0: whole */
 	const char *release, *boot_id;
 	/* misbehaviour, for the hostile cases */

@@ -28,6 +28,25 @@ static int sock_answers(const char *path)
 	return r == 0;
 }
 
+/* In the child before exec, as systemd does: the fds at 3.., inherited,
+ * and named in the environment (sd_listen_fds(3)). */
+static void pass_listen_fds(const struct testd_opts *o)
+{
+	int tmp[64];
+	char v[32];
+
+	/* out of the way first: a passed fd may sit where another must go */
+	for (unsigned i = 0; i < o->npass && i < 64; i++)
+		tmp[i] = fcntl(o->pass_fds[i], F_DUPFD_CLOEXEC, 3 + 64);
+	for (unsigned i = 0; i < o->npass && i < 64; i++)
+		dup2(tmp[i], 3 + (int)i);	/* dup2 leaves close-on-exec off */
+	snprintf(v, sizeof(v), "%d", (int)getpid());
+	setenv("LISTEN_PID", v, 1);
+	snprintf(v, sizeof(v), "%u", o->npass);
+	setenv("LISTEN_FDS", v, 1);
+	setenv("LISTEN_FDNAMES", o->pass_names ? o->pass_names : "", 1);
+}
+
 int testd_start(struct testd *d, const char *dir, const char *body)
 {
 	return testd_start_opts(d, dir, body, NULL);
@@ -74,6 +93,8 @@ int testd_start_opts(struct testd *d, const char *dir, const char *body,
 		dup2(fd, 1);
 		for (const char *const *e = o->env; e && *e; e++)
 			putenv((char *)*e);
+		if (o->npass)
+			pass_listen_fds(o);
 		for (const char *const *w = o->wrapper; w && *w && n < 58; w++)
 			argv[n++] = *w;
 		argv[n++] = o->wrapper ? bin : "vmtraced";

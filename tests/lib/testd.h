@@ -28,6 +28,11 @@ struct testd_opts {
 	const char *const *wrapper;	/* argv run first, NULL-ended: vmtraced -c FILE follows */
 	const char *connect;		/* talk to this socket, not control_socket (activation) */
 	int append_log;			/* keep the log of an earlier start */
+	/* fds passed as systemd passes them: at 3.., LISTEN_PID (the daemon's),
+	 * LISTEN_FDS and LISTEN_FDNAMES (names joined by ':') */
+	const int *pass_fds;
+	unsigned npass;
+	const char *pass_names;
 };
 int testd_start_opts(struct testd *d, const char *dir, const char *body,
 		     const struct testd_opts *o);

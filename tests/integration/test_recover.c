@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: crash recovery through systemd's fd store, against the
+ * protocol (these machines have no systemd as PID 1). sdstore.c plays
+ * systemd: it receives FDSTORE=1 and its fds, keeps them by name, drops
+ * them on FDSTOREREMOVE=1, and the next vmtraced gets them at 3.. with
+ * LISTEN_PID/LISTEN_FDS/LISTEN_FDNAMES. Two stand-in guests (the same
+ * boot_id each time, so the aux id matches) stream; the daemon is
+ * SIGKILLed at random points; each restart must adopt or refuse with a
+ * reason, and its dump must hold, byte-exact, the window the dead daemon
+ * had committed.
+ *
+ * Every page fed is unique: a corpus page whose header time says which
+ * one it is (k), so a page in a sample is found among those fed and
+ * compared byte for byte.
+ */
+#include <limits.h>
+#include <signal.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "itest.h"
+#include "page.h"
+#include "sample.h"
+#include "sdstore.h"
+
+#define NG 2
+#define SLICE 250	/* pages per CPU a stand-in guest sends in one daemon lifetime */
+#define BASE_TS 1000000000000ull
+static struct itest_input in;
+static uint64_t step_ns;	/* between pages' times: more than a page spans */
+static unsigned ncpu;
+
+static const char *TOP = "record:\n  ring_size: 2MiB\n";
+
+/* Page k of cpu: a corpus page, its time moved to BASE_TS + k * step_ns. */
+static void fed_page(unsigned cpu, uint64_t k, uint8_t *out)
+{
+	memcpy(out, in.pages[cpu] + (k % in.npages[cpu]) * ITEST_PS, ITEST_PS);
+	put_le64(out, BASE_TS + k * step_ns);
+}
+
+static void prepare_step(void)
+{
+	struct vmt_page_layout l;
+	uint64_t span = 0;
+
+	page_layout_default(&l, ITEST_PS);
+	for (unsigned c = 0; c < ncpu; c++)
+		for (size_t i = 0; i < in.npages[c]; i++) {
+			const uint8_t *p = in.pages[c] + i * ITEST_PS;
+			struct vmt_page_info info;
+
+			if (page_scan(&l, p, &info) == 0 && info.last_ts - get_le64(p) > span)
+				span = info.last_ts - get_le64(p);
+		}
+	step_ns = span + 1000;
+}
+
+/* The pages of slice s, per CPU, into the guest's conf. */
+static void feed_slice(struct itest_run *r, int g, unsigned s)
+{
+	for (unsigned c = 0; c < ncpu; c++) {
+		if (!r->own[g][c])
+			r->own[g][c] = malloc((size_t)SLICE * ITEST_PS);
+		ck_assert_ptr_nonnull(r->own[g][c]);
+		for (unsigned i = 0; i < SLICE; i++)
+			fed_page(c, (uint64_t)s * SLICE + i, r->own[g][c] + (size_t)i * ITEST_PS);
+		r->fc[g].pages[c] = r->own[g][c];
+		r->fc[g].npages[c] = SLICE;
+	}
+	r->fc[g].hold_first = 1;
+}
+
+/*
+ * Every page of the sample is one that was fed, byte for byte, in order;
+ * a run breaks only where a slice starts (the stand-in of the dead
+ * daemon's lifetime stopped there), unless pages were dropped at an
+ * adoption (gaps_ok). Returns the pages of slice s (over its CPUs).
+ */
+static uint64_t check_sample(const char *path, unsigned s, bool gaps_ok, uint32_t *lifetimes)
+{
+	struct vmt_sample *sm = itest_read_sample(path);
+	uint8_t want[ITEST_PS];
+	uint64_t in_slice = 0;
+
+	*lifetimes = sm->recovered_lifetimes;
+	for (unsigned c = 0; c < sm->ncpus; c++) {
+		const struct vmt_sample_cpu *sc = &sm->cpus[c];
+		int64_t prev = -1;
+
+		ck_assert_msg(sc->pages_refused == 0, "%s cpu%u: %u pages refused", path, c,
+			      sc->pages_refused);
+		for (uint32_t i = 0; i < sc->npages; i++) {
+			const uint8_t *p = sc->pages + (size_t)i * ITEST_PS;
+			uint64_t t = get_le64(p), k = (t - BASE_TS) / step_ns;
+
+			ck_assert_msg(t >= BASE_TS && (t - BASE_TS) % step_ns == 0,
+				      "%s cpu%u page %u: not a page that was fed", path, c, i);
+			fed_page(c, k, want);
+			ck_assert_msg(!memcmp(p, want, ITEST_PS), "%s cpu%u page %u (fed %llu): bytes differ",
+				      path, c, i, (unsigned long long)k);
+			ck_assert_msg((int64_t)k > prev, "%s cpu%u: page %llu after %lld", path, c,
+				      (unsigned long long)k, (long long)prev);
+			ck_assert_msg(gaps_ok || prev < 0 || (int64_t)k == prev + 1 || k % SLICE == 0,
+				      "%s cpu%u: fed page %llu follows %lld within a slice", path, c,
+				      (unsigned long long)k, (long long)prev);
+			prev = (int64_t)k;
+			in_slice += k / SLICE == s;
+		}
+	}
+	sample_free(sm);
+	return in_slice;
+}
+
+/* The daemon, with what the store keeps passed as systemd passes it. */
+static void start_daemon(struct itest_run *r, struct sdstore *st, bool append)
+{
+	const char *env[2] = { st->env, NULL };
+	char names[SDSTORE_MAX * 256];
+	int fds[SDSTORE_MAX];
+	struct testd_opts o = { .env = env, .append_log = append };
+
+	o.npass = sdstore_listen(st, fds, names, sizeof(names));
+	o.pass_fds = fds;
+	o.pass_names = names;
+	itest_run_daemon_opts(r, TOP, NG, &o);
+	for (unsigned i = 0; i < o.npass; i++)
+		close(fds[i]);
+}
+
+static void kill_daemon(struct itest_run *r, struct sdstore *st)
+{
+	kill(r->d.pid, SIGKILL);
+	waitpid(r->d.pid, NULL, 0);
+	r->d.pid = 0;
+	sdstore_sync(st);	/* all it sent is queued now */
+}
+
+/* Lines of the daemon's log holding both a and b. */
+static int log_count2(const struct testd *d, const char *a, const char *b)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[4096];
+	int n = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, a) && strstr(line, b);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void expect_store_full(struct sdstore *st)
+{
+	char name[64];
+
+	for (int g = 0; g < NG; g++)
+		for (unsigned c = 0; c < ncpu; c++) {
+			snprintf(name, sizeof(name), "ring/g%d/%u", g + 1, c);
+			ck_assert_msg(ITEST_WAIT(sdstore_count(st, name) == 1, 5000),
+				      "the store holds %u fds named %s", sdstore_count(st, name), name);
+		}
+}
+
+/* After a restart: each ring adopted or refused with its reason; an
+ * adopted window holds what the dead daemon committed. Returns whether
+ * guest g was adopted; base is its pages_in at this lifetime's start. */
+static bool check_restart(struct itest_run *r, int g, unsigned s, uint64_t seen, uint64_t *base,
+			  bool *gaps_ok)
+{
+	char who[32], line[128], sample[PATH_MAX], name[8];
+	unsigned adopted = 0;
+	uint32_t lifetimes;
+	uint64_t now, in_slice;
+
+	snprintf(who, sizeof(who), "guest g%d: ", g + 1);
+	snprintf(name, sizeof(name), "g%d", g + 1);
+	for (unsigned c = 0; c < ncpu; c++) {
+		int a, f;
+
+		snprintf(line, sizeof(line), "%scpu%u: window adopted", who, c);
+		a = testd_log_count(&r->d, line);
+		snprintf(line, sizeof(line), "%scpu%u: ring handed back refused", who, c);
+		f = testd_log_count(&r->d, line);
+		ck_assert_msg(a + f == 1, "%scpu%u: adopted %d, refused %d (log: %s)", who, c, a, f,
+			      r->d.log);
+		adopted += a;
+	}
+	now = itest_num(&r->d, name, "pages_in");
+	if (adopted != ncpu) {
+		*base = now;
+		*gaps_ok = true;	/* what is left is another lifetime's */
+		return false;
+	}
+	/* counters continue: at least what status said just before the kill */
+	ck_assert_msg(now >= seen, "%spages_in %llu after the restart, %llu before", who,
+		      (unsigned long long)now, (unsigned long long)seen);
+	if (log_count2(&r->d, who, ", 0 pages and 0 frames dropped") != (int)ncpu)
+		*gaps_ok = true;	/* pages in a dump's reserve were lost: said, allowed */
+	itest_dump_one(&r->d, name, sample, sizeof(sample));
+	in_slice = check_sample(sample, s, *gaps_ok, &lifetimes);
+	ck_assert_msg(lifetimes >= 2, "%s: INFO says no recovery (%u)", sample, lifetimes);
+	/* the stand-in holds at its first page: the sample is the adopted window,
+	 * and it holds every page the dead daemon committed of its slice */
+	if (*gaps_ok)
+		ck_assert_uint_le(in_slice, now - *base);
+	else
+		ck_assert_msg(in_slice == now - *base, "%s: %llu pages of slice %u, %llu committed",
+			      sample, (unsigned long long)in_slice, s,
+			      (unsigned long long)(now - *base));
+	if (s % 10 == 9) {
+		char dat[PATH_MAX + 16];
+
+		snprintf(dat, sizeof(dat), "%s/m.dat", r->dir);
+		ck_assert_int_eq(itest_ctl(&r->d, NULL, 0, "merge -o %s %s >/dev/null", dat, sample), 0);
+		unlink(dat);
+	}
+	*base = now;
+	return true;
+}
+
+/* A random point of the lifetime: streaming, a dump, compression. */
+static void kill_somewhere(struct itest_run *r, struct sdstore *st, uint64_t base, uint64_t *seen)
+{
+	int mode = rand() % 3;
+	FILE *dump = NULL;
+
+	if (mode == 0) {
+		uint64_t target = base + (uint64_t)(rand() % (SLICE * (int)ncpu));
+		ITEST_WAIT_MS(itest_num(&r->d, "g1", "pages_in") >= target, 10000, 5);
+	} else if (mode == 1) {
+		dump = testd_ctl_begin(&r->d, "dump g1 g2 2>/dev/null");
+		usleep((useconds_t)(rand() % 40000));	/* where it dies, not a wait for an event */
+	} else {
+		usleep((useconds_t)(rand() % 150000));
+	}
+	seen[0] = itest_num(&r->d, "g1", "pages_in");
+	seen[1] = itest_num(&r->d, "g2", "pages_in");
+	kill_daemon(r, st);
+	if (dump)
+		testd_ctl_end(dump, NULL, 0);
+}
+
+#define KILLS 50
+
+START_TEST(sigkill_fd_store_recovery)
+{
+	unsigned seed = getenv("VMT_TEST_SEED") ? (unsigned)atoi(getenv("VMT_TEST_SEED"))
+						: (unsigned)time(NULL);
+	uint64_t base[NG] = { 0 }, seen[NG] = { 0 }, t0;
+	bool gaps_ok[NG] = { false };
+	unsigned adopted = 0, refused = 0;
+	struct itest_run r;
+	struct sdstore st;
+
+	ITEST_NEED_INPUT(in);
+	printf("sigkill_fd_store_recovery: seed %u (VMT_TEST_SEED)\n", seed);
+	fflush(stdout);
+	srand(seed);
+	itest_run_init(&r, &in, "recover");
+	ck_assert_int_eq(sdstore_start(&st, r.dir), 0);
+	t0 = itest_now_ms();
+	for (unsigned it = 0; it <= KILLS; it++) {
+		for (int g = 0; g < NG; g++) {
+			feed_slice(&r, g, it);
+			itest_run_guest(&r, g);
+		}
+		start_daemon(&r, &st, false);
+		itest_expect_streaming(&r.d, "g1", 20000);
+		itest_expect_streaming(&r.d, "g2", 20000);
+		for (int g = 0; it && g < NG; g++) {
+			bool a = check_restart(&r, g, it - 1, seen[g], &base[g], &gaps_ok[g]);
+			adopted += a;
+			refused += !a;
+		}
+		if (it)
+			ck_assert_uint_eq(itest_num(&r.d, NULL, "rings_adopted") +
+						  itest_num(&r.d, NULL, "rings_refused"), NG * ncpu);
+		expect_store_full(&st);
+		if (it == KILLS)
+			break;
+		for (int g = 0; g < NG; g++)
+			ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
+		kill_somewhere(&r, &st, base[0], seen);
+		for (int g = 0; g < NG; g++)
+			itest_run_guest_stop(&r, g);
+	}
+	printf("sigkill_fd_store_recovery: %u kills, guests adopted %u times, started afresh %u "
+	       "times, %.1f s\n", KILLS, adopted, refused, (double)(itest_now_ms() - t0) / 1000);
+	/* the same boot each time: nothing gives a reason to refuse */
+	ck_assert_uint_eq(refused, 0);
+	itest_run_end(&r);
+	sdstore_stop(&st);
+}
+END_TEST
+
+/* Spoil both header copies of a stored ring: the CRC no longer matches. */
+static void spoil_header(int fd)
+{
+	uint8_t *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	m[40] ^= 0x5a;	/* in the fixed part of copy A and of copy B */
+	m[2048 + 40] ^= 0x5a;
+	munmap(m, 4096);
+}
+
+START_TEST(bad_rings_refused_and_counted)
+{
+	char names[SDSTORE_MAX * 256];
+	int fds[SDSTORE_MAX];
+	struct itest_run r;
+	struct sdstore st;
+	unsigned n;
+	int mfd;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "recover-bad");
+	ck_assert_int_eq(sdstore_start(&st, r.dir), 0);
+	for (int g = 0; g < NG; g++) {
+		feed_slice(&r, g, 0);
+		r.fc[g].hold_first = 0;
+		itest_run_guest(&r, g);
+	}
+	start_daemon(&r, &st, false);
+	itest_expect_pages_in(&r.d, "g1", SLICE * ncpu);
+	itest_expect_pages_in(&r.d, "g2", SLICE * ncpu);
+	expect_store_full(&st);
+	kill_daemon(&r, &st);
+	for (int g = 0; g < NG; g++)
+		itest_run_guest_stop(&r, g);
+
+	/* g1 cpu0: a bad checksum; g1 cpu1: a memfd that is not sealed; g2:
+	 * another boot (its aux id differs); ring/g9/0: no such guest */
+	n = sdstore_listen(&st, fds, names, sizeof(names));
+	for (unsigned i = 0; i < n; i++)
+		close(fds[i]);
+	pthread_mutex_lock(&st.lock);
+	for (unsigned i = 0; i < st.n; i++)
+		if (!strcmp(st.name[i], "ring/g1/0"))
+			spoil_header(st.fd[i]);
+	pthread_mutex_unlock(&st.lock);
+	mfd = memfd_create("not-a-ring", MFD_CLOEXEC);
+	ck_assert_int_eq(ftruncate(mfd, 1 << 20), 0);
+	{
+		char nm[] = "ring/g1/1";
+		pthread_mutex_lock(&st.lock);
+		for (unsigned i = 0; i < st.n; i++)
+			if (!strcmp(st.name[i], nm))
+				dup2(mfd, st.fd[i]);
+		pthread_mutex_unlock(&st.lock);
+	}
+	sdstore_put(&st, mfd, "ring/g9/0");
+	for (int g = 0; g < NG; g++) {
+		feed_slice(&r, g, 1);
+		r.fc[g].hold_first = 0;
+		r.fc[g].boot_id = g == 1 ? "another-boot" : NULL;
+		itest_run_guest(&r, g);
+	}
+	start_daemon(&r, &st, false);
+	itest_expect_pages_in(&r.d, "g1", SLICE * ncpu);	/* afresh: from 0 */
+	itest_expect_pages_in(&r.d, "g2", SLICE * ncpu);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "rings_refused"), NG * ncpu);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "rings_adopted"), 0);
+	ck_assert_int_eq(testd_log_count(&r.d, "guest g1: cpu0: ring handed back refused, starting "
+					 "afresh: header checksum mismatch"), 1);
+	ck_assert_int_eq(testd_log_count(&r.d, "guest g1: cpu1: ring handed back refused, starting "
+					 "afresh: not a sealed memfd"), 1);
+	ck_assert_int_eq(log_count2(&r.d, "guest g2: cpu0: ring handed back refused", "aux content id"), 1);
+	/* the daemon's own rings took their names in the store */
+	expect_store_full(&st);
+	/* the ring of no guest: closed, out of the store, at the first housekeeping */
+	ck_assert(itest_wait_num_ge(&r.d, NULL, "rings_unclaimed", 1, 15000));
+	ck_assert_int_eq(testd_log_count(&r.d, "guest g9: cpu0: the ring handed back is closed: "
+					 "no such guest in the configuration"), 1);
+	ck_assert(ITEST_WAIT(sdstore_count(&st, "ring/g9/0") == 0, 5000));
+	itest_run_end(&r);
+	sdstore_stop(&st);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("recover");
+	TCase *t = tcase_create("recover");
+	int rc;
+
+	itest_input_prepare(&in);
+	ncpu = in.ncpus;
+	if (ncpu)
+		prepare_step();
+	TEST_ADD(t, bad_rings_refused_and_counted);
+	TEST_ADD(t, sigkill_fd_store_recovery);
+	tcase_set_timeout(t, 600);
+	suite_add_tcase(s, t);
+	rc = test_run_suite(s);
+	itest_input_free(&in);
+	return rc;
+}
