@@ -287,5 +287,6 @@ void compressor_stop(struct vmt_compressor *c)
 	for (uint32_t i = 0; i < c->njobs; i++)
 		free(c->jobs[i].out);
 	free(c->jobs);
-	c->inited = 0;
+	/* the guests are freed after this: compressor_forget finds no job */
+	memset(c, 0, sizeof(*c));
 }
