@@ -49,6 +49,12 @@ static void compress_one(struct vmt_compressor *c, struct vmt_cjob *j, int *leve
 	struct vmt_frame_ctx *ctx = worker_ctx(c, j->h.codec, j->level, levels);
 	const struct vmt_ring_hold *h = &j->hold;
 
+	/* behind: the ring stored this batch as it was; compressing it now
+	 * would only make the next ones later */
+	if (ring_batch_overtaken(h, j->place)) {
+		j->len = -ECANCELED;
+		return;
+	}
 	j->len = ctx ? frame_compress(ctx, h->runs, h->nruns, j->out, j->cap) : -ENOMEM;
 	/* not worth it: the pages go in as they are (the ring stores the
 	 * payload it is given; a stored frame is as long as its pages) */
@@ -112,7 +118,9 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 {
 	struct vmt_ring *r = j->ring;
 
-	if (j->len < 0)
+	if (j->len == -ECANCELED)
+		c->st.skipped++;
+	else if (j->len < 0)
 		c->st.errors++;
 	/* counted once taken: a batch spilled meanwhile is not a frame */
 	if (r && ring_batch_end(r, j->gen, &j->h, j->out, j->len, j->crc)) {
@@ -139,6 +147,8 @@ static void compress_reap(struct vmt_compressor *c)
 {
 	struct vmt_cjob *list;
 
+	if (!c->done)	/* a racy peek: the eventfd brings what it misses */
+		return;
 	pthread_mutex_lock(&c->lock);
 	list = c->done;
 	c->done = NULL;
@@ -150,6 +160,12 @@ static void compress_reap(struct vmt_compressor *c)
 		job_done(c, list);
 		list = next;
 	}
+}
+
+void compressor_collect(struct vmt_compressor *c)
+{
+	if (c && c->started)
+		compress_reap(c);
 }
 
 static int compress_event(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -242,7 +258,7 @@ void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t code
 			c->st.busy++;
 			break;
 		}
-		if (ring_batch_begin(r, &j->hold, &j->h) < 0)
+		if (ring_batch_begin(r, &j->hold, &j->h, j->place) < 0)
 			break;
 		c->free = j->next;
 		j->ring = r;
@@ -289,5 +305,6 @@ void compressor_stop(struct vmt_compressor *c)
 	for (uint32_t i = 0; i < c->njobs; i++)
 		free(c->jobs[i].out);
 	free(c->jobs);
-	c->inited = 0;
+	/* the guests are freed after this: compressor_forget finds no job */
+	memset(c, 0, sizeof(*c));
 }

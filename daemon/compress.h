@@ -32,8 +32,9 @@ struct vmt_cjob {
 	int level;
 	uint8_t *out;
 	size_t cap;
-	ssize_t len;		/* the payload's, or -errno */
+	ssize_t len;		/* the payload's, or -errno (-ECANCELED: overtaken, skipped) */
 	uint32_t crc;		/* the payload's CRC32C (not for codec NONE) */
+	uint64_t place[2];	/* ring_batch_begin's: to skip it once overtaken */
 };
 
 struct vmt_compress_stats {
@@ -42,6 +43,7 @@ struct vmt_compress_stats {
 	uint64_t cpu_ns;	/* the worker thread's CPU time */
 	uint64_t busy;		/* batches due that found every job taken */
 	uint64_t errors;	/* batches that could not be compressed (left raw) */
+	uint64_t skipped;	/* batches stored as they were before the worker got to them */
 };
 
 struct vmt_compressor {
@@ -74,6 +76,9 @@ int compressor_run(struct vmt_compressor *c);
 void compressor_stop(struct vmt_compressor *c);
 /* Compress r's oldest batch with codec at level if it is due and a job is free. */
 void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t codec, int level);
+/* Take in the frames that are back now (the loop; between reads of a busy
+ * channel, so that a frame done is not overtaken by the slots filling). */
+void compressor_collect(struct vmt_compressor *c);
 /* r is about to be freed or cleared: a batch of it in flight will not come back to it. */
 void compressor_forget(struct vmt_compressor *c, struct vmt_ring *r);
 

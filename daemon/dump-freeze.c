@@ -353,6 +353,20 @@ static int freeze_hold(struct vmt_guest *g, struct vmt_job *job, const struct cp
 	return 0;
 }
 
+/* Raw pages of the window (the PAGES sections the writer compresses; frames
+ * go as they are). Below this, zstd's worker threads cost more memory (a
+ * context and buffers each) than they save time. */
+#define ZSTD_WORKERS_FROM (16u << 20)
+
+static uint64_t raw_bytes(const struct vmt_guest *g, const struct cpu_window *w)
+{
+	uint64_t pages = 0;
+
+	for (uint32_t c = 0; c < g->nrings; c++)
+		pages += w[c].end - w[c].first;
+	return pages * g->layout.page_size;
+}
+
 /*
  * Hold one guest's window in its rings for the writer. span_ns > 0 keeps
  * only the events of the last span_ns before the newest event of any CPU,
@@ -380,7 +394,7 @@ struct vmt_job *freeze_guest(struct vmt_dumps *ds, struct vmt_guest *g, const st
 	job->dump_id = dump_id;
 	dump_job_retention(ds, job);
 	job->zstd_level = ds->conf->zstd_level;
-	job->zstd_workers = 2;
+	job->zstd_workers = raw_bytes(g, w) >= ZSTD_WORKERS_FROM ? 2 : 0;
 	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
 	job->sample.cpus = calloc(g->nrings, sizeof(*job->sample.cpus));
 	if (!job->sample.cpus || sample_header(ds, g, job, t, nt, omitted, dump_id) < 0 ||

@@ -195,6 +195,8 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			guest_pause(g, cpu);
 			break;
 		}
+		if (stream)
+			compressor_collect(g->env->comp);
 		n = read(fd, buf, want);
 
 		if (n < 0 && errno == EINTR)

@@ -225,7 +225,8 @@ static void batch_header(const struct vmt_ring *r, uint32_t first, uint32_t n, s
 	}
 }
 
-int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h)
+int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h,
+		     uint64_t place[2])
 {
 	int err;
 
@@ -235,8 +236,15 @@ int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_
 	if (err < 0)
 		return err;
 	batch_header(r, r->inflight, r->batch, h);
+	place[0] = r->inflight / r->batch;
+	place[1] = __atomic_load_n(&r->rm->spills, __ATOMIC_RELAXED);
 	r->inflight += r->batch;
 	return 0;
+}
+
+bool ring_batch_overtaken(const struct vmt_ring_hold *hold, const uint64_t place[2])
+{
+	return __atomic_load_n(&hold->rm->spills, __ATOMIC_RELAXED) - place[1] > place[0];
 }
 
 /* n oldest pages are in a frame now; frames pushed out for it are counted. */
@@ -334,8 +342,12 @@ static bool ring_spill(struct vmt_ring *r)
 	 * of 256 KiB on the loop */
 	frames_put(&r->fr, pos, &h, iov, k, 0);
 	/* the first batch in flight is this one: its frame, when it comes,
-	 * is not taken (ring_batch_end); the later ones still are */
-	r->inflight -= VMT_MIN(r->inflight, n);
+	 * is not taken (ring_batch_end), and the compressor skips it if it has
+	 * not started; the later ones still are taken */
+	if (r->inflight) {
+		r->inflight -= VMT_MIN(r->inflight, n);
+		__atomic_add_fetch(&r->rm->spills, 1, __ATOMIC_RELAXED);
+	}
 	batch_stored(r, n, (uint64_t)n * ps, &none);
 	r->c.pages_stored_raw += n;
 	return true;

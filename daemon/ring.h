@@ -150,9 +150,17 @@ uint64_t ring_bytes(const struct vmt_ring *r);
 struct vmt_ring_hold;
 /* The next batch of the oldest pages is due for compression. */
 bool ring_batch_due(const struct vmt_ring *r);
-/* Hold the oldest batch not in flight yet for the compressor; its frame
- * header (from the slots' records) into *h. */
-int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h);
+/*
+ * Hold the oldest batch not in flight yet for the compressor; its frame
+ * header (from the slots' records) into *h, and into *place where it
+ * stands among the batches in flight (0: the oldest) and the ring's spill
+ * count now: once more than place batches are spilled, nobody will take
+ * its frame (ring_batch_overtaken).
+ */
+int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h,
+		     uint64_t place[2]);
+/* From any thread: was the batch begun at place[] stored as it was meanwhile? */
+bool ring_batch_overtaken(const struct vmt_ring_hold *hold, const uint64_t place[2]);
 /*
  * The compressor is back with the batch begun at gen: its frame (codec in
  * h, len bytes at payload, crc its CRC32C unless codec NONE) replaces the pages, or, on len < 0 or when the

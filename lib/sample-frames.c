@@ -101,39 +101,25 @@ uint64_t sample_frames_bound(const struct vmt_vfile *f, const struct vmt_sample 
 	return VMT_MIN(pages, most);
 }
 
-/* Why frame k, sound on its own, cannot be read where it stands; NULL if it can. */
-static const char *frame_misplaced(const struct vmt_sample *s, uint32_t cpu, const struct vmt_frame_hdr *h,
-				   uint32_t k, uint64_t seq, bool after_refused, char *why, size_t n)
-{
-	const struct vmt_sample_cpu *c = &s->cpus[cpu];
-	uint64_t end = c->first_seq + c->frame_pages;
-
-	if (!after_refused && h->first_seq != seq)
-		snprintf(why, n, "its pages start at seq %" PRIu64 ", not at seq %" PRIu64 " where %s",
-			 h->first_seq, seq, k ? "the frame before it ends" : "the CPU's start");
-	else if (h->first_seq < seq)
-		snprintf(why, n, "its pages start at seq %" PRIu64 ", before seq %" PRIu64
-			 " where the frames read before it end", h->first_seq, seq);
-	else if (h->first_seq > end || h->npages > end - h->first_seq)
-		snprintf(why, n, "its %u pages from seq %" PRIu64 " run past the CPU's %u frame pages, "
-			 "which end at seq %" PRIu64, h->npages, h->first_seq, c->frame_pages, end);
-	else
-		return NULL;
-	return why;
-}
-
-/* Frame k read into out at page got, or refused with why. */
-static int frame_read(const struct vmt_vfile *f, struct vmt_sample *s, uint32_t cpu,
-		      struct sample_frame_ref *fr, uint32_t k, uint64_t seq, bool after_refused,
-		      uint8_t *out, uint64_t room, char *why, size_t n)
+/*
+ * Frame read into out, or refused with why. Its first_seq is not checked
+ * against the frame before it: a stream's seqs have gaps (rejected pages)
+ * and start again at 0 with a new agent, and a frame may hold both sides.
+ * left: the CPU's frame pages not read yet.
+ */
+static int frame_read(const struct vmt_vfile *f, struct vmt_sample *s, struct sample_frame_ref *fr,
+		      uint64_t left, uint8_t *out, uint64_t room, char *why, size_t n)
 {
 	const struct vmt_frame_hdr *h = &fr->h;
 	int r = frame_open(f, fr, why, n);
 
 	if (r < 0)
 		return r;
-	if (frame_misplaced(s, cpu, h, k, seq, after_refused, why, n))
+	if (h->npages > left) {
+		snprintf(why, n, "its %u pages run past the CPU's frame pages (%" PRIu64 " left)",
+			 h->npages, left);
 		return -EBADMSG;
+	}
 	if (!frame_fits(s, h, fr->x)) {
 		snprintf(why, n, "%u pages of %u bytes cannot come from a %s payload of %" PRIu64 " bytes",
 			 h->npages, s->page_size, frame_codec_name(h->codec),
@@ -147,6 +133,18 @@ static int frame_read(const struct vmt_vfile *f, struct vmt_sample *s, uint32_t 
 	return frame_decode(h->codec, fr->data + VMT_FRAME_HDR_SIZE,
 			    (size_t)fr->x->raw_size - VMT_FRAME_HDR_SIZE, out,
 			    (size_t)h->npages * s->page_size, why, n);
+}
+
+/* The pages a refused frame's header claims, read without its CRC (the
+ * damage may be in its payload): what a message can say, 0 if unknown. */
+static uint32_t claimed_pages(const struct vmt_vfile *f, const struct sample_frame_ref *fr)
+{
+	struct vmt_frame_hdr h;
+
+	if (fr->x->flags || fr->x->raw_size < VMT_FRAME_HDR_SIZE ||
+	    frame_hdr_get(f->map + fr->x->offset, VMT_FRAME_HDR_SIZE, &h, NULL, 0) < 0)
+		return 0;
+	return h.npages;
 }
 
 /* The pages a row of refused frames left out, told to each of them listed. */
@@ -167,38 +165,42 @@ int sample_frames_decode(const struct vmt_vfile *f, struct vmt_sample *s, uint32
 			 uint64_t *pages, char *why, size_t why_len)
 {
 	struct vmt_sample_cpu *c = &s->cpus[cpu];
-	uint64_t got = 0, seq = c->first_seq, end = c->first_seq + c->frame_pages;
+	uint64_t got = 0, seq = c->first_seq, run_pages = 0;
 	uint32_t run = 0;
 	char msg[200];
 
-	if (end < seq)
-		return vfile_bad(why, why_len, f, NULL, "cpu %u: seq %" PRIu64 " and %u frame pages "
-				 "overflow", cpu, seq, c->frame_pages);
 	for (uint32_t k = 0; k < n; k++) {
 		const struct vmt_frame_hdr *h = &fr[k].h;
 
 		fr[k].note = -1;
-		if (frame_read(f, s, cpu, &fr[k], k, seq, run > 0, out ? out + got * s->page_size : NULL,
+		if (frame_read(f, s, &fr[k], c->frame_pages - got, out ? out + got * s->page_size : NULL,
 			       room - got, msg, sizeof(msg)) < 0) {
 			refuse(s, cpu, &fr[k], k, "%s", msg);
+			run_pages += claimed_pages(f, &fr[k]);
 			run++;
 			continue;
 		}
+		/* what a row of refused frames held, for their lines: the seqs
+		 * around it when they make sense (seqs may jump), else their
+		 * headers' claims */
+		if (run && h->first_seq >= seq && h->first_seq - seq <= c->frame_pages - got)
+			run_pages = h->first_seq - seq;
 		if (run)
-			place_run(s, fr + k - run, run, seq, h->first_seq - seq);
+			place_run(s, fr + k - run, run, seq, run_pages);
 		run = 0;
+		run_pages = 0;
 		seq = h->first_seq + h->npages;
 		got += h->npages;
 		c->frames_read++;
 		c->frame_bytes += fr[k].x->stored_size;
 		c->frame_codecs |= 1u << h->codec;
 	}
-	/* a refused frame at the end holds what is missing; nothing else may */
+	/* refused frames hold what is missing; with none, nothing may be */
 	if (run)
-		place_run(s, fr + n - run, run, seq, end - seq);
-	else if (seq != end)
-		return vfile_bad(why, why_len, f, NULL, "cpu %u: its frames hold pages up to seq %" PRIu64
-				 ", but its %u frame pages end at seq %" PRIu64, cpu, seq, c->frame_pages, end);
+		place_run(s, fr + n - run, run, seq, c->frame_pages - got);
+	if (!c->frames_refused && got != c->frame_pages)
+		return vfile_bad(why, why_len, f, NULL, "cpu %u: its frames hold %" PRIu64
+				 " pages, but its CPU record says %u", cpu, got, c->frame_pages);
 	c->pages_refused = (uint32_t)(c->frame_pages - got);
 	*pages = got;
 	return 0;

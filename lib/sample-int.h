@@ -28,9 +28,8 @@ uint64_t sample_frames_bound(const struct vmt_vfile *f, const struct vmt_sample 
 			     const struct sample_frame_ref *fr, uint32_t n);
 /*
  * Read the frames in file order into out (room pages), page after page:
- * CRC, header, each where the one before ended (after a refused one,
- * anywhere after), inside the CPU's frame pages, its size against its
- * payload's, then decoded. A frame failing any of it is refused: its pages
+ * CRC, header, inside the CPU's frame pages, its size against its
+ * payload's, then decoded (first_seq is not judged: seqs have gaps). A frame failing any of it is refused: its pages
  * are left out and counted, and it is said in s->refusals. *pages gets the
  * pages read. -EBADMSG with why when the frames read and the refused ones
  * cannot hold the CPU record's frame_pages (a refused frame at the end

@@ -148,10 +148,10 @@ static int build_info(struct vmt_buf *b, const struct vmt_sample *s)
 	return r;
 }
 
-/* Frames the reader would read: sound headers, each where the last ended. */
+/* Frames the reader would read: sound headers, their pages adding up. */
 static int check_frames(const struct vmt_sample_cpu *c, uint32_t page_size)
 {
-	uint64_t seq = c->first_seq, pages = 0;
+	uint64_t pages = 0;
 	uint8_t hb[VMT_FRAME_HDR_SIZE];
 	struct vmt_frame_hdr h;
 
@@ -161,11 +161,10 @@ static int check_frames(const struct vmt_sample_cpu *c, uint32_t page_size)
 		const struct vmt_sample_frame *fr = &c->frames[k];
 
 		frame_hdr_put(hb, &fr->h);
-		if (frame_hdr_get(hb, sizeof(hb), &h, NULL, 0) < 0 || h.first_seq != seq ||
+		if (frame_hdr_get(hb, sizeof(hb), &h, NULL, 0) < 0 ||
 		    !fr->len || !fr->payload || fr->len > UINT32_MAX - VMT_FRAME_HDR_SIZE ||
 		    (h.codec == VMT_FRAME_NONE && fr->len != (uint64_t)h.npages * page_size))
 			return -EINVAL;
-		seq += h.npages;
 		pages += h.npages;
 	}
 	return pages == c->frame_pages && c->frame_pages <= c->npages ? 0 : -EINVAL;

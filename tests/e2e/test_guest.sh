@@ -189,7 +189,9 @@ host_daemon() {
 	state_dir: $1/state
 	control_socket: $1/control.sock
 	record:
-	  ring_size: 64MiB
+	  # compressed (the default): 288 pages a CPU stay raw, the rest are
+	  # frames, so the window merged below went through them
+	  ring_size: 16MiB
 	  guest_buffer_size: 4MiB
 	  clock: mono
 	  events: [sched:*, irq:*, timer:*]
@@ -248,6 +250,14 @@ host_merge() {
 		want=$(vmt_ctl info "$(echo "$gs" | tail -1)" | sed -n "/^cpu$cpu /,/^cpu/s/.*guest: \([0-9]*\) events read.*/\1/p" | head -1)
 		got=$(echo "$total" | sed -n "s/^cpu$cpu \([0-9]*\)$/\1/p")
 		[ -n "$want" ] && [ "$got" = "$want" ] || { fail $name "cpu$cpu: merged ${got:-0} events, the guest read ${want:-?}"; return; }
+	done
+	# past the raw slots (288 pages of a 16 MiB ring), the window is frames
+	inf=$(vmt_ctl info "$(echo "$gs" | tail -1)")
+	echo "$inf" | grep '^ *frames: ' | sed 's/^ */  /'
+	for cpu in 0 1; do
+		a=$(echo "$inf" | sed -n "s/^cpu$cpu  *\([0-9]*\) pages.*/\1/p")
+		[ "${a:-0}" -le 288 ] || echo "$inf" | sed -n "/^cpu$cpu /,/^cpu/p" | grep -q '^ *frames: [1-9]' ||
+			{ fail $name "cpu$cpu: $a pages in the last sample, none from a frame"; return; }
 	done
 	# the link as libtracecmd sees it
 	link=$("$B/tests/tools/tdlink" "$out/host.dat" "$out/hm.dat") || { fail $name "tdlink: $link"; return; }

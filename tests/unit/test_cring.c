@@ -49,10 +49,10 @@ static void compress_batch(struct vmt_ring *r)
 	static uint8_t out[1 << 20];
 	struct vmt_ring_hold h;
 	struct vmt_frame_hdr fh;
-	uint64_t gen;
+	uint64_t gen, place[2];
 	ssize_t n;
 
-	ck_assert_int_eq(ring_batch_begin(r, &h, &fh), 0);
+	ck_assert_int_eq(ring_batch_begin(r, &h, &fh, place), 0);
 	gen = r->batch_gen;
 	fh.codec = VMT_FRAME_ZSTD;
 	n = frame_compress(Z, h.runs, h.nruns, out, sizeof(out));
@@ -177,14 +177,15 @@ START_TEST(a_batch_overtaken_is_dropped_not_doubled)
 	static uint8_t out[2][1 << 20];
 	struct vmt_ring_hold h[2];
 	struct vmt_frame_hdr fh[2];
-	uint64_t k = 0, gen;
+	uint64_t k = 0, gen, place[2][2];
 	ssize_t n[2];
 
 	while (R.count < R.inflight + 3 * R.batch)
 		push(k++, false);
 	gen = R.batch_gen;
 	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(ring_batch_begin(&R, &h[i], &fh[i]), 0);
+		ck_assert_int_eq(ring_batch_begin(&R, &h[i], &fh[i], place[i]), 0);
+		ck_assert(!ring_batch_overtaken(&h[i], place[i]));
 		fh[i].codec = VMT_FRAME_ZSTD;
 		n[i] = frame_compress(Z, h[i].runs, h[i].nruns, out[i], sizeof(out[i]));
 	}
@@ -192,6 +193,9 @@ START_TEST(a_batch_overtaken_is_dropped_not_doubled)
 	while (!R.c.pages_stored_raw)
 		push(k++, false);
 	ck_assert_uint_eq(R.inflight, R.batch);
+	/* what the compressor's thread sees: the first is not worth doing */
+	ck_assert(ring_batch_overtaken(&h[0], place[0]));
+	ck_assert(!ring_batch_overtaken(&h[1], place[1]));
 	for (int i = 0; i < 2; i++) {
 		ring_batch_end(&R, gen, &fh[i], out[i], n[i], crc32c(0, out[i], (size_t)n[i]));	/* the first: too late */
 		ring_release(&h[i]);

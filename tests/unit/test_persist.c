@@ -76,10 +76,10 @@ static void compress_batch(struct vmt_ring *r)
 	static uint8_t out[1 << 20];
 	struct vmt_ring_hold h;
 	struct vmt_frame_hdr fh;
-	uint64_t gen;
+	uint64_t gen, place[2];
 	ssize_t n;
 
-	ck_assert_int_eq(ring_batch_begin(r, &h, &fh), 0);
+	ck_assert_int_eq(ring_batch_begin(r, &h, &fh, place), 0);
 	gen = r->batch_gen;
 	fh.codec = VMT_FRAME_ZSTD;
 	n = frame_compress(Z, h.runs, h.nruns, out, sizeof(out));

@@ -1262,10 +1262,8 @@ START_TEST(test_lying_frame_refused)
 		{ 2, 4, 7, false, 116, "cpu 0 frame 2: off payload of 32768 bytes does not decode to "
 				       "exactly 28672" },
 		{ 1, 0, 9, false, 108, "cpu 0 frame 1: frame header with an unknown codec (codec 9, 8 pages" },
-		{ 2, 8, 117, false, 116, "cpu 0 frame 2: its pages start at seq 117, not at seq 116 where the "
-					 "frame before it ends; its pages 116..123 (8) left out" },
-		{ 3, 4, 9, false, 124, "cpu 0 frame 3: its 9 pages from seq 124 run past the CPU's 32 frame "
-				       "pages, which end at seq 132; its pages 124..131 (8) left out" },
+		{ 3, 4, 9, false, 124, "cpu 0 frame 3: its 9 pages run past the CPU's frame pages (8 left); "
+				       "its pages 124..131 (8) left out" },
 		{ 1, 0, 0, true, 108, "cpu 0 frame 1: section flags 0x1: a frame is never compressed again" },
 	};
 
@@ -1448,9 +1446,9 @@ START_TEST(test_frames_consistency)
 	       { 0x21, 0, 0, two, sizeof(two) }, { 0x21, 1, 0, two, sizeof(two) }, NOPAGES);
 	EXPECT(2, "section 2 (type 0x20 id 0): 512 bytes, but 1 pages of 256", INFO, CPU1,
 	       { 0x20, 0, 0, g.pages, 512 }, { 0x21, 0, 0, one, sizeof(one) });
-	EXPECT(2, "cpu 0: its frames hold pages up to seq 4, but its 2 frame pages end at seq 5", INFO,
+	EXPECT(2, "cpu 0: its frames hold 1 pages, but its CPU record says 2", INFO,
 	       CPU2, { 0x21, 0, 0, one, sizeof(one) }, NOPAGES);
-	EXPECT(2, "cpu 0: its frames hold pages up to seq 3, but its 1 frame pages end at seq 4", INFO,
+	EXPECT(2, "cpu 0: its frames hold 0 pages, but its CPU record says 1", INFO,
 	       CPU1, PAGE1);
 	EXPECT(2, "section 1 (type 0x10 id 0): frame_pages (tag 0x7) appears twice", INFO,
 	       { 0x10, 0, 0, twice.data, twice.len }, PAGE1, { 0x21, 0, 0, one, sizeof(one) });
@@ -1499,9 +1497,9 @@ START_TEST(test_frames_write_checks)
 	m.fr[0][1].h.npages = 0;
 	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
 	m.fr[0][1].h.npages = 2;
-	m.fr[0][1].h.first_seq++;
-	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
-	m.fr[0][1].h.first_seq--;
+	m.fr[0][1].h.first_seq += 5;	/* seqs may jump (rejected pages, a new agent) */
+	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), 0);
+	m.fr[0][1].h.first_seq -= 5;
 	m.fr[1][2].len--;	/* a stored frame is exactly its pages */
 	ck_assert_int_eq(sample_write(fd, m.s, 0, 0), -EINVAL);
 	m.fr[1][2].len++;
