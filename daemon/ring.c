@@ -51,6 +51,7 @@ int ring_init(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layou
 	r->rm = rm;
 	r->layout = *l;
 	r->nr_pages = nr_pages;
+	r->mem_pages = nr_pages;
 	return 0;
 }
 
@@ -108,6 +109,7 @@ int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt
 		return err;
 	}
 	r->batch = p.batch;
+	r->mem_pages = nr_pages;
 	return 0;
 }
 
