@@ -78,7 +78,7 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 		const struct vmt_ring *r = &g->rings[i];
 		pages += ring_window_pages(r);
 		/* what the memory holds raw: a compressed window goes past it */
-		cap += r->nr_pages + (r->fr.fm ? r->fr.fm->bytes / r->layout.page_size : 0);
+		cap += r->mem_pages;
 		in += r->c.pages_in;
 		ow += r->c.pages_overwritten;
 		lost += r->c.pages_guest_lost;

@@ -300,6 +300,7 @@ int persist_adopt_ring(int memfd, const struct vmt_persist_expect *want, struct 
 		snprintf(why, n, "out of memory");
 		return err;
 	}
+	r->mem_pages = want->ring_pages;	/* ring_size's, as a fresh ring of it */
 	adopt_state(r, &h, res);
 	rm->shadow.lifetimes = res->lifetimes;
 	ringmem_fixed_changed(rm);

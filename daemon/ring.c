@@ -53,6 +53,7 @@ int ring_attach(struct vmt_ring *r, struct vmt_ringmem *rm, const struct vmt_pag
 	r->slots = (struct vmt_ring_slot *)(rm->base + rm->shadow.slots_off);
 	r->layout = *l;
 	r->nr_pages = rm->shadow.nr_pages;
+	r->mem_pages = r->nr_pages;	/* a compressed ring's caller sets ring_size's */
 	r->batch = rm->shadow.batch;
 	return 0;
 }
@@ -192,10 +193,14 @@ uint64_t ring_bytes_planned(uint32_t nr_pages, uint32_t page_size, bool compress
 int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l)
 {
 	struct vmt_ring_plan p;
+	int err;
 
 	if (!ring_plan_compressed(nr_pages, l->page_size, &p))
 		return ring_init(r, nr_pages, l);
-	return ring_init_mem(r, p.raw_pages, l, p.cap, p.arena, p.batch);
+	err = ring_init_mem(r, p.raw_pages, l, p.cap, p.arena, p.batch);
+	if (err == 0)
+		r->mem_pages = nr_pages;
+	return err;
 }
 
 uint64_t ring_bytes(const struct vmt_ring *r)

@@ -80,7 +80,8 @@ struct vmt_ring_slot {
 
 struct vmt_ring {
 	struct vmt_page_layout layout;
-	uint32_t nr_pages;	/* capacity in valid pages */
+	uint32_t nr_pages;	/* capacity in valid pages (raw slots) */
+	uint32_t mem_pages;	/* the pages its memory holds as a raw ring: ring_size's */
 	uint32_t count;		/* valid pages */
 	uint32_t head;		/* slot index of the fill slot */
 	uint32_t fill;		/* bytes in the fill slot */
