@@ -122,6 +122,10 @@ int daemon_stop(struct bench_daemon *d);
 int daemon_status(struct bench_daemon *d, struct bench_status *st);
 /* Wait until n guests stream (timeout in seconds). */
 int daemon_wait_streaming(struct bench_daemon *d, unsigned n, double timeout);
+/* daemon_start with top (up to and including "guests:\n") and the first n
+ * guests of p as g0.., then daemon_wait_streaming(n, timeout). */
+int daemon_start_guests(struct bench_daemon *d, const char *dir, const char *top,
+			const struct producer *p, unsigned n, double timeout);
 /* `vmtracectl dump`: exit code; wall time in *ns. */
 int daemon_dump(struct bench_daemon *d, uint64_t *ns);
 /* The last "wrote ... N ms" the writer logged, in ms; -1 if none. */

@@ -230,6 +230,27 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 	return 0;
 }
 
+int daemon_start_guests(struct bench_daemon *d, const char *dir, const char *top,
+			const struct producer *p, unsigned n, double timeout)
+{
+	struct vmt_buf body = { 0 };
+	char line[512];
+	int r;
+
+	buf_append(&body, top, strlen(top));
+	for (unsigned g = 0; g < n; g++) {
+		snprintf(line, sizeof(line), "  - name: g%u\n    path: %s\n    transport: fifo\n    cpus: %u\n",
+			 g, producer_guest_dir(p, g), BENCH_CPUS);
+		buf_append(&body, line, strlen(line));
+	}
+	buf_append(&body, "", 1);
+	r = daemon_start(d, dir, (const char *)body.data);
+	buf_free(&body);
+	if (r < 0)
+		return r;
+	return daemon_wait_streaming(d, n, timeout);
+}
+
 int daemon_wait_streaming(struct bench_daemon *d, unsigned n, double timeout)
 {
 	uint64_t until = bench_now_ns() + (uint64_t)(timeout * 1e9);

@@ -122,7 +122,6 @@ static int run_daemon(unsigned n, const char *compression, struct rate *out)
 	struct producer *p;
 	struct bench_daemon d;
 	struct bench_status s0, s1;
-	struct vmt_buf body = { 0 };
 	uint64_t b0, b1, u0, u1, k0, k1, t0, t1, pc0, pc1;
 	char line[1200];
 	int r, rc;
@@ -135,21 +134,12 @@ static int run_daemon(unsigned n, const char *compression, struct rate *out)
 	snprintf(line, sizeof(line),
 		 "log_level: notice\nmemory_max: 0\ncompression_level: 1\nrecord:\n  ring_size: 4MiB\n"
 		 "  flush_timeout: 5s\n  compression: %s\n  compression_level: 1\nguests:\n", compression);
-	buf_append(&body, line, strlen(line));
-	for (unsigned g = 0; g < n; g++) {
-		snprintf(line, sizeof(line),
-			 "  - name: g%u\n    path: %s\n    transport: fifo\n    cpus: %u\n", g,
-			 producer_guest_dir(p, g), BENCH_CPUS);
-		buf_append(&body, line, strlen(line));
-	}
-	buf_append(&body, "", 1);
-	r = daemon_start(&d, dir, (const char *)body.data);
-	buf_free(&body);
-	if (r < 0)
+	r = daemon_start_guests(&d, dir, line, p, n, 60);
+	if (r < 0) {
+		if (d.pid > 0)
+			goto stop;
 		goto out;
-	r = daemon_wait_streaming(&d, n, 60);
-	if (r < 0)
-		goto stop;
+	}
 	bench_sleep(warmup_s);
 	t0 = bench_now_ns();
 	b0 = producer_bytes(p);

@@ -53,7 +53,6 @@ static int run(const char *compression, const char *sfx)
 	struct producer *p;
 	struct bench_daemon d;
 	struct bench_status st = { 0 };
-	struct vmt_buf body = { 0 };
 	char line[1200], detail[300], name[64];
 	uint64_t hwm_start = 0, hwm_stream, rss_stream, hwm_dump = 0, rss_after, dump_ns[4] = { 0 };
 	double rings_mib = (double)ng * BENCH_CPUS * ring_mib;
@@ -90,19 +89,9 @@ static int run(const char *compression, const char *sfx)
 		 "log_level: notice\nmemory_max: 0\ncompression_level: 1\ndump_reserve: %uMiB\ntriggers:\n  coalesce: 0ms\n"
 		 "record:\n  ring_size: %uMiB\n  flush_timeout: 5s\n  compression: %s\n  compression_level: 1\n"
 		 "guests:\n", RESERVE_MIB, ring_mib, compression);
-	buf_append(&body, line, strlen(line));
-	for (unsigned g = 0; g < ng; g++) {
-		snprintf(line, sizeof(line),
-			 "  - name: g%u\n    path: %s\n    transport: fifo\n    cpus: %u\n", g,
-			 producer_guest_dir(p, g), BENCH_CPUS);
-		buf_append(&body, line, strlen(line));
-	}
-	buf_append(&body, "", 1);
-	r = daemon_start(&d, dir, (const char *)body.data);
-	buf_free(&body);
-	if (r < 0)
+	r = daemon_start_guests(&d, dir, line, p, ng, 60);
+	if (r < 0 && d.pid <= 0)
 		goto out;
-	r = daemon_wait_streaming(&d, ng, 60);
 	/* full rings, overwriting: the steady state (a compressed window
 	 * holds more pages than capacity, the raw count, before it is full) */
 	for (int i = 0; r == 0 && i < 600; i++) {

@@ -59,7 +59,6 @@ static int run_codec(const struct codec *k, struct run *out)
 	struct producer *p;
 	struct bench_daemon d;
 	struct bench_status st;
-	struct vmt_buf body = { 0 };
 	char line[1200];
 	uint64_t t0, t1, u0, k0, u1, k1, b0, b1, tm0, tm1, n = 0;
 	double sum = 0;
@@ -76,21 +75,12 @@ static int run_codec(const struct codec *k, struct run *out)
 	snprintf(line, sizeof(line),
 		 "log_level: notice\nmemory_max: 0\nrecord:\n  ring_size: %uMiB\n  flush_timeout: 5s\n"
 		 "  compression: %s\n  compression_level: %u\nguests:\n", ring_mib, k->name, k->level);
-	buf_append(&body, line, strlen(line));
-	for (unsigned g = 0; g < nguests; g++) {
-		snprintf(line, sizeof(line),
-			 "  - name: g%u\n    path: %s\n    transport: fifo\n    cpus: %u\n", g,
-			 producer_guest_dir(p, g), BENCH_CPUS);
-		buf_append(&body, line, strlen(line));
-	}
-	buf_append(&body, "", 1);
-	r = daemon_start(&d, dir, (const char *)body.data);
-	buf_free(&body);
-	if (r < 0)
+	r = daemon_start_guests(&d, dir, line, p, nguests, 60);
+	if (r < 0) {
+		if (d.pid > 0)
+			goto stop;
 		goto out;
-	r = daemon_wait_streaming(&d, nguests, 60);
-	if (r < 0)
-		goto stop;
+	}
 	t0 = bench_now_ns();
 	proc_cpu(d.pid, &u0, &k0);
 	/* full: every guest has pushed out a page (a frame, or a raw page) */
