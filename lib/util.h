@@ -71,6 +71,8 @@ int buf_put_str(struct vmt_buf *b, const char *s);
 void buf_free(struct vmt_buf *b);
 
 uint32_t crc32c(uint32_t crc, const void *data, size_t len);
+/* The same from tables, whatever the CPU (crc32c uses SSE4.2 where there is). */
+uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len);
 
 /* Retry EINTR and short writes: 0 or -errno. */
 int write_full(int fd, const void *buf, size_t n);

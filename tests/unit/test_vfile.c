@@ -495,8 +495,19 @@ END_TEST
 
 START_TEST(test_crc_as_documented)
 {
+	uint8_t b[1000];
+
 	ck_assert_uint_eq(crc32c(0, "123456789", 9), 0xe3069283u);
+	ck_assert_uint_eq(crc32c_sw(0, "123456789", 9), 0xe3069283u);
 	ck_assert_uint_eq(crc32c(0, NULL, 0), 0);
+	/* the instruction and the tables agree on every length, every start,
+	 * chained or not */
+	for (size_t i = 0; i < sizeof(b); i++)
+		b[i] = (uint8_t)(i * 131 + 7);
+	for (size_t len = 0; len <= 40; len++)
+		for (size_t off = 0; off < 8; off++)
+			ck_assert_uint_eq(crc32c(0x1234, b + off, len), crc32c_sw(0x1234, b + off, len));
+	ck_assert_uint_eq(crc32c(crc32c(0, b, 333), b + 333, 667), crc32c_sw(0, b, sizeof(b)));
 }
 END_TEST
 
