@@ -432,6 +432,15 @@ int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv)
 	return simple_request(o, VMT_CTL_RELOAD, "configuration reloaded");
 }
 
+int cmd_upgrade(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	if (argc > 1) {
+		ctl_command_usage(stderr, "upgrade");
+		return 2;
+	}
+	return simple_request(o, VMT_CTL_UPGRADE, "handing over to the installed vmtraced");
+}
+
 static void dump_usage(FILE *f)
 {
 	ctl_command_usage(f, "dump");

@@ -357,6 +357,19 @@ void manager_ctl_request(void *owner, struct vmt_client *cl, unsigned type, uint
 			control_end(cl, id);
 		break;
 	}
+	case VMT_CTL_UPGRADE: {
+		char why[512];
+		int r = manager_upgrade_check(m, why, sizeof(why));
+
+		if (r < 0) {
+			control_error(cl, id, -r, why);
+			break;
+		}
+		/* the answer goes before the execve: the successor has no client */
+		control_end(cl, id);
+		manager_upgrade(m);
+		break;
+	}
 	default:
 		control_bad_request(cl);
 		control_error(cl, id, EOPNOTSUPP, "not a request");

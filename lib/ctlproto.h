@@ -37,6 +37,7 @@
 	X(GUESTS,     3, client, VMT_CTL_NO_TAGS)            \
 	X(SAMPLES,    4, client, VMT_CTL_SAMPLES_TAGS)       \
 	X(RELOAD,     5, client, VMT_CTL_NO_TAGS)            \
+	X(UPGRADE,    6, client, VMT_CTL_NO_TAGS)            \
 	X(ERROR,    100, daemon, VMT_CTL_ERROR_TAGS)         \
 	X(END,      101, daemon, VMT_CTL_NO_TAGS)            \
 	X(DAEMON,   102, daemon, VMT_CTL_DAEMON_TAGS)        \
