@@ -152,6 +152,52 @@ START_TEST(upgrade_keeps_sessions)
 }
 END_TEST
 
+/*
+ * The guests go on writing, in pieces that cut pages, while the hand-over
+ * runs: what lands in the FIFOs meanwhile (and the page half filled) is
+ * the successor's to read. Upgrades refused while a control message is
+ * under way (EBUSY) are tried again.
+ */
+START_TEST(upgrade_while_streaming)
+{
+	char bin[PATH_MAX], out[256], sample[PATH_MAX];
+	struct itest_run r;
+	struct testd_opts o = { 0 };
+	int tries = 0;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-stream");
+	snprintf(bin, sizeof(bin), "%s/vmtraced", r.dir);
+	ck_assert_int_eq(itest_sh("cp %s/%s/vmtraced %s", test_srcdir(), test_builddir(), bin), 0);
+	o.bin = bin;
+	for (int g = 0; g < NG; g++) {
+		feed(&r, g);
+		r.fc[g].hold_after = 0;
+		r.fc[g].pages_per_sec = 400;
+		r.fc[g].chunk = 1000;
+		itest_run_guest(&r, g);
+	}
+	itest_run_daemon_opts(&r, TOP, NG, &o);
+	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", 40 * ncpu, 20000));
+	while (itest_ctl(&r.d, out, sizeof(out), "upgrade 2>/dev/null") != 0 && tries++ < 50)
+		;
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade: 2 guest session(s) taken over, 0 "
+						 "started afresh") == 1, 20000), "log: %s", r.d.log);
+	for (int g = 0; g < NG; g++) {
+		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[g], 30000), 0);
+		fakeguest_poll(&r.fg[g]);
+		ck_assert_uint_eq(r.fg[g].starts, 1);
+	}
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
+	itest_expect_pages_in(&r.d, "g2", NPAGES * ncpu);
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	check_sample(sample);
+	itest_dump_one(&r.d, "g2", sample, sizeof(sample));
+	check_sample(sample);
+	itest_run_end(&r);
+}
+END_TEST
+
 START_TEST(upgrade_other_layout_starts_afresh)
 {
 	char bin[PATH_MAX], out[256], line[256];
@@ -188,6 +234,7 @@ int main(void)
 	if (ncpu)
 		prepare_step();
 	TEST_ADD(t, upgrade_keeps_sessions);
+	TEST_ADD(t, upgrade_while_streaming);
 	TEST_ADD(t, upgrade_other_layout_starts_afresh);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
