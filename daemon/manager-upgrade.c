@@ -39,6 +39,14 @@ int manager_upgrade_check(struct vmt_manager *m, char *why, size_t n)
 		snprintf(why, n, "the system call filter (sandbox: true) does not allow execve");
 		return -EPERM;
 	}
+	/* user: dropped root and every capability after setting up: a
+	 * successor could not set up again (tracefs, BPF); under the unit the
+	 * ambient capabilities go through execve */
+	if (m->conf.user[0] && getuid() != 0) {
+		snprintf(why, n, "vmtraced dropped to user %s itself: its successor could not set up "
+			 "again; restart it instead", m->conf.user);
+		return -EPERM;
+	}
 	if (access(m->exe, X_OK) < 0) {
 		int r = -errno;
 		snprintf(why, n, "%s: %s", m->exe, strerror(errno));

@@ -14,6 +14,8 @@
  * one it is (k), as in test_recover.
  */
 #include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,20 +115,23 @@ static void start(struct itest_run *r, char *bin, size_t n)
 	}
 }
 
-START_TEST(upgrade_keeps_sessions)
+/* Two guests held half way; the upgrade asked by vmtracectl, or by SIGUSR2. */
+static void keeps_sessions(bool by_signal)
 {
 	unsigned hellos[NG];
 	char bin[PATH_MAX], out[256], sample[PATH_MAX];
 	struct itest_run r;
 	pid_t pid;
 
-	ITEST_NEED_INPUT(in);
-	itest_run_init(&r, &in, "upgrade");
+	itest_run_init(&r, &in, by_signal ? "upgrade-sig" : "upgrade");
 	start(&r, bin, sizeof(bin));
 	for (int g = 0; g < NG; g++)
 		hellos[g] = r.fg[g].host_hellos;
 	pid = r.d.pid;
-	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
+	if (by_signal)
+		ck_assert_int_eq(kill(pid, SIGUSR2), 0);
+	else
+		ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
 	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade: 2 guest session(s) taken over, 0 "
 						 "started afresh") == 1, 20000), "log: %s", r.d.log);
 	ck_assert_int_eq(r.d.pid, pid);	/* the same process, another program */
@@ -147,6 +152,42 @@ START_TEST(upgrade_keeps_sessions)
 			      "g%d: %u HOST_HELLOs (%u before), %u STARTs", g + 1, r.fg[g].host_hellos,
 			      hellos[g], r.fg[g].starts);
 	}
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
+	itest_run_end(&r);
+}
+
+START_TEST(upgrade_keeps_sessions)
+{
+	ITEST_NEED_INPUT(in);
+	keeps_sessions(false);
+}
+END_TEST
+
+START_TEST(sigusr2_upgrades)
+{
+	ITEST_NEED_INPUT(in);
+	keeps_sessions(true);
+}
+END_TEST
+
+/* Under its own system call filter the daemon cannot execve: the upgrade
+ * is refused, said to the client, and recording goes on untouched. */
+START_TEST(upgrade_refused_under_the_sandbox)
+{
+	char out[512];
+	struct itest_run r;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-sandbox");
+	feed(&r, 0);
+	r.fc[0].hold_after = 0;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "sandbox: true\nrecord:\n  ring_size: 2MiB\n", 1);
+	itest_expect_streaming(&r.d, "g1", 20000);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade 2>&1"), 1);
+	ck_assert_msg(strstr(out, "does not allow execve") != NULL, "vmtracectl said: %s", out);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 20000), 0);
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
 	itest_run_end(&r);
 }
@@ -234,6 +275,8 @@ int main(void)
 	if (ncpu)
 		prepare_step();
 	TEST_ADD(t, upgrade_keeps_sessions);
+	TEST_ADD(t, sigusr2_upgrades);
+	TEST_ADD(t, upgrade_refused_under_the_sandbox);
 	TEST_ADD(t, upgrade_while_streaming);
 	TEST_ADD(t, upgrade_other_layout_starts_afresh);
 	tcase_set_timeout(t, 300);
