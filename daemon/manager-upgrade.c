@@ -83,6 +83,7 @@ int manager_upgrade(struct vmt_manager *m)
 	}
 	compressor_stop(&m->comp);	/* its batches back in the rings */
 	upgrade_out_init(o);
+	o->upgrades = m->upgrade.upgrades;
 	for (uint32_t i = 0; r >= 0 && i < m->guests.n; i++)
 		r = guest_hand_over(m->guests.v[i], o);
 	if (r >= 0)
