@@ -71,6 +71,8 @@ void guest_recover_rings(struct vmt_guest *g);
  * agent goes on mid-page); the CPUs whose ring was adopted whole, fill
  * included; -errno and why when one was not. */
 int guest_handover_rings(struct vmt_guest *g, char *why, size_t n);
+/* guest-upgrade.c: logs the first data read after a take-over (once). */
+void guest_first_read_taken_over(struct vmt_guest *g);
 
 /* guest-data.c */
 int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);

@@ -264,6 +264,18 @@ static int adopt(struct vmt_guest *g, struct vmt_upgrade_in *in, const uint8_t *
 	return r;
 }
 
+/* The first page read after a take-over: with the "handing over" line's
+ * stamp, what the hand-over cost this guest's reading (bench/upgrade.c). */
+void guest_first_read_taken_over(struct vmt_guest *g)
+{
+	uint64_t now = now_monotonic_ns();
+
+	log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "first read after the hand-over at %llu ns "
+		  "monotonic, %.3f ms after the take-over", (unsigned long long)now,
+		  (double)(now - g->taken_over_ns) / 1e6);
+	g->taken_over_ns = 0;
+}
+
 /* Back to what guest_new() made: it connects afresh; the window it adopted stays. */
 static void undo(struct vmt_guest *g)
 {
@@ -298,6 +310,7 @@ int guest_adopt_session(struct vmt_guest *g, struct vmt_upgrade_in *in)
 		return r;
 	}
 	in->adopted++;
+	g->taken_over_ns = now_monotonic_ns();
 	guest_set_state(g, GUEST_STREAMING);
 	guest_settle_meta(g);
 	log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "session taken over from the previous vmtraced "

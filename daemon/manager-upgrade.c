@@ -80,6 +80,7 @@ static void restart_compressor(struct vmt_manager *m)
 int manager_upgrade(struct vmt_manager *m)
 {
 	struct vmt_upgrade_out *o = malloc(sizeof(*o));
+	uint64_t stopped = now_monotonic_ns();	/* nothing is read from here on */
 	char why[512];
 	int r;
 
@@ -91,6 +92,7 @@ int manager_upgrade(struct vmt_manager *m)
 	}
 	compressor_stop(&m->comp);	/* its batches back in the rings */
 	upgrade_out_init(o);
+	o->upgrades = m->upgrade.upgrades;
 	for (uint32_t i = 0; r >= 0 && i < m->guests.n; i++)
 		r = guest_hand_over(m->guests.v[i], o);
 	if (r >= 0)
@@ -98,8 +100,9 @@ int manager_upgrade(struct vmt_manager *m)
 	if (r < 0) {
 		snprintf(why, sizeof(why), "cannot list what to hand over: %s", strerror(-r));
 	} else {
-		log_notice("upgrade: handing over to %s (%u guest session(s), %u fds)", m->exe,
-			   o->nguests, o->nfds + 1);
+		log_notice("upgrade: handing over to %s (%u guest session(s), %u fds; reading stopped "
+			   "at %llu ns monotonic, %.3f ms ago)", m->exe, o->nguests, o->nfds + 1,
+			   (unsigned long long)stopped, (double)(now_monotonic_ns() - stopped) / 1e6);
 		r = upgrade_exec(o, m->exe, m->argv, why, sizeof(why));
 	}
 	log_error("upgrade failed, going on: %s", why);
@@ -113,6 +116,7 @@ int manager_upgrade(struct vmt_manager *m)
 void manager_upgrade_adopt(struct vmt_manager *m)
 {
 	struct vmt_upgrade_in *in = &m->upgrade;
+	uint64_t t0 = now_monotonic_ns();
 
 	if (!in->handed_over)
 		return;
@@ -122,6 +126,9 @@ void manager_upgrade_adopt(struct vmt_manager *m)
 	for (uint32_t i = 0; in->state && i < m->guests.n; i++)
 		guest_adopt_session(m->guests.v[i], in);
 	upgrade_close_rest(in);
-	log_notice("upgrade: %llu guest session(s) taken over, %llu started afresh",
-		   (unsigned long long)in->adopted, (unsigned long long)in->refused);
+	log_notice("upgrade: %llu guest session(s) taken over, %llu started afresh (process start "
+		   "at %llu ns monotonic, sessions taken from %llu to %llu ns)",
+		   (unsigned long long)in->adopted, (unsigned long long)in->refused,
+		   (unsigned long long)m->start_ns, (unsigned long long)t0,
+		   (unsigned long long)now_monotonic_ns());
 }

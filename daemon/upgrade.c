@@ -20,7 +20,7 @@ struct upg_hdr {
 	uint32_t layout;	/* VMT_UPGRADE_LAYOUT */
 	uint32_t nguests;
 	uint64_t bytes;		/* of the whole state */
-	uint32_t pad;
+	uint32_t upgrades;	/* the old process's hand-overs before this one (was pad: 0) */
 	uint32_t crc;		/* CRC32C of the bytes before it */
 };
 struct upg_rec {
@@ -94,6 +94,7 @@ static int state_memfd(struct vmt_upgrade_out *o)
 	h->layout = VMT_UPGRADE_LAYOUT;
 	h->nguests = o->nguests;
 	h->bytes = o->state.len;
+	h->upgrades = o->upgrades;
 	h->crc = crc32c(0, o->state.data, offsetof(struct upg_hdr, crc));
 	fd = memfd_create("vmtraced-upgrade", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
@@ -227,6 +228,7 @@ static void take_state(struct vmt_upgrade_in *in, int fd)
 	struct stat st;
 
 	in->handed_over = true;
+	in->upgrades = 1;	/* at least this one; those before if the header checks */
 	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(h) ||
 	    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != VMT_UPGRADE_MAGIC) {
 		snprintf(in->why, sizeof(in->why), "not a vmtraced hand-over state");
@@ -241,6 +243,7 @@ static void take_state(struct vmt_upgrade_in *in, int fd)
 		snprintf(in->why, sizeof(in->why), "state header checksum mismatch");
 		return;
 	}
+	in->upgrades = h.upgrades + 1;
 	in->state = malloc(h.bytes);
 	if (!in->state || pread(fd, in->state, h.bytes, 0) != (ssize_t)h.bytes) {
 		snprintf(in->why, sizeof(in->why), "cannot read the state");

@@ -44,6 +44,7 @@
 struct vmt_upgrade_out {
 	struct vmt_buf state;	/* header, then the records */
 	uint32_t nguests;
+	uint32_t upgrades;	/* hand-overs this process came through (the successor adds its own) */
 	int fds[VMT_UPGRADE_MAX_FDS];	/* not ours: the caller's, left open */
 	char *names[VMT_UPGRADE_MAX_FDS];
 	unsigned nfds;
@@ -77,6 +78,7 @@ struct vmt_upgrade_in {
 	bool handed_over;	/* a predecessor handed over (a state fd came) */
 	char why[256];		/* why the state was refused, "" if it was not */
 	uint64_t adopted, refused;	/* guests' sessions */
+	uint32_t upgrades;	/* hand-overs this pid went through, this one included; 0: none */
 };
 
 /* The state and channels passed, if any (LISTEN_* stay for control_new()).

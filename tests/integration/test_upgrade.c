@@ -153,6 +153,9 @@ static void keeps_sessions(bool by_signal)
 			      hellos[g], r.fg[g].starts);
 	}
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_adopted"), 2);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_refused"), 0);
 	itest_run_end(&r);
 }
 
@@ -260,6 +263,7 @@ START_TEST(upgrade_other_layout_starts_afresh)
 	}
 	itest_expect_streaming(&r.d, "g1", 20000);
 	itest_expect_streaming(&r.d, "g2", 20000);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 1);
 	itest_run_end(&r);
 }
 END_TEST
