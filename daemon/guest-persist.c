@@ -160,6 +160,7 @@ static int recover_rings(struct vmt_guest *g, bool keep_fill, char *bad, size_t 
 			continue;
 		}
 		expect_of(g, i, &want);
+		want.handed_over = keep_fill;	/* an upgrade: see persist.h */
 		r = persist_adopt_ring(fd, &want, &nr, &res, why, sizeof(why));
 		close(fd);
 		if (r < 0) {
