@@ -112,6 +112,13 @@ int manager_upgrade(struct vmt_manager *m)
 	return r;
 }
 
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t a = strlen(s), b = strlen(tail);
+
+	return a >= b && !strcmp(s + a - b, tail);
+}
+
 /* The successor: each guest takes its session handed over, if any. */
 void manager_upgrade_adopt(struct vmt_manager *m)
 {
@@ -120,9 +127,15 @@ void manager_upgrade_adopt(struct vmt_manager *m)
 
 	if (!in->handed_over)
 		return;
-	if (!in->state)
+	if (!in->state) {
+		/* each session handed over (its control channel came) is refused */
+		for (unsigned i = 0; i < in->nfds; i++)
+			if (!strncmp(in->fds[i].name, VMT_UPGRADE_CHAN_PREFIX, 5) &&
+			    (ends_with(in->fds[i].name, "/ctl") || ends_with(in->fds[i].name, "/ctl/r")))
+				in->refused++;
 		log_warning("upgrade: the state handed over is refused (%s): every guest starts "
 			    "afresh", in->why);
+	}
 	for (uint32_t i = 0; in->state && i < m->guests.n; i++)
 		guest_adopt_session(m->guests.v[i], in);
 	upgrade_close_rest(in);

@@ -33,7 +33,10 @@ static int map_fd(int fd, uint8_t **base, size_t *size, char *why, size_t n)
 		snprintf(why, n, "%lld bytes: too small for a ring's memory", (long long)st.st_size);
 		return -EBADMSG;
 	}
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	/* not pre-faulted: the memfd's pages are all there (the predecessor
+	 * populated them); a page table for the whole ring before the first
+	 * read was most of an upgrade's take-over (bench upgrade) */
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		snprintf(why, n, "mmap: %s", strerror(errno));
 		return -errno;

@@ -264,6 +264,8 @@ START_TEST(upgrade_other_layout_starts_afresh)
 	itest_expect_streaming(&r.d, "g1", 20000);
 	itest_expect_streaming(&r.d, "g2", 20000);
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_adopted"), 0);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_refused"), NG);	/* the state refused */
 	itest_run_end(&r);
 }
 END_TEST
