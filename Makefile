@@ -115,6 +115,17 @@ $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
 
+# test_upgrade's successor of another hand-over layout: the same daemon
+# with VMT_UPGRADE_LAYOUT 2, a real binary the upgrade execs
+$(O)/tests/upgrade-layout2.o: daemon/upgrade.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (layout 2)"
+	$(Q)$(CC) $(ALL_CFLAGS) -DVMT_UPGRADE_LAYOUT=2u -MMD -MP -c -o $@ $<
+$(O)/tests/vmtraced-layout2: $(filter-out $(O)/daemon/upgrade.o,$(DAEMON_OBJS)) \
+		$(O)/tests/upgrade-layout2.o $(LIBVMT)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
+
 $(O)/vmtracectl: $(CTL_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -175,7 +186,7 @@ $(SHIM): tests/tools/faultshim.c
 	@echo "  SHIM    $@"
 	$(Q)$(CC) -O2 -g -Wall -Wextra -D_GNU_SOURCE -fPIC -shared -o $@ $< -ldl -lpthread
 
-tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM) $(CORPUS)
+tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM) $(CORPUS) $(O)/tests/vmtraced-layout2
 
 # `make check`: packages, the layering check (tools/layering.py: no include
 # cycle among daemon/'s modules, no forbidden include or link), then a

@@ -203,6 +203,10 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 	st->compress_busy = json_num(out, p, "compress_busy");
 	st->compress_bytes_in = json_num(out, p, "compress_bytes_in");
 	st->compress_bytes_out = json_num(out, p, "compress_bytes_out");
+	st->uptime_ns = json_num(out, p, "uptime_ns");
+	st->upgrades = json_num(out, p, "upgrades");
+	st->sessions_adopted = json_num(out, p, "sessions_adopted");
+	st->sessions_refused = json_num(out, p, "sessions_refused");
 	/* each guest is one flat object */
 	while ((p = strchr(p, '{')) && p < end) {
 		q = strchr(p, '}');
@@ -211,6 +215,7 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 		st->guests++;
 		st->streaming += memmem(p, (size_t)(q - p), "\"state\": \"streaming\"", 20) != NULL;
 		st->bytes_in += json_num(p, q, "bytes_in");
+		st->pages_in += json_num(p, q, "pages_in");
 		st->pages += json_num(p, q, "pages");
 		st->capacity += json_num(p, q, "capacity");
 		st->pages_rejected += json_num(p, q, "pages_rejected");

@@ -17,6 +17,7 @@ int cmd_metrics(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_dump(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv);
+int cmd_upgrade(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_info(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_report(const struct vmt_ctl_opts *o, int argc, char **argv);

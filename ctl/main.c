@@ -33,6 +33,8 @@ static const struct {
 	{ "samples", cmd_samples, "samples [GUEST]", "the samples on disk, newest first", false },
 	{ "reload", cmd_reload, "reload",
 	  "re-read the configuration (exit 1, with its error, if refused)", false },
+	{ "upgrade", cmd_upgrade, "upgrade",
+	  "hand the sessions over to the installed vmtraced (exit 1, with why, if refused)", false },
 	{ "info", cmd_info, "info SAMPLE...", "what a sample holds: triggers, window, counters", false },
 	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE...", "samples (+ their aux) -> trace.dat", true },
 	{ "report", cmd_report, "report [--stats] [--cpu LIST] [--event PAT]... SAMPLE...",

@@ -65,6 +65,9 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_ADOPTED, "vmtraced_rings_adopted_total", COUNTER, false, "Rings a crashed predecessor left in systemd's fd store, taken over." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_REFUSED, "vmtraced_rings_refused_total", COUNTER, false, "Rings handed back that did not validate; their guest started afresh." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_UNCLAIMED, "vmtraced_rings_unclaimed_total", COUNTER, false, "Rings handed back that no guest claimed, closed." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_UPGRADES, "vmtraced_upgrades_total", COUNTER, false, "Upgrade hand-overs (execve of the installed binary, same pid) this process went through." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_SESSIONS_ADOPTED, "vmtraced_upgrade_sessions_adopted_total", COUNTER, false, "Guest sessions taken over at the last upgrade hand-over." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_SESSIONS_REFUSED, "vmtraced_upgrade_sessions_refused_total", COUNTER, false, "Guest sessions started afresh at the last upgrade hand-over: their state did not validate." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_DISCOVERY_REFUSED, "vmtraced_discovery_refused_total", COUNTER, false, "Guest folders found by discovery whose name cannot be a guest's." },
 
 	{ VMT_CTL_GUEST, VMT_CTAG_UPTIME_NS, "vmtraced_guest_state_seconds", GAUGE, true, "Time the guest has been in its state." },

@@ -212,6 +212,34 @@ static void guest_problems(const struct rec *v)
 		putchar('\n');
 }
 
+/* The daemon's lines of status: rings, dumps, the reserve; hand-overs of
+ * rings and sessions when there were any. */
+static void daemon_text(const struct rec *v)
+{
+	char mem[32], res[32], used[32], peak[32];
+
+	human_bytes(mem, sizeof(mem), v->num[VMT_CTAG_MEM_USED]);
+	human_bytes(res, sizeof(res), v->num[VMT_CTAG_RESERVE]);
+	human_bytes(used, sizeof(used), v->num[VMT_CTAG_RESERVE_USED]);
+	human_bytes(peak, sizeof(peak), v->num[VMT_CTAG_RESERVE_PEAK]);
+	printf("vmtraced %s, up %" PRIu64 " s, rings %s, dumps %" PRIu64 " (%" PRIu64
+	       " failed), samples in %s\n",
+	       v->str[VMT_CTAG_VERSION], v->num[VMT_CTAG_UPTIME_NS] / 1000000000,
+	       mem, v->num[VMT_CTAG_DUMPS], v->num[VMT_CTAG_DUMP_ERRORS],
+	       v->str[VMT_CTAG_PATH]);
+	printf("dump reserve %s: %s in use, at most %s so far\n", res, used, peak);
+	if (v->num[VMT_CTAG_RINGS_ADOPTED] || v->num[VMT_CTAG_RINGS_REFUSED] ||
+	    v->num[VMT_CTAG_RINGS_UNCLAIMED])
+		printf("rings handed back after a crash: %" PRIu64 " adopted, %" PRIu64
+		       " refused, %" PRIu64 " unclaimed\n", v->num[VMT_CTAG_RINGS_ADOPTED],
+		       v->num[VMT_CTAG_RINGS_REFUSED], v->num[VMT_CTAG_RINGS_UNCLAIMED]);
+	if (v->num[VMT_CTAG_UPGRADES])
+		printf("upgrades: %" PRIu64 " hand-over(s) of this process; at the last, %"
+		       PRIu64 " guest session(s) taken over, %" PRIu64 " started afresh\n",
+		       v->num[VMT_CTAG_UPGRADES], v->num[VMT_CTAG_SESSIONS_ADOPTED],
+		       v->num[VMT_CTAG_SESSIONS_REFUSED]);
+}
+
 /* status: the daemon, then its guests; guests: the guests only. */
 static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, const char *name)
 {
@@ -239,7 +267,6 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 	while (r >= 0 && (r = client_next(&c, &rec, 10000)) > 0) {
 		rec_parse(&rec, v);
 		if (rec.type == VMT_CTL_DAEMON) {
-			char mem[32], res[32], used[32], peak[32];
 			started = true;
 			if (o->json) {
 				printf("{\"daemon\": ");
@@ -247,21 +274,7 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 				printf(", \"guests\": [");
 				continue;
 			}
-			human_bytes(mem, sizeof(mem), v->num[VMT_CTAG_MEM_USED]);
-			human_bytes(res, sizeof(res), v->num[VMT_CTAG_RESERVE]);
-			human_bytes(used, sizeof(used), v->num[VMT_CTAG_RESERVE_USED]);
-			human_bytes(peak, sizeof(peak), v->num[VMT_CTAG_RESERVE_PEAK]);
-			printf("vmtraced %s, up %" PRIu64 " s, rings %s, dumps %" PRIu64 " (%" PRIu64
-			       " failed), samples in %s\n",
-			       v->str[VMT_CTAG_VERSION], v->num[VMT_CTAG_UPTIME_NS] / 1000000000,
-			       mem, v->num[VMT_CTAG_DUMPS], v->num[VMT_CTAG_DUMP_ERRORS],
-			       v->str[VMT_CTAG_PATH]);
-			printf("dump reserve %s: %s in use, at most %s so far\n", res, used, peak);
-			if (v->num[VMT_CTAG_RINGS_ADOPTED] || v->num[VMT_CTAG_RINGS_REFUSED] ||
-			    v->num[VMT_CTAG_RINGS_UNCLAIMED])
-				printf("rings handed back after a crash: %" PRIu64 " adopted, %" PRIu64
-				       " refused, %" PRIu64 " unclaimed\n", v->num[VMT_CTAG_RINGS_ADOPTED],
-				       v->num[VMT_CTAG_RINGS_REFUSED], v->num[VMT_CTAG_RINGS_UNCLAIMED]);
+			daemon_text(v);
 			printf("\n");
 			guests_header();
 		} else if (rec.type == VMT_CTL_DETECTOR) {
@@ -430,6 +443,15 @@ int cmd_reload(const struct vmt_ctl_opts *o, int argc, char **argv)
 		return 2;
 	}
 	return simple_request(o, VMT_CTL_RELOAD, "configuration reloaded");
+}
+
+int cmd_upgrade(const struct vmt_ctl_opts *o, int argc, char **argv)
+{
+	if (argc > 1) {
+		ctl_command_usage(stderr, "upgrade");
+		return 2;
+	}
+	return simple_request(o, VMT_CTL_UPGRADE, "handing over to the installed vmtraced");
 }
 
 static void dump_usage(FILE *f)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "upgrade.h"
 #include "ctlproto.h"
 #include "fdstore.h"
 #include "log.h"
@@ -391,6 +392,11 @@ static bool named_ring(const char *name)
 	return name && !strncmp(name, VMT_FDSTORE_RING_PREFIX, strlen(VMT_FDSTORE_RING_PREFIX));
 }
 
+int control_fd(const struct vmt_control *c)
+{
+	return c->fd;
+}
+
 /*
  * A socket passed by systemd (vmtraced.socket, FileDescriptorName=control),
  * or -1. The rings' fds ("ring/...", fdstore.h) are left alone; other
@@ -410,8 +416,9 @@ static int control_activated_fd(void)
 			fd = cand;
 			continue;
 		}
-		/* the rings' memfds from the fd store are fdstore.c's, taken before */
-		if (named_ring(names ? names[i] : NULL))
+		/* the rings' memfds from the fd store are fdstore.c's, an upgrade's
+		 * state and channels upgrade.c's, taken before */
+		if (named_ring(names ? names[i] : NULL) || upgrade_fd_name(names ? names[i] : NULL))
 			continue;
 		log_warning("ignoring passed fd %d (%s)", cand, names && names[i] ? names[i] : "unnamed");
 		close(cand);

@@ -33,6 +33,8 @@ struct vmt_control_ops {
 int control_new(struct vmt_control **out, sd_event *e, const struct vmt_config *conf,
 		const struct vmt_control_ops *ops, void *owner);
 void control_free(struct vmt_control *c);
+/* The listening socket (an upgrade passes it on as "control"). */
+int control_fd(const struct vmt_control *c);
 /* The configuration's groups changed (a reload): look every peer up anew. */
 void control_forget_access(struct vmt_control *c);
 /* Requests refused (permission) and malformed, for status. */

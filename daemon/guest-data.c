@@ -218,6 +218,8 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			break;
 		}
 		done += (uint32_t)n;
+		if (g->taken_over_ns && stream)
+			guest_first_read_taken_over(g);
 		if (!stream) {
 			/* no session: these bytes have no place in any stream */
 			g->c.stale_bytes += (uint64_t)n;

@@ -38,6 +38,9 @@ void guest_fail(struct vmt_guest *g, const char *why);
 /* Close the channels, state offline, connect again in RETRY_USEC. */
 void guest_disconnect(struct vmt_guest *g, const char *why);
 void guest_drain_data(struct vmt_guest *g);
+/* Its open channels (g->ctl, g->data[0..nchan)) into the loop. */
+int guest_watch_channels(struct vmt_guest *g);
+void guest_close_channels(struct vmt_guest *g);
 void guest_free_rings(struct vmt_guest *g);
 bool guest_rings_empty(const struct vmt_guest *g);
 /* No aux in force (the rings it decoded are gone); its bundle is freed. */
@@ -64,6 +67,12 @@ void guest_describe_rings(struct vmt_guest *g);
 void guest_store_rings(struct vmt_guest *g);
 void guest_unstore_rings(struct vmt_guest *g);
 void guest_recover_rings(struct vmt_guest *g);
+/* The same for an upgrade's hand-over: the page being filled is kept (the
+ * agent goes on mid-page); the CPUs whose ring was adopted whole, fill
+ * included; -errno and why when one was not. */
+int guest_handover_rings(struct vmt_guest *g, char *why, size_t n);
+/* guest-upgrade.c: logs the first data read after a take-over (once). */
+void guest_first_read_taken_over(struct vmt_guest *g);
 
 /* guest-data.c */
 int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);

@@ -93,7 +93,7 @@ static void expect_of(const struct vmt_guest *g, uint32_t cpu, struct vmt_persis
 
 /* The old ring replaces the fresh one, which nobody has written to yet. */
 static void adopt_one(struct vmt_guest *g, uint32_t cpu, struct vmt_ring *nr,
-		      const struct vmt_persist_adopted *res)
+		      const struct vmt_persist_adopted *res, bool keep_fill)
 {
 	compressor_forget(g->env->comp, &g->rings[cpu]);
 	ring_free(&g->rings[cpu]);
@@ -105,8 +105,10 @@ static void adopt_one(struct vmt_guest *g, uint32_t cpu, struct vmt_ring *nr,
 	 * new session follows anyway, and a frame made across a gap in seqs
 	 * is one sample_write() refuses (frames follow each other in seq).
 	 */
-	g->rings[cpu].c.bytes_rejected += g->rings[cpu].fill;
-	g->rings[cpu].fill = 0;
+	if (!keep_fill) {
+		g->rings[cpu].c.bytes_rejected += g->rings[cpu].fill;
+		g->rings[cpu].fill = 0;
+	}
 	g->env->recover->adopted++;
 	g->recovered_lifetimes = VMT_MAX(g->recovered_lifetimes, res->lifetimes);
 	/* the daemon's own event, at most once a ring: outside the guest's budget */
@@ -136,14 +138,14 @@ static void refuse_one(struct vmt_guest *g, uint32_t cpu, const char *why)
  * The aux version is settled: adopt what a crashed predecessor left for
  * this guest, ring by ring; rings of CPUs it no longer has are refused.
  */
-void guest_recover_rings(struct vmt_guest *g)
+static int recover_rings(struct vmt_guest *g, bool keep_fill, char *bad, size_t bad_n)
 {
 	struct vmt_recover *rc = g->env->recover;
 	uint32_t cpu;
-	int fd;
+	int fd, ret = 0;
 
 	if (!guest_persists(g) || !recover_pending(rc, g->conf.name))
-		return;
+		return -ENOENT;
 	for (uint32_t i = 0; i < g->nrings; i++) {
 		struct vmt_persist_expect want;
 		struct vmt_persist_adopted res;
@@ -152,15 +154,26 @@ void guest_recover_rings(struct vmt_guest *g)
 		int r;
 
 		fd = recover_take(rc, g->conf.name, i, NULL);
-		if (fd < 0)
+		if (fd < 0) {
+			snprintf(bad, bad_n, "cpu%u: no ring handed over", i);
+			ret = -ENOENT;
 			continue;
+		}
 		expect_of(g, i, &want);
+		want.handed_over = keep_fill;	/* an upgrade: see persist.h */
 		r = persist_adopt_ring(fd, &want, &nr, &res, why, sizeof(why));
 		close(fd);
-		if (r < 0)
+		if (r < 0) {
 			refuse_one(g, i, why);
-		else
-			adopt_one(g, i, &nr, &res);
+			snprintf(bad, bad_n, "cpu%u: %s", i, why);
+			ret = r;
+			continue;
+		}
+		adopt_one(g, i, &nr, &res, keep_fill);
+		if (res.fill_dropped) {	/* the stream's place is lost */
+			snprintf(bad, bad_n, "cpu%u: the page being filled was not in the memfd", i);
+			ret = -EPROTO;
+		}
 	}
 	while ((fd = recover_take(rc, g->conf.name, UINT32_MAX, &cpu)) >= 0) {
 		char why[96];
@@ -169,6 +182,23 @@ void guest_recover_rings(struct vmt_guest *g)
 		snprintf(why, sizeof(why), "CPU %u, and the guest has %u CPUs now", cpu, g->nrings);
 		refuse_one(g, cpu, why);
 	}
+	return ret;
+}
+
+void guest_recover_rings(struct vmt_guest *g)
+{
+	char bad[256];
+
+	recover_rings(g, false, bad, sizeof(bad));
+}
+
+int guest_handover_rings(struct vmt_guest *g, char *why, size_t n)
+{
+	int r = recover_rings(g, true, why, n);
+
+	if (r == -ENOENT && !recover_pending(g->env->recover, g->conf.name) && !why[0])
+		snprintf(why, n, "no ring handed over");
+	return r;
 }
 
 /* The window's age and the daemons that held it, from the rings' headers. */

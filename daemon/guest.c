@@ -222,7 +222,7 @@ void guest_send_start(struct vmt_guest *g)
 
 /* ---- channels --------------------------------------------------------- */
 
-static void guest_close_channels(struct vmt_guest *g)
+void guest_close_channels(struct vmt_guest *g)
 {
 	g->ctl_src = sd_event_source_disable_unref(g->ctl_src);
 	channel_close(&g->ctl);
@@ -261,6 +261,19 @@ void guest_check_channels(struct vmt_guest *g)
 {
 	if (!g->src && channel_replaced(&g->ctl))
 		guest_disconnect(g, "its FIFOs were made anew (QEMU restarted)");
+}
+
+int guest_watch_channels(struct vmt_guest *g)
+{
+	int r = sd_event_add_io(g->env->event, &g->ctl_src, g->ctl.rfd, EPOLLIN, guest_ctl_cb, g);
+
+	if (r >= 0)	/* FLUSHED must not wait behind bulk page reads */
+		r = sd_event_source_set_priority(g->ctl_src, SD_EVENT_PRIORITY_IMPORTANT);
+	g->ctl_demoted = false;
+	for (uint32_t i = 0; r >= 0 && i < g->nchan; i++)
+		r = sd_event_add_io(g->env->event, &g->data_src[i], g->data[i].rfd, EPOLLIN,
+				    guest_data_cb, g);
+	return r;
 }
 
 /* How many trace-path-cpuN channels the folder holds: up to the first
@@ -325,17 +338,10 @@ static int guest_open_channels(struct vmt_guest *g)
 		g->data_src[i] = NULL;
 	}
 	r = channel_open(&g->ctl);
-	if (r >= 0)
-		r = sd_event_add_io(g->env->event, &g->ctl_src, g->ctl.rfd, EPOLLIN, guest_ctl_cb, g);
-	if (r >= 0)	/* FLUSHED must not wait behind bulk page reads */
-		r = sd_event_source_set_priority(g->ctl_src, SD_EVENT_PRIORITY_IMPORTANT);
-	g->ctl_demoted = false;
-	for (uint32_t i = 0; r >= 0 && i < n; i++) {
+	for (uint32_t i = 0; r >= 0 && i < n; i++)
 		r = channel_open(&g->data[i]);
-		if (r >= 0)
-			r = sd_event_add_io(g->env->event, &g->data_src[i], g->data[i].rfd, EPOLLIN,
-					    guest_data_cb, g);
-	}
+	if (r >= 0)
+		r = guest_watch_channels(g);
 	if (r < 0)
 		guest_close_channels(g);
 	return r;

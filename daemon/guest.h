@@ -32,6 +32,8 @@
 struct vmt_guest;
 struct vmt_compressor;
 struct vmt_recover;
+struct vmt_upgrade_out;
+struct vmt_upgrade_in;
 
 /*
  * What a guest tells its owner (the manager), given to it at creation. The
@@ -142,6 +144,7 @@ struct vmt_guest {
 	sd_event_source *timer;	/* reconnect / resend / session timeout */
 	uint32_t nonce;		/* of our HOST_HELLOs in this connection */
 	uint64_t state_since_ns;
+	uint64_t taken_over_ns;	/* session taken over at an upgrade, no page read since; 0 */
 
 	struct vmt_hello hello;
 	bool have_hello;
@@ -251,6 +254,15 @@ static inline pid_t guest_qemu_pid(const struct vmt_guest *g)
 		return 0;
 	return qemu_pid_find(g->conf.pidfile, g->ctl.peer_pid, g->discovered ? g->conf.name : NULL);
 }
+/* guest-upgrade.c: may the daemon hand over now (else why)? */
+bool guest_can_hand_over(const struct vmt_guest *g, char *why, size_t n);
+/* Its rings (published) and a streaming session (record and channels) to
+ * the upgrade being prepared; -errno. */
+int guest_hand_over(struct vmt_guest *g, struct vmt_upgrade_out *o);
+/* Before it connects: take the session handed over, STREAMING, without a
+ * word to the agent; -ENOENT none, else -errno: refused (logged, counted
+ * in in->refused), it connects afresh. */
+int guest_adopt_session(struct vmt_guest *g, struct vmt_upgrade_in *in);
 /* Ring bytes from the control rx. */
 uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g);
 uint64_t guest_ctl_rejected_msgs(const struct vmt_guest *g);

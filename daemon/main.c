@@ -120,6 +120,7 @@ int main(int argc, char **argv)
 		log_error_errno(r, "cannot start: %m");
 		return 1;
 	}
+	manager_upgrade_init(m, argv);
 	r = manager_run(m);
 	manager_free(m);
 	return r;

@@ -166,6 +166,9 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_RINGS_ADOPTED(&b, m->recover.adopted);
 		ctl_put_RINGS_REFUSED(&b, m->recover.refused);
 		ctl_put_RINGS_UNCLAIMED(&b, m->recover.unclaimed);
+		ctl_put_UPGRADES(&b, m->upgrade.upgrades);
+		ctl_put_SESSIONS_ADOPTED(&b, m->upgrade.adopted);
+		ctl_put_SESSIONS_REFUSED(&b, m->upgrade.refused);
 		control_send(cl, &b);
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
@@ -355,6 +358,19 @@ void manager_ctl_request(void *owner, struct vmt_client *cl, unsigned type, uint
 			control_error(cl, id, EINVAL, err);
 		else
 			control_end(cl, id);
+		break;
+	}
+	case VMT_CTL_UPGRADE: {
+		char why[512];
+		int r = manager_upgrade_check(m, why, sizeof(why));
+
+		if (r < 0) {
+			control_error(cl, id, -r, why);
+			break;
+		}
+		/* the answer goes before the execve: the successor has no client */
+		control_end(cl, id);
+		manager_upgrade(m);
 		break;
 	}
 	default:

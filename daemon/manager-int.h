@@ -14,6 +14,10 @@ struct vmt_guest *manager_on_discovered(void *owner, const struct vmt_guest_conf
 int manager_probe_new(struct vmt_manager *m);
 /* The host's own source, with host.enabled, as the guest named "host". */
 void manager_start_host(struct vmt_manager *m);
+/* A compressor's batch let go of its ring pages (compressor_init's callback). */
+void manager_batch_released(void *userdata);
+/* The successor: sessions handed over, taken before the guests connect. */
+void manager_upgrade_adopt(struct vmt_manager *m);
 /* STATUS= for systemd. */
 void manager_notify_status(struct vmt_manager *m);
 

@@ -151,6 +151,7 @@ static void manager_drop_unclaimed(struct vmt_manager *m, uint64_t after_ns)
 	if (now_monotonic_ns() - m->start_ns >= after_ns) {
 		recover_drop(&m->recover, NULL, NULL, "its guest did not come back within forget_after");
 		recover_free(&m->recover);
+	upgrade_in_free(&m->upgrade);
 	}
 }
 
@@ -302,6 +303,13 @@ static int on_sigusr1(sd_event_source *s, const struct signalfd_siginfo *si, voi
 	return 0;
 }
 
+static int on_sigusr2(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+	log_notice("SIGUSR2 from pid %u: upgrade", si->ssi_pid);
+	manager_upgrade(userdata);	/* back only if it failed or was refused (logged) */
+	return 0;
+}
+
 static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
 {
 	struct vmt_manager *m = userdata;
@@ -313,7 +321,7 @@ static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si,
 
 /* A compressor's batch let go of its ring pages: readers paused for a
  * held page may go on. */
-static void on_batch_released(void *userdata)
+void manager_batch_released(void *userdata)
 {
 	struct vmt_manager *m = userdata;
 
@@ -343,6 +351,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	/* signals are read from the loop: block them before any thread starts */
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGUSR1);
+	sigaddset(&ss, SIGUSR2);
 	sigaddset(&ss, SIGTERM);
 	sigaddset(&ss, SIGINT);
 	sigaddset(&ss, SIGHUP);
@@ -354,6 +363,8 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 		goto fail;
 	m->genv.event = m->event;
 	r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_sigusr1, m);
+	if (r >= 0)
+		r = sd_event_add_signal(m->event, NULL, SIGUSR2, on_sigusr2, m);
 	if (r >= 0)
 		r = sd_event_add_signal(m->event, NULL, SIGTERM, on_exit_signal, m);
 	if (r >= 0)
@@ -381,7 +392,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	if (r < 0)
 		goto fail;
 	r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, VMT_RING_BATCH_MAX_BYTES,
-			    on_batch_released, m);
+			    manager_batch_released, m);
 	if (r < 0)
 		goto fail;
 	m->genv.comp = &m->comp;
@@ -390,6 +401,9 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	if (r < 0)
 		log_error_errno(r, "cannot take the rings systemd handed back: %m");
 	m->genv.recover = &m->recover;
+	r = upgrade_take(&m->upgrade);	/* also before control_new() */
+	if (r < 0)
+		goto fail;
 	r = control_new(&m->control, m->event, &m->conf, &manager_ctl_ops, m);
 	if (r < 0)
 		goto fail;
@@ -445,6 +459,7 @@ int manager_run(struct vmt_manager *m)
 		return 1;
 	}
 	dump_retention_now(&m->dumps);
+	manager_upgrade_adopt(m);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_connect(m->guests.v[i]);
 	discovery_rescan(m->discovery);
@@ -476,6 +491,7 @@ void manager_free(struct vmt_manager *m)
 	sindex_free(&m->samples);
 	mem_free(&m->mem);
 	recover_free(&m->recover);
+	upgrade_in_free(&m->upgrade);
 	config_free(&m->conf);
 	sd_event_unref(m->event);
 	free(m);

@@ -9,6 +9,7 @@
 #ifndef VMT_MANAGER_H
 #define VMT_MANAGER_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-event.h>
@@ -21,6 +22,7 @@
 #include "sindex.h"
 #include "compress.h"
 #include "recover.h"
+#include "upgrade.h"
 #include "writer.h"
 
 struct vmt_guest;
@@ -49,6 +51,9 @@ struct vmt_manager {
 	struct vmt_guest_env genv;	/* what every guest is given */
 	struct vmt_sindex samples;	/* on disk, as the writer last saw: SAMPLES */
 	struct vmt_recover recover;	/* rings a crashed predecessor left, until claimed */
+	struct vmt_upgrade_in upgrade;	/* what a predecessor handed over (upgrade.h) */
+	char exe[PATH_MAX];		/* the binary an upgrade execs */
+	char **argv;
 	char hostname[65];
 };
 
@@ -70,6 +75,12 @@ void manager_ctl_request(void *owner, struct vmt_client *cl, unsigned type, uint
 void manager_ctl_gone(void *owner, struct vmt_client *cl);
 void manager_answer_dump(struct vmt_client *cl, uint32_t id, char *const *files, uint32_t nfiles,
 			 int error);
+/* manager-upgrade.c: the binary's path and argv, for an upgrade's execve. */
+void manager_upgrade_init(struct vmt_manager *m, char **argv);
+/* May it hand over now? -EBUSY (and others) with why. */
+int manager_upgrade_check(struct vmt_manager *m, char *why, size_t n);
+/* Hand over to the installed binary: returns only if that failed (logged). */
+int manager_upgrade(struct vmt_manager *m);
 /* Re-read the configuration file; err says why it was refused. */
 int manager_reload(struct vmt_manager *m, char *err, size_t err_len);
 

@@ -33,7 +33,10 @@ static int map_fd(int fd, uint8_t **base, size_t *size, char *why, size_t n)
 		snprintf(why, n, "%lld bytes: too small for a ring's memory", (long long)st.st_size);
 		return -EBADMSG;
 	}
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	/* not pre-faulted: the memfd's pages are all there (the predecessor
+	 * populated them); a page table for the whole ring before the first
+	 * read was most of an upgrade's take-over (bench upgrade) */
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		snprintf(why, n, "mmap: %s", strerror(errno));
 		return -errno;
@@ -121,13 +124,17 @@ static int check_state(const struct vmt_ringmem_hdr *h, char *why, size_t n)
 	return 0;
 }
 
-/* A page the header covers is the one its record describes. */
-static bool page_agrees(const struct vmt_page_layout *l, const uint8_t *p, const struct vmt_ring_slot *rec)
+/* A page the header covers is the one its record describes (scanned
+ * unless handed over, persist.h). */
+static bool page_agrees(const struct vmt_page_layout *l, const uint8_t *p, const struct vmt_ring_slot *rec,
+			bool scan)
 {
 	struct vmt_page_info info;
 
 	if (rec->flags & ~(uint32_t)VMT_SLOT_MISSED)	/* in a reserve page, or unknown */
 		return false;
+	if (!scan)
+		return true;
 	if (page_scan(l, p, &info) < 0)
 		return false;
 	return info.first_ts == rec->first_ts && info.last_ts == rec->last_ts &&
@@ -155,7 +162,7 @@ static bool stored_agrees(const struct vmt_page_layout *l, const uint8_t *p, con
 }
 
 static bool frame_agrees(const struct vmt_frames *f, const struct vmt_frame_desc *d,
-			 const struct vmt_page_layout *l)
+			 const struct vmt_page_layout *l, bool scan)
 {
 	uint8_t raw[VMT_FRAME_HDR_SIZE];
 	struct vmt_frame_hdr h;
@@ -168,8 +175,8 @@ static bool frame_agrees(const struct vmt_frames *f, const struct vmt_frame_desc
 		return false;
 	if (h.codec == VMT_FRAME_NONE)
 		return d->len == (uint64_t)h.npages * l->page_size &&
-		       stored_agrees(l, frames_payload(f, d), &h);
-	return crc32c(0, frames_payload(f, d), d->len) == d->crc;
+		       (!scan || stored_agrees(l, frames_payload(f, d), &h));
+	return !scan || crc32c(0, frames_payload(f, d), d->len) == d->crc;
 }
 
 /*
@@ -177,7 +184,7 @@ static bool frame_agrees(const struct vmt_frames *f, const struct vmt_frame_desc
  * order, moved together towards the oldest end. Returns the seq after the
  * newest kept.
  */
-static uint64_t adopt_frames(struct vmt_ring *r, const struct vmt_ringmem_hdr *h,
+static uint64_t adopt_frames(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, bool scan,
 			     struct vmt_persist_adopted *res)
 {
 	struct vmt_frames *f = &r->fr;
@@ -191,7 +198,7 @@ static uint64_t adopt_frames(struct vmt_ring *r, const struct vmt_ringmem_hdr *h
 	for (uint32_t i = 0; i < h->fr_count; i++) {
 		const struct vmt_frame_desc *d = &f->d[(f->first + i) % f->cap];
 
-		if (d->h.first_seq < end || !frame_agrees(f, d, &r->layout) ||
+		if (d->h.first_seq < end || !frame_agrees(f, d, &r->layout, scan) ||
 		    d->h.first_seq + d->h.npages > h->next_seq) {
 			res->frames_dropped++;
 			continue;
@@ -216,7 +223,7 @@ static uint64_t adopt_frames(struct vmt_ring *r, const struct vmt_ringmem_hdr *h
  * duplicate seq it drops).
  */
 static void adopt_pages(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, uint64_t min_seq,
-			struct vmt_persist_adopted *res)
+			bool scan, struct vmt_persist_adopted *res)
 {
 	uint32_t n = r->nr_pages + 1, ps = r->layout.page_size, keep = 0;
 	uint64_t below = h->next_seq;
@@ -225,7 +232,8 @@ static void adopt_pages(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, uin
 		uint32_t s = (h->head + n - h->count + k) % n, dst = (h->head + n - 1 - keep) % n;
 		const struct vmt_ring_slot *rec = &r->slots[s];
 
-		if (rec->seq >= below || rec->seq < min_seq || !page_agrees(&r->layout, r->pages[s], rec)) {
+		if (rec->seq >= below || rec->seq < min_seq ||
+		    !page_agrees(&r->layout, r->pages[s], rec, scan)) {
 			res->pages_dropped++;
 			continue;
 		}
@@ -242,13 +250,14 @@ static void adopt_pages(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, uin
 }
 
 /* The ring's state from the header, what checks out of its pages and frames. */
-static void adopt_state(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, struct vmt_persist_adopted *res)
+static void adopt_state(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, bool scan,
+			struct vmt_persist_adopted *res)
 {
 	memcpy(&r->c, h->counters, sizeof(r->c));
 	r->head = h->head;
 	r->next_seq = h->next_seq;
 	r->last_ts = h->last_ts;
-	adopt_pages(r, h, adopt_frames(r, h, res), res);
+	adopt_pages(r, h, adopt_frames(r, h, scan, res), scan, res);
 	r->fill = h->fill;
 	if (r->fill && (r->slots[r->head].flags & VMT_SLOT_AWAY)) {
 		/* the partial page was in a reserve page: as a torn stream */
@@ -301,7 +310,7 @@ int persist_adopt_ring(int memfd, const struct vmt_persist_expect *want, struct 
 		return err;
 	}
 	r->mem_pages = want->ring_pages;	/* ring_size's, as a fresh ring of it */
-	adopt_state(r, &h, res);
+	adopt_state(r, &h, !want->handed_over, res);
 	rm->shadow.lifetimes = res->lifetimes;
 	ringmem_fixed_changed(rm);
 	ring_publish(r);

@@ -45,6 +45,14 @@ struct vmt_persist_expect {
 	struct vmt_page_layout layout;
 	uint32_t ring_pages;	/* record.ring_size / page_size, as guest-data.c makes rings */
 	bool compressed;	/* record.compression is not off */
+	/*
+	 * Handed over by a predecessor that published the ring just before
+	 * its execve: pages and frames were checked when they came in and
+	 * nothing but vmtraced writes the memfd, so they are not scanned
+	 * again (records, bounds and seq order still are). A crash's rings
+	 * are scanned: the writer may have died mid-page.
+	 */
+	bool handed_over;
 };
 
 struct vmt_persist_adopted {

@@ -37,6 +37,7 @@
 	X(GUESTS,     3, client, VMT_CTL_NO_TAGS)            \
 	X(SAMPLES,    4, client, VMT_CTL_SAMPLES_TAGS)       \
 	X(RELOAD,     5, client, VMT_CTL_NO_TAGS)            \
+	X(UPGRADE,    6, client, VMT_CTL_NO_TAGS)            \
 	X(ERROR,    100, daemon, VMT_CTL_ERROR_TAGS)         \
 	X(END,      101, daemon, VMT_CTL_NO_TAGS)            \
 	X(DAEMON,   102, daemon, VMT_CTL_DAEMON_TAGS)        \
@@ -54,7 +55,8 @@
 	T(TRIGGERS) T(TRIGGERS_SUPPRESSED) T(REFUSED) T(GUESTS_REFUSED) T(RESERVE)   \
 	T(RESERVE_USED) T(RESERVE_PEAK) T(DISCOVERY_REFUSED) T(COMPRESS_CPU_NS)       \
 	T(COMPRESS_BUSY) T(COMPRESS_BYTES_IN) T(COMPRESS_BYTES_OUT) T(RINGS_ADOPTED)  \
-	T(RINGS_REFUSED) T(RINGS_UNCLAIMED)
+	T(RINGS_REFUSED) T(RINGS_UNCLAIMED) T(UPGRADES) T(SESSIONS_ADOPTED)            \
+	T(SESSIONS_REFUSED)
 #define VMT_CTL_GUEST_TAGS(T)                                                       \
 	T(GUEST) T(STATE) T(UPTIME_NS) T(NCPUS) T(RELEASE) T(AUX_VERSION) T(PAGES)     \
 	T(CAPACITY) T(MEM_USED) T(BYTES_IN) T(PAGES_IN) T(EVENTS_IN)                   \
@@ -161,7 +163,10 @@ const char *ctl_msg_name(unsigned type);
 	X(RINGS_REFUSED,   76, u64)           \
 	X(RINGS_UNCLAIMED, 77, u64)           \
 	X(WINDOW_SINCE_NS, 78, u64)           \
-	X(LIFETIMES,       79, u32)
+	X(LIFETIMES,       79, u32)           \
+	X(UPGRADES,        80, u32)           \
+	X(SESSIONS_ADOPTED, 81, u64)          \
+	X(SESSIONS_REFUSED, 82, u64)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

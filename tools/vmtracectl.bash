@@ -25,7 +25,7 @@ _vmtracectl_files()	# extension pattern, e.g. '@(vmts)'
 _vmtracectl()
 {
 	local cur prev sock="" cmd="" i w
-	local commands="status guests metrics dump samples reload info merge report"
+	local commands="status guests metrics dump samples reload upgrade info merge report"
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD - 1]}
@@ -53,7 +53,7 @@ _vmtracectl()
 	fi
 
 	case $cmd in
-	status | guests | metrics | reload)
+	status | guests | metrics | reload | upgrade)
 		COMPREPLY=($(compgen -W "-h --help" -- "$cur"))
 		;;
 	dump)

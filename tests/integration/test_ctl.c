@@ -411,7 +411,7 @@ START_TEST(completion_names_guests)
 	if (itest_sh("command -v bash >/dev/null"))
 		VMT_SKIP("no bash");
 	ck_assert_int_eq(complete_words(out, sizeof(out), "\"\""), 0);
-	ck_assert_str_eq(out, "status guests metrics dump samples reload info merge report\n");
+	ck_assert_str_eq(out, "status guests metrics dump samples reload upgrade info merge report\n");
 	ck_assert_int_eq(complete_words(out, sizeof(out), "dump --w"), 0);
 	ck_assert_str_eq(out, "--window\n");
 	/* no daemon: nothing, and nothing said */

@@ -306,6 +306,14 @@ static void *gate_main(void *arg)
 	return NULL;
 }
 
+/* What the host asked, for the test to count (HOST_HELLO 'h', START 's'). */
+static void tell(struct fg *g, char ch)
+{
+	if (g->done_fd >= 0 && write(g->done_fd, &ch, 1) < 0) {
+		/* the parent is gone; nothing to tell */
+	}
+}
+
 static void fg_run(struct fg *g)
 {
 	struct vmt_proto_rx *rx = malloc(sizeof(*rx));
@@ -344,10 +352,12 @@ static void fg_run(struct fg *g)
 		while (proto_rx_next(rx, &m) > 0) {
 			switch (m.type) {
 			case VMT_MSG_HOST_HELLO:
+				tell(g, 'h');
 				send_hello(g, get_le32(m.payload + 4));
 				break;
 			case VMT_MSG_START: {
 				uint8_t s[8] = { 0 };
+				tell(g, 's');
 				pthread_mutex_lock(&g->lock);
 				g->streaming = 0;
 				pthread_mutex_unlock(&g->lock);
@@ -424,6 +434,7 @@ int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
 	close(gfd[0]);
 	fg->pid = pid;
 	fg->sent_pages = fg->sent_meta = fg->waited_pages = fg->waited_meta = 0;
+	fg->host_hellos = fg->starts = 0;
 	fg->done_fd = pfd[0];
 	fg->gate_fd = gfd[1];
 	/* the parent's copies of the channels are not needed */
@@ -461,11 +472,27 @@ static int wait_for(struct fakeguest *fg, unsigned *seen, unsigned *waited, int 
 			return -ETIMEDOUT;
 		if (read(fg->done_fd, &ch, 1) != 1)
 			return -EIO;
-		fg->sent_pages += ch == 'd';
-		fg->sent_meta += ch == 'm';
+		fakeguest_count(fg, ch);
 	}
 	(*waited)++;
 	return 0;
+}
+
+void fakeguest_count(struct fakeguest *fg, char ch)
+{
+	fg->sent_pages += ch == 'd';
+	fg->sent_meta += ch == 'm';
+	fg->host_hellos += ch == 'h';
+	fg->starts += ch == 's';
+}
+
+void fakeguest_poll(struct fakeguest *fg)
+{
+	struct pollfd p = { .fd = fg->done_fd, .events = POLLIN };
+	char ch;
+
+	while (poll(&p, 1, 0) == 1 && read(fg->done_fd, &ch, 1) == 1)
+		fakeguest_count(fg, ch);
 }
 
 int fakeguest_wait_sent(struct fakeguest *fg, int timeout_ms)

@@ -47,6 +47,7 @@ struct fakeguest {
 	int gate_fd;
 	unsigned sent_pages, sent_meta;		/* what the guest told so far */
 	unsigned waited_pages, waited_meta;	/* what the test waited for */
+	unsigned host_hellos, starts;	/* HOST_HELLOs and STARTs it got, as read so far */
 };
 
 /* Make the channels, then fork the guest; c must outlive the call only. */
@@ -56,6 +57,9 @@ int fakeguest_wait_sent(struct fakeguest *fg, int timeout_ms);
 /* Wait until its metadata (META_BEGIN … META_END) is all written, once
  * more than this was waited for. */
 int fakeguest_wait_meta_sent(struct fakeguest *fg, int timeout_ms);
+/* Read what it told so far without waiting (host_hellos, starts). */
+void fakeguest_poll(struct fakeguest *fg);
+void fakeguest_count(struct fakeguest *fg, char ch);
 /* Let CPUs held by hold_after go on. */
 int fakeguest_release(struct fakeguest *fg);
 void fakeguest_stop(struct fakeguest *fg);

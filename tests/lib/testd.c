@@ -78,7 +78,10 @@ int testd_start_opts(struct testd *d, const char *dir, const char *body,
 		dir, getenv("VMT_TEST_SANDBOX") && !strcmp(getenv("VMT_TEST_SANDBOX"), "1") ?
 			     "sandbox: true\n" : "", body);
 	fclose(f);
-	snprintf(bin, sizeof(bin), "%s/%s/vmtraced", test_srcdir(), test_builddir());
+	if (o->bin)
+		snprintf(bin, sizeof(bin), "%s", o->bin);
+	else
+		snprintf(bin, sizeof(bin), "%s/%s/vmtraced", test_srcdir(), test_builddir());
 	d->pid = fork();
 	if (d->pid < 0)
 		return -errno;

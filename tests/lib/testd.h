@@ -33,6 +33,7 @@ struct testd_opts {
 	const int *pass_fds;
 	unsigned npass;
 	const char *pass_names;
+	const char *bin;		/* this vmtraced, not the build's */
 };
 int testd_start_opts(struct testd *d, const char *dir, const char *body,
 		     const struct testd_opts *o);

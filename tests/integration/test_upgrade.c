@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration: `vmtracectl upgrade`, the hand-over to the installed
+ * binary by execve (daemon/upgrade.h). The daemon runs from a copy of the
+ * build's vmtraced in the test's folder, as from /usr/sbin: an upgrade
+ * execs what that path names then. Two stand-in guests stream, hold half
+ * way, the daemon hands over, they go on: the agents must see no new
+ * session (no HOST_HELLO, no START: fakeguest counts them), and the dump
+ * must hold every page, before and after, byte-exact and in order. A
+ * successor of another state layout (build/tests/vmtraced-layout2) must
+ * refuse the state, say so, and start the guests afresh.
+ *
+ * Every page fed is unique: a corpus page whose header time says which
+ * one it is (k), as in test_recover.
+ */
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "itest.h"
+#include "page.h"
+#include "sample.h"
+
+#define NG 2
+#define NPAGES 300	/* per CPU; the rings hold 512 */
+#define HOLD 120	/* pages per CPU before the upgrade */
+#define BASE_TS 1000000000000ull
+static struct itest_input in;
+static uint64_t step_ns;
+static unsigned ncpu;
+
+static const char *TOP = "record:\n  ring_size: 2MiB\n";
+
+static void fed_page(unsigned cpu, uint64_t k, uint8_t *out)
+{
+	memcpy(out, in.pages[cpu] + (k % in.npages[cpu]) * ITEST_PS, ITEST_PS);
+	put_le64(out, BASE_TS + k * step_ns);
+}
+
+static void prepare_step(void)
+{
+	struct vmt_page_layout l;
+	uint64_t span = 0;
+
+	page_layout_default(&l, ITEST_PS);
+	for (unsigned c = 0; c < ncpu; c++)
+		for (size_t i = 0; i < in.npages[c]; i++) {
+			const uint8_t *p = in.pages[c] + i * ITEST_PS;
+			struct vmt_page_info info;
+
+			if (page_scan(&l, p, &info) == 0 && info.last_ts - get_le64(p) > span)
+				span = info.last_ts - get_le64(p);
+		}
+	step_ns = span + 1000;
+}
+
+static void feed(struct itest_run *r, int g)
+{
+	for (unsigned c = 0; c < ncpu; c++) {
+		r->own[g][c] = malloc((size_t)NPAGES * ITEST_PS);
+		ck_assert_ptr_nonnull(r->own[g][c]);
+		for (unsigned i = 0; i < NPAGES; i++)
+			fed_page(c, i, r->own[g][c] + (size_t)i * ITEST_PS);
+		r->fc[g].pages[c] = r->own[g][c];
+		r->fc[g].npages[c] = NPAGES;
+	}
+	r->fc[g].hold_after = HOLD;
+}
+
+/* Every fed page 0..NPAGES-1 of every CPU, once, in order, byte for byte. */
+static void check_sample(const char *path)
+{
+	struct vmt_sample *sm = itest_read_sample(path);
+	uint8_t want[ITEST_PS];
+
+	ck_assert_uint_eq(sm->ncpus, ncpu);
+	for (unsigned c = 0; c < sm->ncpus; c++) {
+		const struct vmt_sample_cpu *sc = &sm->cpus[c];
+
+		ck_assert_msg(sc->npages == NPAGES, "%s cpu%u: %u pages, %u fed", path, c, sc->npages,
+			      NPAGES);
+		for (uint32_t i = 0; i < sc->npages; i++) {
+			fed_page(c, i, want);
+			ck_assert_msg(!memcmp(sc->pages + (size_t)i * ITEST_PS, want, ITEST_PS),
+				      "%s cpu%u page %u: not the page fed there", path, c, i);
+		}
+	}
+	sample_free(sm);
+}
+
+/* The daemon from DIR/vmtraced (a copy of the build's), guests held at HOLD. */
+static void start(struct itest_run *r, char *bin, size_t n)
+{
+	struct testd_opts o = { 0 };
+
+	snprintf(bin, n, "%s/vmtraced", r->dir);
+	ck_assert_int_eq(itest_sh("cp %s/%s/vmtraced %s", test_srcdir(), test_builddir(), bin), 0);
+	o.bin = bin;
+	for (int g = 0; g < NG; g++) {
+		feed(r, g);
+		itest_run_guest(r, g);
+	}
+	itest_run_daemon_opts(r, TOP, NG, &o);
+	itest_expect_streaming(&r->d, "g1", 20000);
+	itest_expect_streaming(&r->d, "g2", 20000);
+	itest_expect_pages_in(&r->d, "g1", HOLD * ncpu);
+	itest_expect_pages_in(&r->d, "g2", HOLD * ncpu);
+	for (int g = 0; g < NG; g++) {
+		fakeguest_poll(&r->fg[g]);
+		ck_assert_uint_eq(r->fg[g].starts, 1);
+	}
+}
+
+/* Two guests held half way; the upgrade asked by vmtracectl, or by SIGUSR2. */
+static void keeps_sessions(bool by_signal)
+{
+	unsigned hellos[NG];
+	char bin[PATH_MAX], out[256], sample[PATH_MAX];
+	struct itest_run r;
+	pid_t pid;
+
+	itest_run_init(&r, &in, by_signal ? "upgrade-sig" : "upgrade");
+	start(&r, bin, sizeof(bin));
+	for (int g = 0; g < NG; g++)
+		hellos[g] = r.fg[g].host_hellos;
+	pid = r.d.pid;
+	if (by_signal)
+		ck_assert_int_eq(kill(pid, SIGUSR2), 0);
+	else
+		ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade: 2 guest session(s) taken over, 0 "
+						 "started afresh") == 1, 20000), "log: %s", r.d.log);
+	ck_assert_int_eq(r.d.pid, pid);	/* the same process, another program */
+	ck_assert_int_eq(testd_log_count(&r.d, "running:"), 2);
+	for (int g = 0; g < NG; g++) {
+		ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
+		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[g], 20000), 0);
+	}
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
+	itest_expect_pages_in(&r.d, "g2", NPAGES * ncpu);
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	check_sample(sample);
+	itest_dump_one(&r.d, "g2", sample, sizeof(sample));
+	check_sample(sample);
+	for (int g = 0; g < NG; g++) {
+		fakeguest_poll(&r.fg[g]);
+		ck_assert_msg(r.fg[g].host_hellos == hellos[g] && r.fg[g].starts == 1,
+			      "g%d: %u HOST_HELLOs (%u before), %u STARTs", g + 1, r.fg[g].host_hellos,
+			      hellos[g], r.fg[g].starts);
+	}
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_adopted"), 2);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_refused"), 0);
+	itest_run_end(&r);
+}
+
+START_TEST(upgrade_keeps_sessions)
+{
+	ITEST_NEED_INPUT(in);
+	keeps_sessions(false);
+}
+END_TEST
+
+START_TEST(sigusr2_upgrades)
+{
+	ITEST_NEED_INPUT(in);
+	keeps_sessions(true);
+}
+END_TEST
+
+/* Under its own system call filter the daemon cannot execve: the upgrade
+ * is refused, said to the client, and recording goes on untouched. */
+START_TEST(upgrade_refused_under_the_sandbox)
+{
+	char out[512];
+	struct itest_run r;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-sandbox");
+	feed(&r, 0);
+	r.fc[0].hold_after = 0;
+	itest_run_guest(&r, 0);
+	itest_run_daemon(&r, "sandbox: true\nrecord:\n  ring_size: 2MiB\n", 1);
+	itest_expect_streaming(&r.d, "g1", 20000);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade 2>&1"), 1);
+	ck_assert_msg(strstr(out, "does not allow execve") != NULL, "vmtracectl said: %s", out);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 20000), 0);
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
+	itest_run_end(&r);
+}
+END_TEST
+
+/*
+ * The guests go on writing, in pieces that cut pages, while the hand-over
+ * runs: what lands in the FIFOs meanwhile (and the page half filled) is
+ * the successor's to read. Upgrades refused while a control message is
+ * under way (EBUSY) are tried again.
+ */
+START_TEST(upgrade_while_streaming)
+{
+	char bin[PATH_MAX], out[256], sample[PATH_MAX];
+	struct itest_run r;
+	struct testd_opts o = { 0 };
+	int tries = 0;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-stream");
+	snprintf(bin, sizeof(bin), "%s/vmtraced", r.dir);
+	ck_assert_int_eq(itest_sh("cp %s/%s/vmtraced %s", test_srcdir(), test_builddir(), bin), 0);
+	o.bin = bin;
+	for (int g = 0; g < NG; g++) {
+		feed(&r, g);
+		r.fc[g].hold_after = 0;
+		r.fc[g].pages_per_sec = 400;
+		r.fc[g].chunk = 1000;
+		itest_run_guest(&r, g);
+	}
+	itest_run_daemon_opts(&r, TOP, NG, &o);
+	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", 40 * ncpu, 20000));
+	while (itest_ctl(&r.d, out, sizeof(out), "upgrade 2>/dev/null") != 0 && tries++ < 50)
+		;
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade: 2 guest session(s) taken over, 0 "
+						 "started afresh") == 1, 20000), "log: %s", r.d.log);
+	for (int g = 0; g < NG; g++) {
+		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[g], 30000), 0);
+		fakeguest_poll(&r.fg[g]);
+		ck_assert_uint_eq(r.fg[g].starts, 1);
+	}
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
+	itest_expect_pages_in(&r.d, "g2", NPAGES * ncpu);
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	check_sample(sample);
+	itest_dump_one(&r.d, "g2", sample, sizeof(sample));
+	check_sample(sample);
+	itest_run_end(&r);
+}
+END_TEST
+
+START_TEST(upgrade_other_layout_starts_afresh)
+{
+	char bin[PATH_MAX], out[256], line[256];
+	struct itest_run r;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-layout");
+	start(&r, bin, sizeof(bin));
+	/* the package manager puts another vmtraced at the path */
+	ck_assert_int_eq(itest_sh("cp %s/%s/tests/vmtraced-layout2 %s.new && mv %s.new %s",
+				  test_srcdir(), test_builddir(), bin, bin, bin), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
+	snprintf(line, sizeof(line), "the state handed over is refused (state layout version 1, "
+		 "this vmtraced reads 2): every guest starts afresh");
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, line) == 1, 20000), "log: %s", r.d.log);
+	for (int g = 0; g < NG; g++) {
+		ck_assert_msg(ITEST_WAIT((fakeguest_poll(&r.fg[g]), r.fg[g].starts == 2), 20000),
+			      "g%d: %u STARTs", g + 1, r.fg[g].starts);
+	}
+	itest_expect_streaming(&r.d, "g1", 20000);
+	itest_expect_streaming(&r.d, "g2", 20000);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_adopted"), 0);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_refused"), NG);	/* the state refused */
+	itest_run_end(&r);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("upgrade");
+	TCase *t = tcase_create("upgrade");
+	int rc;
+
+	itest_input_prepare(&in);
+	ncpu = in.ncpus;
+	if (ncpu)
+		prepare_step();
+	TEST_ADD(t, upgrade_keeps_sessions);
+	TEST_ADD(t, sigusr2_upgrades);
+	TEST_ADD(t, upgrade_refused_under_the_sandbox);
+	TEST_ADD(t, upgrade_while_streaming);
+	TEST_ADD(t, upgrade_other_layout_starts_afresh);
+	tcase_set_timeout(t, 300);
+	suite_add_tcase(s, t);
+	rc = test_run_suite(s);
+	itest_input_free(&in);
+	return rc;
+}
