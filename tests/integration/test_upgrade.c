@@ -28,34 +28,17 @@
 #define NG 2
 #define NPAGES 300	/* per CPU; the rings hold 512 */
 #define HOLD 120	/* pages per CPU before the upgrade */
-#define BASE_TS 1000000000000ull
+#define BASE_TS ITEST_UNIQUE_BASE
 static struct itest_input in;
 static uint64_t step_ns;
 static unsigned ncpu;
 
 static const char *TOP = "record:\n  ring_size: 2MiB\n";
 
+/* Page k of cpu, told apart from every other (itest_unique_page). */
 static void fed_page(unsigned cpu, uint64_t k, uint8_t *out)
 {
-	memcpy(out, in.pages[cpu] + (k % in.npages[cpu]) * ITEST_PS, ITEST_PS);
-	put_le64(out, BASE_TS + k * step_ns);
-}
-
-static void prepare_step(void)
-{
-	struct vmt_page_layout l;
-	uint64_t span = 0;
-
-	page_layout_default(&l, ITEST_PS);
-	for (unsigned c = 0; c < ncpu; c++)
-		for (size_t i = 0; i < in.npages[c]; i++) {
-			const uint8_t *p = in.pages[c] + i * ITEST_PS;
-			struct vmt_page_info info;
-
-			if (page_scan(&l, p, &info) == 0 && info.last_ts - get_le64(p) > span)
-				span = info.last_ts - get_le64(p);
-		}
-	step_ns = span + 1000;
+	itest_unique_page(&in, step_ns, cpu, k, out);
 }
 
 static void feed(struct itest_run *r, int g)
@@ -279,7 +262,7 @@ int main(void)
 	itest_input_prepare(&in);
 	ncpu = in.ncpus;
 	if (ncpu)
-		prepare_step();
+		step_ns = itest_unique_step(&in);
 	TEST_ADD(t, upgrade_keeps_sessions);
 	TEST_ADD(t, sigusr2_upgrades);
 	TEST_ADD(t, upgrade_refused_under_the_sandbox);

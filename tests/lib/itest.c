@@ -975,3 +975,29 @@ int itest_sh(const char *fmt, ...)
 	st = system(cmd);
 	return st < 0 ? -errno : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+uint64_t itest_unique_step(const struct itest_input *in)
+{
+	struct vmt_page_layout l;
+	uint64_t span = 0;
+
+	if (!in->ncpus)
+		return 0;
+	page_layout_default(&l, ITEST_PS);
+	for (unsigned c = 0; c < in->ncpus; c++)
+		for (size_t i = 0; i < in->npages[c]; i++) {
+			const uint8_t *p = in->pages[c] + i * ITEST_PS;
+			struct vmt_page_info info;
+
+			if (page_scan(&l, p, &info) == 0 && info.last_ts - get_le64(p) > span)
+				span = info.last_ts - get_le64(p);
+		}
+	return span + 1000;
+}
+
+void itest_unique_page(const struct itest_input *in, uint64_t step, unsigned cpu, uint64_t k,
+		       uint8_t *out)
+{
+	memcpy(out, in->pages[cpu] + (k % in->npages[cpu]) * ITEST_PS, ITEST_PS);
+	put_le64(out, ITEST_UNIQUE_BASE + k * step);
+}

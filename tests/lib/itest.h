@@ -44,6 +44,15 @@ struct itest_input {
 	} while (0)
 
 void itest_input_prepare(struct itest_input *in);
+/*
+ * Pages that can each be told apart: page k of a CPU is the input's page
+ * k mod its count with its time moved to ITEST_UNIQUE_BASE + k * step,
+ * step more than any input page spans (returned; 0 with no input).
+ */
+#define ITEST_UNIQUE_BASE 1000000000000ull
+uint64_t itest_unique_step(const struct itest_input *in);
+void itest_unique_page(const struct itest_input *in, uint64_t step, unsigned cpu, uint64_t k,
+		       uint8_t *out);
 void itest_input_free(struct itest_input *in);
 /* Events in n pages, as page_scan() counts them. */
 uint64_t itest_events_of(const uint8_t *p, size_t n);

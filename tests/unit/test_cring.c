@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cringtest.h"
 #include "frame.h"
 #include "frames.h"
 #include "pagegen.h"
@@ -43,25 +44,6 @@ static void make(uint8_t *p, uint64_t k)
 	pagegen_simple(p, PS, k * 1000000, (uint32_t)(k % 50 + 1));
 }
 
-/* What the compressor thread does, here and now. */
-static void compress_batch(struct vmt_ring *r)
-{
-	static uint8_t out[1 << 20];
-	struct vmt_ring_hold h;
-	struct vmt_frame_hdr fh;
-	uint64_t gen, place[2];
-	ssize_t n;
-
-	ck_assert_int_eq(ring_batch_begin(r, &h, &fh, place), 0);
-	gen = r->batch_gen;
-	fh.codec = VMT_FRAME_ZSTD;
-	n = frame_compress(Z, h.runs, h.nruns, out, sizeof(out));
-	ck_assert_int_gt(n, 0);
-	ring_batch_end(r, gen, &fh, out, n, crc32c(0, out, (size_t)n));
-	ring_release(&h);
-	ring_settle_slots(r);
-}
-
 static int try_push(uint64_t k, bool compress)
 {
 	uint8_t p[PS];
@@ -70,7 +52,7 @@ static int try_push(uint64_t k, bool compress)
 	make(p, k);
 	r = ring_push(&R, p);
 	if (r == 1 && compress && ring_batch_due(&R))
-		compress_batch(&R);
+		cring_compress_batch(&R, Z);
 	return r;
 }
 

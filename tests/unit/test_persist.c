@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "fdstore.h"
+#include "cringtest.h"
 #include "frame.h"
 #include "pagegen.h"
 #include "persist.h"
@@ -70,25 +71,6 @@ static void init_ring(struct vmt_ring *r, uint32_t pages, bool compressed)
 	ring_describe(r, "g1", 1, 2, 3, 0xabcdef);
 }
 
-/* What the compressor thread does, here and now. */
-static void compress_batch(struct vmt_ring *r)
-{
-	static uint8_t out[1 << 20];
-	struct vmt_ring_hold h;
-	struct vmt_frame_hdr fh;
-	uint64_t gen, place[2];
-	ssize_t n;
-
-	ck_assert_int_eq(ring_batch_begin(r, &h, &fh, place), 0);
-	gen = r->batch_gen;
-	fh.codec = VMT_FRAME_ZSTD;
-	n = frame_compress(Z, h.runs, h.nruns, out, sizeof(out));
-	ck_assert_int_gt(n, 0);
-	ring_batch_end(r, gen, &fh, out, n, crc32c(0, out, (size_t)n));
-	ring_release(&h);
-	ring_settle_slots(r);
-}
-
 static void push(struct vmt_ring *r, uint64_t k, bool compress)
 {
 	uint8_t p[PS];
@@ -96,7 +78,7 @@ static void push(struct vmt_ring *r, uint64_t k, bool compress)
 	make(p, k);
 	ck_assert_int_eq(ring_push(r, p), 1);
 	if (compress && ring_batch_due(r))
-		compress_batch(r);
+		cring_compress_batch(r, Z);
 }
 
 /* A copy of a memfd, sealed alike: the original ring goes on untouched. */
