@@ -61,7 +61,38 @@ bool guest_rings_empty(const struct vmt_guest *g)
 	return true;
 }
 
-static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
+/* How a CPU's ring comes to be: made, or (an upgrade) handed over. */
+struct ring_source {
+	bool handed;		/* take the predecessor's where it checks out */
+	bool bad;		/* one did not: made fresh instead */
+	char *why;
+	size_t why_len;
+};
+
+static int make_ring(struct vmt_guest *g, uint32_t cpu, uint32_t ncpus, uint64_t pages,
+		     struct ring_source *src)
+{
+	char why[256];
+	bool fill_lost;
+
+	if (src && src->handed) {
+		if (guest_take_ring(g, cpu, ncpus, &g->rings[cpu], &fill_lost, why, sizeof(why)) == 0) {
+			if (fill_lost && !src->bad)
+				snprintf(src->why, src->why_len, "%s", why);
+			src->bad |= fill_lost;
+			return 0;
+		}
+		if (!src->bad)
+			snprintf(src->why, src->why_len, "%s", why);
+		src->bad = true;
+	}
+	return g->conf.rec.compression != VMT_FRAME_NONE
+		       ? ring_init_compressed(&g->rings[cpu], (uint32_t)pages, &g->layout)
+		       : ring_init(&g->rings[cpu], (uint32_t)pages, &g->layout);
+}
+
+static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size,
+			     struct ring_source *src)
 {
 	uint64_t pages = g->conf.rec.ring_size / page_size;
 	int r = 0;
@@ -70,7 +101,8 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 		pages = 1;
 	if (pages > UINT32_MAX)
 		pages = UINT32_MAX;
-	page_layout_default(&g->layout, page_size);
+	if (!src || !src->handed)	/* handed over: the predecessor's, set by the caller */
+		page_layout_default(&g->layout, page_size);
 	g->rings = calloc(ncpus, sizeof(*g->rings));
 	g->stream_base = calloc(ncpus, sizeof(*g->stream_base));
 	g->target_seq = calloc(ncpus, sizeof(*g->target_seq));
@@ -80,9 +112,7 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < ncpus; i++) {
-		r = g->conf.rec.compression != VMT_FRAME_NONE
-			    ? ring_init_compressed(&g->rings[i], (uint32_t)pages, &g->layout)
-			    : ring_init(&g->rings[i], (uint32_t)pages, &g->layout);
+		r = make_ring(g, i, ncpus, pages, src);
 		if (r < 0)
 			break;
 		g->rings[i].pool = &g->env->mem->reserve;
@@ -98,7 +128,7 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 	return 0;
 }
 
-int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
+static int setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size, struct ring_source *src)
 {
 	uint64_t pages = VMT_MAX(g->conf.rec.ring_size / page_size, 1);
 	uint64_t need = ring_bytes_planned((uint32_t)VMT_MIN(pages, UINT32_MAX), page_size,
@@ -115,13 +145,33 @@ int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
 			  (unsigned long long)(mem->max >> 10));
 		return -ENOSPC;
 	}
-	r = guest_alloc_rings(g, ncpus, page_size);
+	r = guest_alloc_rings(g, ncpus, page_size, src);
 	mem_give_rings(mem, need);	/* what was allocated counts, not the estimate */
 	if (r < 0)
 		return r;
 	mem->rings += guest_mem(g);
-	guest_store_rings(g);
+	/* handed over: the predecessor's memfds are in the fd store already */
+	if (!src || !src->handed)
+		guest_store_rings(g);
 	return 0;
+}
+
+int guest_setup_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size)
+{
+	return setup_rings(g, ncpus, page_size, NULL);
+}
+
+int guest_setup_rings_handed(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size, char *why,
+			     size_t n)
+{
+	struct ring_source src = { .handed = true, .why = why, .why_len = n };
+	int r;
+
+	why[0] = 0;
+	r = setup_rings(g, ncpus, page_size, &src);
+	if (r < 0)
+		return r;
+	return src.bad ? -EPROTO : 0;
 }
 
 /* ---- reading --------------------------------------------------------- */

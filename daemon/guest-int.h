@@ -67,10 +67,19 @@ void guest_describe_rings(struct vmt_guest *g);
 void guest_store_rings(struct vmt_guest *g);
 void guest_unstore_rings(struct vmt_guest *g);
 void guest_recover_rings(struct vmt_guest *g);
-/* The same for an upgrade's hand-over: the page being filled is kept (the
- * agent goes on mid-page); the CPUs whose ring was adopted whole, fill
- * included; -errno and why when one was not. */
-int guest_handover_rings(struct vmt_guest *g, char *why, size_t n);
+/*
+ * An upgrade's hand-over: cpu's ring (of ncpus) adopted into *r, in place
+ * of a fresh one (guest_setup_rings_handed). -errno and why when there is
+ * none or it does not check out (refused, counted): the caller makes a
+ * fresh one. *fill_lost: adopted, but the page being filled was not kept.
+ */
+int guest_take_ring(struct vmt_guest *g, uint32_t cpu, uint32_t ncpus, struct vmt_ring *r,
+		    bool *fill_lost, char *why, size_t n);
+/* guest-data.c: guest_setup_rings, taking each CPU's ring handed over by
+ * an upgrade's predecessor where it checks out; -EPROTO and why when one
+ * did not (made fresh instead): the session cannot go on. */
+int guest_setup_rings_handed(struct vmt_guest *g, uint32_t ncpus, uint32_t page_size, char *why,
+			     size_t n);
 /* guest-upgrade.c: logs the first data read after a take-over (once). */
 void guest_first_read_taken_over(struct vmt_guest *g);
 

@@ -91,6 +91,20 @@ static void expect_of(const struct vmt_guest *g, uint32_t cpu, struct vmt_persis
 	};
 }
 
+/* Counted and said, once a ring: the daemon's own event, outside the
+ * guest's log budget. */
+static void adopted_note(struct vmt_guest *g, uint32_t cpu, const struct vmt_ring *r,
+			 const struct vmt_persist_adopted *res)
+{
+	g->env->recover->adopted++;
+	g->recovered_lifetimes = VMT_MAX(g->recovered_lifetimes, res->lifetimes);
+	log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "cpu%u: window adopted from a previous daemon: %llu pages "
+		  "(%u in frames), %u pages and %u frames dropped, held %.1f s across %u lifetimes",
+		  cpu, (unsigned long long)ring_window_pages(r), (unsigned)r->fr.pages,
+		  res->pages_dropped, res->frames_dropped,
+		  (double)(now_realtime_ns() - res->created_ns) / 1e9, res->lifetimes);
+}
+
 /* The old ring replaces the fresh one, which nobody has written to yet. */
 static void adopt_one(struct vmt_guest *g, uint32_t cpu, struct vmt_ring *nr,
 		      const struct vmt_persist_adopted *res, bool keep_fill)
@@ -109,15 +123,9 @@ static void adopt_one(struct vmt_guest *g, uint32_t cpu, struct vmt_ring *nr,
 		g->rings[cpu].c.bytes_rejected += g->rings[cpu].fill;
 		g->rings[cpu].fill = 0;
 	}
-	g->env->recover->adopted++;
-	g->recovered_lifetimes = VMT_MAX(g->recovered_lifetimes, res->lifetimes);
-	/* the daemon's own event, at most once a ring: outside the guest's budget */
-	log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "cpu%u: window adopted from a previous daemon: %llu pages "
-		  "(%u in frames), %u pages and %u frames dropped, held %.1f s across %u lifetimes",
-		  cpu, (unsigned long long)ring_window_pages(&g->rings[cpu]),
-		  (unsigned)g->rings[cpu].fr.pages, res->pages_dropped, res->frames_dropped,
-		  (double)(now_realtime_ns() - res->created_ns) / 1e9, res->lifetimes);
+	adopted_note(g, cpu, &g->rings[cpu], res);
 }
+
 
 /* A ring handed back that does not fit: said, counted, and ours takes its place. */
 static void refuse_one(struct vmt_guest *g, uint32_t cpu, const char *why)
@@ -132,6 +140,37 @@ static void refuse_one(struct vmt_guest *g, uint32_t cpu, const char *why)
 		fdstore_remove(name);
 	if (cpu < g->nrings)
 		store_one(g, cpu);
+}
+
+int guest_take_ring(struct vmt_guest *g, uint32_t cpu, uint32_t ncpus, struct vmt_ring *r,
+		    bool *fill_lost, char *why, size_t n)
+{
+	struct vmt_persist_expect want;
+	struct vmt_persist_adopted res;
+	int fd, err;
+
+	*fill_lost = false;
+	fd = recover_take(g->env->recover, g->conf.name, cpu, NULL);
+	if (fd < 0) {
+		snprintf(why, n, "cpu%u: no ring handed over", cpu);
+		return -ENOENT;
+	}
+	expect_of(g, cpu, &want);
+	want.ncpus = ncpus;	/* g->nrings counts the rings made so far */
+	want.handed_over = true;
+	err = persist_adopt_ring(fd, &want, r, &res, why, n);
+	close(fd);
+	if (err < 0) {
+		refuse_one(g, cpu, why);
+		return err;
+	}
+	r->pool = &g->env->mem->reserve;
+	adopted_note(g, cpu, r, &res);
+	if (res.fill_dropped) {	/* the stream's place is lost */
+		snprintf(why, n, "cpu%u: the page being filled was not in the memfd", cpu);
+		*fill_lost = true;
+	}
+	return 0;
 }
 
 /*
@@ -187,19 +226,11 @@ static int recover_rings(struct vmt_guest *g, bool keep_fill, char *bad, size_t 
 
 void guest_recover_rings(struct vmt_guest *g)
 {
-	char bad[256];
+	char bad[320];
 
 	recover_rings(g, false, bad, sizeof(bad));
 }
 
-int guest_handover_rings(struct vmt_guest *g, char *why, size_t n)
-{
-	int r = recover_rings(g, true, why, n);
-
-	if (r == -ENOENT && !recover_pending(g->env->recover, g->conf.name) && !why[0])
-		snprintf(why, n, "no ring handed over");
-	return r;
-}
 
 /* The window's age and the daemons that held it, from the rings' headers. */
 void guest_window_held(const struct vmt_guest *g, uint64_t *since_ns, uint32_t *lifetimes)

@@ -244,18 +244,21 @@ static int adopt(struct vmt_guest *g, struct vmt_upgrade_in *in, const uint8_t *
 		snprintf(why, wn, "its channels were not handed over as they were (%s)", strerror(-r));
 		return r;
 	}
-	r = guest_setup_rings(g, u.nrings, u.hello.page_size);
-	if (r >= 0)
-		r = restore(g, &u, p);
+	/* the aux and layout first: the rings handed over are checked against
+	 * them, and taken in place of fresh ones (no second set of rings made
+	 * and pre-faulted, most of a hand-over's time otherwise) */
+	r = restore(g, &u, p);
 	if (r < 0) {
 		snprintf(why, wn, "%s", strerror(-r));
 		return r;
 	}
 	g->layout = u.layout;
-	why[0] = 0;
-	r = guest_handover_rings(g, why, wn);
-	if (r < 0)
+	r = guest_setup_rings_handed(g, u.nrings, u.hello.page_size, why, wn);
+	if (r < 0) {
+		if (!why[0])
+			snprintf(why, wn, "%s", strerror(-r));
 		return r;
+	}
 	memcpy(g->stream_base, p + sizeof(u), u.nrings * 8ull);
 	guest_describe_rings(g);
 	r = guest_watch_channels(g);
