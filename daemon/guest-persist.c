@@ -105,25 +105,18 @@ static void adopted_note(struct vmt_guest *g, uint32_t cpu, const struct vmt_rin
 		  (double)(now_realtime_ns() - res->created_ns) / 1e9, res->lifetimes);
 }
 
-/* The old ring replaces the fresh one, which nobody has written to yet. */
-static void adopt_one(struct vmt_guest *g, uint32_t cpu, struct vmt_ring *nr,
-		      const struct vmt_persist_adopted *res, bool keep_fill)
+/*
+ * A crash's ring replaces the fresh one, which nobody has written to yet.
+ * The partial page the predecessor was filling is torn: its bytes count as
+ * rejected; a new session follows anyway.
+ */
+static void adopt_one(struct vmt_guest *g, uint32_t cpu, struct vmt_ring *nr)
 {
 	compressor_forget(g->env->comp, &g->rings[cpu]);
 	ring_free(&g->rings[cpu]);
 	g->rings[cpu] = *nr;
-	g->rings[cpu].pool = &g->env->mem->reserve;
-	/*
-	 * The partial page the predecessor was filling is torn: its bytes are
-	 * rejected, but without the seq ring_reset_stream() would give it. A
-	 * new session follows anyway, and a frame made across a gap in seqs
-	 * is one sample_write() refuses (frames follow each other in seq).
-	 */
-	if (!keep_fill) {
-		g->rings[cpu].c.bytes_rejected += g->rings[cpu].fill;
-		g->rings[cpu].fill = 0;
-	}
-	adopted_note(g, cpu, &g->rings[cpu], res);
+	g->rings[cpu].c.bytes_rejected += g->rings[cpu].fill;
+	g->rings[cpu].fill = 0;
 }
 
 
@@ -142,77 +135,67 @@ static void refuse_one(struct vmt_guest *g, uint32_t cpu, const char *why)
 		store_one(g, cpu);
 }
 
-int guest_take_ring(struct vmt_guest *g, uint32_t cpu, uint32_t ncpus, struct vmt_ring *r,
-		    bool *fill_lost, char *why, size_t n)
+/*
+ * cpu's ring (of ncpus) handed back, checked and adopted into *r: the
+ * predecessor's window. handed_over: an upgrade's (persist.h). -errno and
+ * why when there is none or it does not check out (refused, counted).
+ */
+static int take_ring(struct vmt_guest *g, uint32_t cpu, uint32_t ncpus, bool handed_over,
+		     struct vmt_ring *r, struct vmt_persist_adopted *res, char *why, size_t n)
 {
 	struct vmt_persist_expect want;
-	struct vmt_persist_adopted res;
 	int fd, err;
 
-	*fill_lost = false;
 	fd = recover_take(g->env->recover, g->conf.name, cpu, NULL);
 	if (fd < 0) {
 		snprintf(why, n, "cpu%u: no ring handed over", cpu);
 		return -ENOENT;
 	}
 	expect_of(g, cpu, &want);
-	want.ncpus = ncpus;	/* g->nrings counts the rings made so far */
-	want.handed_over = true;
-	err = persist_adopt_ring(fd, &want, r, &res, why, n);
+	want.ncpus = ncpus;	/* while rings are made, g->nrings counts those so far */
+	want.handed_over = handed_over;
+	err = persist_adopt_ring(fd, &want, r, res, why, n);
 	close(fd);
 	if (err < 0) {
 		refuse_one(g, cpu, why);
 		return err;
 	}
 	r->pool = &g->env->mem->reserve;
-	adopted_note(g, cpu, r, &res);
-	if (res.fill_dropped) {	/* the stream's place is lost */
-		snprintf(why, n, "cpu%u: the page being filled was not in the memfd", cpu);
-		*fill_lost = true;
-	}
+	adopted_note(g, cpu, r, res);
 	return 0;
+}
+
+int guest_take_ring(struct vmt_guest *g, uint32_t cpu, uint32_t ncpus, struct vmt_ring *r,
+		    bool *fill_lost, char *why, size_t n)
+{
+	struct vmt_persist_adopted res;
+	int err = take_ring(g, cpu, ncpus, true, r, &res, why, n);
+
+	*fill_lost = err == 0 && res.fill_dropped;
+	if (*fill_lost)	/* the stream's place is lost */
+		snprintf(why, n, "cpu%u: the page being filled was not in the memfd", cpu);
+	return err;
 }
 
 /*
  * The aux version is settled: adopt what a crashed predecessor left for
  * this guest, ring by ring; rings of CPUs it no longer has are refused.
  */
-static int recover_rings(struct vmt_guest *g, bool keep_fill, char *bad, size_t bad_n)
+void guest_recover_rings(struct vmt_guest *g)
 {
 	struct vmt_recover *rc = g->env->recover;
 	uint32_t cpu;
-	int fd, ret = 0;
+	int fd;
 
 	if (!guest_persists(g) || !recover_pending(rc, g->conf.name))
-		return -ENOENT;
+		return;
 	for (uint32_t i = 0; i < g->nrings; i++) {
-		struct vmt_persist_expect want;
 		struct vmt_persist_adopted res;
 		struct vmt_ring nr;
 		char why[256];
-		int r;
 
-		fd = recover_take(rc, g->conf.name, i, NULL);
-		if (fd < 0) {
-			snprintf(bad, bad_n, "cpu%u: no ring handed over", i);
-			ret = -ENOENT;
-			continue;
-		}
-		expect_of(g, i, &want);
-		want.handed_over = keep_fill;	/* an upgrade: see persist.h */
-		r = persist_adopt_ring(fd, &want, &nr, &res, why, sizeof(why));
-		close(fd);
-		if (r < 0) {
-			refuse_one(g, i, why);
-			snprintf(bad, bad_n, "cpu%u: %s", i, why);
-			ret = r;
-			continue;
-		}
-		adopt_one(g, i, &nr, &res, keep_fill);
-		if (res.fill_dropped) {	/* the stream's place is lost */
-			snprintf(bad, bad_n, "cpu%u: the page being filled was not in the memfd", i);
-			ret = -EPROTO;
-		}
+		if (take_ring(g, i, g->nrings, false, &nr, &res, why, sizeof(why)) == 0)
+			adopt_one(g, i, &nr);
 	}
 	while ((fd = recover_take(rc, g->conf.name, UINT32_MAX, &cpu)) >= 0) {
 		char why[96];
@@ -221,14 +204,6 @@ static int recover_rings(struct vmt_guest *g, bool keep_fill, char *bad, size_t 
 		snprintf(why, sizeof(why), "CPU %u, and the guest has %u CPUs now", cpu, g->nrings);
 		refuse_one(g, cpu, why);
 	}
-	return ret;
-}
-
-void guest_recover_rings(struct vmt_guest *g)
-{
-	char bad[320];
-
-	recover_rings(g, false, bad, sizeof(bad));
 }
 
 
