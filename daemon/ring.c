@@ -252,16 +252,13 @@ bool ring_batch_overtaken(const struct vmt_ring_hold *hold, const uint64_t place
 	return __atomic_load_n(&hold->rm->spills, __ATOMIC_RELAXED) - place[1] > place[0];
 }
 
-/* n oldest pages are in a frame now; frames pushed out for it are counted. */
-static void batch_stored(struct vmt_ring *r, uint32_t n, uint64_t bytes,
-			 const struct vmt_frames_evicted *ev)
+/* n oldest pages are in a frame now (frames_room counted what it pushed out). */
+static void batch_stored(struct vmt_ring *r, uint32_t n, uint64_t bytes)
 {
 	r->count -= n;
 	r->c.frames_made++;
 	r->c.frame_bytes_in += (uint64_t)n * r->layout.page_size;
 	r->c.frame_bytes_out += bytes;
-	r->c.frames_overwritten += ev->frames;
-	r->c.pages_overwritten += ev->pages;
 }
 
 /*
@@ -285,7 +282,6 @@ bool ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr
 		    const uint8_t *payload, ssize_t len, uint32_t crc)
 {
 	struct vmt_iovec one = { payload, len > 0 ? (size_t)len : 0 };
-	struct vmt_frames_evicted none = { 0 };
 	size_t pos;
 	int err;
 
@@ -302,7 +298,7 @@ bool ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr
 		if (err == 0) {
 			frames_put(&r->fr, pos, h, &one, 1, h->codec == VMT_FRAME_NONE ? 0 : crc);
 			r->inflight -= h->npages;
-			batch_stored(r, h->npages, (uint64_t)len, &none);
+			batch_stored(r, h->npages, (uint64_t)len);
 			ring_publish(r);
 			return true;
 		}
@@ -323,7 +319,6 @@ static bool ring_spill(struct vmt_ring *r)
 {
 	uint32_t n = VMT_MIN(r->batch, r->count), ps = r->layout.page_size, k = 0;
 	struct vmt_iovec iov[BATCH_MAX];
-	struct vmt_frames_evicted none = { 0 };
 	struct vmt_frame_hdr h;
 	size_t pos;
 
@@ -353,7 +348,7 @@ static bool ring_spill(struct vmt_ring *r)
 		r->inflight -= VMT_MIN(r->inflight, n);
 		__atomic_add_fetch(&r->rm->spills, 1, __ATOMIC_RELAXED);
 	}
-	batch_stored(r, n, (uint64_t)n * ps, &none);
+	batch_stored(r, n, (uint64_t)n * ps);
 	r->c.pages_stored_raw += n;
 	return true;
 }
