@@ -122,6 +122,9 @@ const char *bench_build(void);
  * vmtraced; return once its control socket answers. */
 int daemon_start(struct bench_daemon *d, const char *dir, const char *body);
 int daemon_stop(struct bench_daemon *d);
+/* daemon_stop at the end of a run whose result is r: a daemon that did not
+ * exit 0 is said (with its log) and makes a good run -EIO. Returns the run's. */
+int daemon_stop_run(struct bench_daemon *d, int r);
 int daemon_status(struct bench_daemon *d, struct bench_status *st);
 /* Wait until n guests stream (timeout in seconds). */
 int daemon_wait_streaming(struct bench_daemon *d, unsigned n, double timeout);

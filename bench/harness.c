@@ -174,6 +174,17 @@ static char *run_capture(const char *cmd)
 	return (char *)b.data;
 }
 
+int daemon_stop_run(struct bench_daemon *d, int r)
+{
+	int rc = daemon_stop(d);
+
+	if (rc != 0) {
+		fprintf(stderr, "vmtraced exited with %d; log: %s\n", rc, d->log);
+		r = r ? r : -EIO;
+	}
+	return r;
+}
+
 int daemon_status(struct bench_daemon *d, struct bench_status *st)
 {
 	char cmd[1400];

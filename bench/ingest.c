@@ -124,7 +124,7 @@ static int run_daemon(unsigned n, const char *compression, struct rate *out)
 	struct bench_status s0, s1;
 	uint64_t b0, b1, u0, u1, k0, k1, t0, t1, pc0, pc1;
 	char line[1200];
-	int r, rc;
+	int r;
 
 	if (!dir)
 		return -errno;
@@ -168,11 +168,7 @@ static int run_daemon(unsigned n, const char *compression, struct rate *out)
 		out->reserve_peak = VMT_MAX(out->reserve_peak, s1.reserve_peak);
 	}
 stop:
-	rc = daemon_stop(&d);
-	if (rc != 0) {
-		fprintf(stderr, "vmtraced exited with %d; log: %s\n", rc, d.log);
-		r = r ? r : -EIO;
-	}
+	r = daemon_stop_run(&d, r);
 out:
 	producer_stop(p);
 	if (r == 0)

@@ -166,11 +166,7 @@ static int run(const char *compression, const char *sfx)
 		     detail);
 	r = 0;
 stop:
-	rc = daemon_stop(&d);
-	if (rc != 0) {
-		fprintf(stderr, "vmtraced exited with %d; log: %s\n", rc, d.log);
-		r = r ? r : -EIO;
-	}
+	r = daemon_stop_run(&d, r);
 out:
 	producer_stop(p);
 	if (r == 0)

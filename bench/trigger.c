@@ -168,7 +168,7 @@ static int run_daemon(unsigned n, bool streaming, struct trig_run *out)
 	struct producer *p;
 	struct bench_daemon d;
 	char body[1500], gdir[1000], path[1400];
-	int r, rc, ifd = -1;
+	int r, ifd = -1;
 
 	if (!dir)
 		return -errno;
@@ -233,11 +233,7 @@ static int run_daemon(unsigned n, bool streaming, struct trig_run *out)
 		out->coalesced += s.ntriggers > 1;
 	}
 stop:
-	rc = daemon_stop(&d);
-	if (rc != 0) {
-		fprintf(stderr, "vmtraced exited with %d; log: %s\n", rc, d.log);
-		r = r ? r : -EIO;
-	}
+	r = daemon_stop_run(&d, r);
 out:
 	if (ifd >= 0)
 		close(ifd);

@@ -194,7 +194,7 @@ static int run(struct run *out)
 	struct producer *p;
 	struct bench_daemon d;
 	char top[600];
-	int r, rc;
+	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (!dir)
@@ -210,11 +210,7 @@ static int run(struct run *out)
 	if (r >= 0)
 		r = measure(&d, p, out);
 	if (d.pid > 0) {
-		rc = daemon_stop(&d);
-		if (rc != 0) {
-			fprintf(stderr, "vmtraced exited with %d; log: %s\n", rc, d.log);
-			r = r ? r : -EIO;
-		}
+		r = daemon_stop_run(&d, r);
 	}
 	producer_stop(p);
 	if (r == 0)

@@ -62,7 +62,7 @@ static int run_codec(const struct codec *k, struct run *out)
 	char line[1200];
 	uint64_t t0, t1, u0, k0, u1, k1, b0, b1, tm0, tm1, n = 0;
 	double sum = 0;
-	int r, rc;
+	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (!dir)
@@ -128,11 +128,7 @@ static int run_codec(const struct codec *k, struct run *out)
 		out->secs = (double)(t1 - t0) / 1e9;
 	}
 stop:
-	rc = daemon_stop(&d);
-	if (rc != 0) {
-		fprintf(stderr, "vmtraced exited with %d; log: %s\n", rc, d.log);
-		r = r ? r : -EIO;
-	}
+	r = daemon_stop_run(&d, r);
 out:
 	producer_stop(p);
 	if (r == 0)
