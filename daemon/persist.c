@@ -263,7 +263,7 @@ static void adopt_state(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, boo
 		/* the partial page was in a reserve page: as a torn stream */
 		res->fill_dropped = r->fill;
 		r->c.bytes_rejected += r->fill;
-		r->fill = 0;	/* no seq for it: frames must follow each other in seq */
+		r->fill = 0;	/* not counted as a page: its bytes are gone */
 	}
 	r->slots[r->head].flags &= ~(uint32_t)VMT_SLOT_AWAY;
 	res->created_ns = h->created_ns;
