@@ -383,6 +383,45 @@ START_TEST(agent_restart_keeps_window)
 }
 END_TEST
 
+/*
+ * Socket ports: a connection the host opened and closed before the agent's
+ * side took it (the daemon gave up half-way through connecting a guest's
+ * ports and tried again) waits in each port's backlog ahead of the live
+ * one. QEMU's server chardev takes it, sees the hang-up and takes the next;
+ * so must the stand-in, or every page goes into a dead socket (this test
+ * played that race on purpose: test_hostile's control_channel hit it by
+ * chance when its guest's sockets were made again under a retrying daemon).
+ */
+START_TEST(socket_ports_stale_connection_first)
+{
+	struct itest_run r;
+
+	NEED_INPUT();
+	itest_run_init(&r, &in, "stale");
+	r.fc[0].sockets = 1;
+	itest_run_guest(&r, 0);
+	for (unsigned c = 0; c <= in.ncpus; c++) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		char p[400];
+		int n = c < in.ncpus ? snprintf(p, sizeof(p), "%s/trace-path-cpu%u", r.chan[0], c)
+				     : snprintf(p, sizeof(p), "%s/agent-ctl-path", r.chan[0]);
+
+		ck_assert_int_lt(n, (int)sizeof(sa.sun_path));
+		memcpy(sa.sun_path, p, (size_t)n + 1);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
+			      sa.sun_path, strerror(errno));
+		close(fd);
+	}
+	itest_run_daemon(&r, "", 1);
+	itest_expect_streaming(&r.d, "g1", 10000);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 20000), 0);
+	itest_expect_pages_in(&r.d, "g1", fed_pages());
+	itest_run_end(&r);
+}
+END_TEST
+
 /* ---- issue 4: a guest's QEMU dies: its window is written by itself ------------- */
 
 START_TEST(guest_process_death_dumps)
@@ -2887,6 +2926,7 @@ int main(void)
 
 	TEST_ADD(t, reboot_new_aux_version);
 	TEST_ADD(t, agent_restart_keeps_window);
+	TEST_ADD(t, socket_ports_stale_connection_first);
 	TEST_ADD(t, aux_on_demand);
 	TEST_ADD(t, guest_process_death_dumps);
 	TEST_ADD(t, kvm_tsc_offsets_become_clock_points);

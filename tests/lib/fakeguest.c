@@ -89,6 +89,24 @@ static void endpoint_accept(struct endpoint *e)
 	e->rfd = e->wfd = fd;
 }
 
+/*
+ * Sockets: a connection the host closed before it was accepted (it gave up
+ * half-way through connecting its ports and tried again) is taken and
+ * replaced by the next one, as QEMU's server chardev does on a hang-up.
+ * Called once the host sent START: its live connection is queued by then.
+ */
+static void endpoint_accept_live(struct endpoint *e)
+{
+	for (;;) {
+		struct pollfd p = { .fd = e->rfd, .events = POLLRDHUP };
+
+		if (e->listen_fd < 0 || e->rfd < 0 || poll(&p, 1, 0) <= 0 ||
+		    !(p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+			return;
+		endpoint_accept(e);
+	}
+}
+
 static void ctl_write(struct fg *g, const struct vmt_buf *b)
 {
 	pthread_mutex_lock(&g->ctl_lock);
@@ -181,6 +199,7 @@ static void *cpu_main(void *arg)
 		pthread_mutex_unlock(&g->lock);
 		if (c->cut_after && gen > 1)
 			endpoint_accept(&g->data[cpu]);	/* the host came back after the cut */
+		endpoint_accept_live(&g->data[cpu]);
 
 		for (size_t i = 0; i < c->npages[cpu]; i++) {
 			const uint8_t *p = c->pages[cpu] + i * c->page_size;
