@@ -70,6 +70,7 @@ run_suite() {	# name binary
 	s=$(grep -c '^SKIP: ' "$out")
 	if [ -z "$line" ]; then
 		echo "!! $name: no Check summary (exit $rc)"
+		tail -5 "$out" | cut -c1-600 | sed "s/^/$name: /" >>"$log/failures"
 		fail=$((fail + 1)); failed_suites="$failed_suites $name"
 		return
 	fi
@@ -78,15 +79,18 @@ run_suite() {	# name binary
 	e=$(echo "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
 	pass=$((pass + c - f - e - s)); fail=$((fail + f + e)); skip=$((skip + s))
 	if [ "$rc" != 0 ] || [ $((f + e)) != 0 ]; then
+		# Check's failure lines (and a random test's seed) again at the end, where a CI log's tail shows them
+		grep -E ':[FE]:|VMT_TEST_SEED|started afresh' "$out" | cut -c1-600 | sed "s/^/$name: /" >>"$log/failures"
 		failed_suites="$failed_suites $name"
 		[ $((f + e)) = 0 ] && fail=$((fail + 1))
 		return
 	fi
 	# a suite that passed but left something behind fails
 	if [ "$stray" = 1 ]; then
-		echo "!! $name: left processes running (killed now)"
+		echo "!! $name: left processes running (killed now)" | tee -a "$log/failures"
 		fail=$((fail + 1)); failed_suites="$failed_suites $name"
 	elif [ -n "$left" ]; then
+		echo "!! $name: left files in its TMPDIR (removed now): $(echo $left)" >>"$log/failures"
 		echo "!! $name: left files in its TMPDIR (removed now):"
 		echo "$left" | sed 's/^/!!   /'
 		fail=$((fail + 1)); failed_suites="$failed_suites $name"
@@ -107,6 +111,10 @@ for k in $kinds; do
 	*) echo "unknown kind $k"; exit 2 ;;
 	esac
 done
+if [ -s "$log/failures" ]; then
+	echo "failures:"
+	sed 's/^/  /' "$log/failures"
+fi
 [ -n "$failed_suites" ] && echo "failed suites:$failed_suites"
 echo "tests: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

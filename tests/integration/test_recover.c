@@ -124,19 +124,31 @@ static void kill_daemon(struct itest_run *r, struct sdstore *st)
 	sdstore_sync(st);	/* all it sent is queued now */
 }
 
-/* Lines of the daemon's log holding both a and b. */
-static int log_count2(const struct testd *d, const char *a, const char *b)
+/* Lines of the daemon's log holding both a and b; the last one into last. */
+static int log_find2(const struct testd *d, const char *a, const char *b, char *last, size_t n)
 {
 	FILE *f = fopen(d->log, "r");
 	char line[4096];
-	int n = 0;
+	int k = 0;
 
 	while (f && fgets(line, sizeof(line), f))
-		n += strstr(line, a) && strstr(line, b);
+		if (strstr(line, a) && strstr(line, b)) {
+			k++;
+			if (last)
+				snprintf(last, n, "%.*s", (int)strcspn(line, "\n"), line);
+		}
 	if (f)
 		fclose(f);
-	return n;
+	return k;
 }
+
+static int log_count2(const struct testd *d, const char *a, const char *b)
+{
+	return log_find2(d, a, b, NULL, 0);
+}
+
+/* why the last guest started afresh, for the final assertion */
+static char last_refusal[512] = "(none)";
 
 static void expect_store_full(struct sdstore *st)
 {
@@ -176,6 +188,9 @@ static bool check_restart(struct itest_run *r, int g, unsigned s, uint64_t seen,
 	}
 	now = itest_num(&r->d, name, "pages_in");
 	if (adopted != ncpu) {
+		log_find2(&r->d, who, "refused", last_refusal, sizeof(last_refusal));
+		printf("lifetime %u: %s started afresh: %s\n", s + 1, name, last_refusal);
+		fflush(stdout);
 		*base = now;
 		*gaps_ok = true;	/* what is left is another lifetime's */
 		return false;
@@ -276,7 +291,8 @@ START_TEST(sigkill_fd_store_recovery)
 	printf("sigkill_fd_store_recovery: %u kills, guests adopted %u times, started afresh %u "
 	       "times, %.1f s\n", KILLS, adopted, refused, (double)(itest_now_ms() - t0) / 1000);
 	/* the same boot each time: nothing gives a reason to refuse */
-	ck_assert_uint_eq(refused, 0);
+	ck_assert_msg(refused == 0, "started afresh %u times (seed %u); the last: %s", refused, seed,
+		      last_refusal);
 	itest_run_end(&r);
 	sdstore_stop(&st);
 }
