@@ -3,15 +3,17 @@
  * guest-upgrade: one guest's session across an upgrade's execve
  * (upgrade.h). The old process writes what the session is (the agent's
  * HELLO, the page layout, the aux in force and the bundle it still holds,
- * each stream's base, the task tables, counters, the sessions bucket) and
- * passes its channels and rings; the successor puts it back as it was,
- * STREAMING, sending the agent nothing that starts a session. Clock
+ * each stream's base, the task tables, counters, the sessions bucket, the
+ * QEMU pid it knew) and passes its channels and rings; the successor puts
+ * it back as it was, STREAMING, sending the agent nothing that starts a
+ * session, and checks that QEMU pid once its detectors are loaded. Clock
  * points are not carried: a new round of SYNC probes starts (a probe is
  * not a session to the agent).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +36,8 @@ struct upg_guest {
 	struct vmt_aux aux;	/* meta and sync.points not carried (NULL) */
 	uint64_t aux_decode_id, hellos_waiting;
 	uint64_t meta_len, tasks_len;
+	uint32_t qemu_pid;	/* as the old process knew it: a death in the gap is noticed */
+	uint32_t pad;
 };
 
 static void sizes_of(uint32_t s[5])
@@ -79,7 +83,8 @@ static int save_session(struct vmt_guest *g, struct vmt_upgrade_out *o)
 			       .hello = g->hello, .layout = g->layout, .c = g->c,
 			       .sessions = g->sessions, .aux = g->aux,
 			       .aux_decode_id = g->aux_decode_id, .hellos_waiting = g->hellos_waiting,
-			       .meta_len = g->aux.meta ? g->aux.meta_len : 0, .tasks_len = g->tasks.len };
+			       .meta_len = g->aux.meta ? g->aux.meta_len : 0, .tasks_len = g->tasks.len,
+			       .qemu_pid = (uint32_t)VMT_MAX(guest_qemu_pid(g), 0) };
 	struct vmt_buf rec = { 0 };
 	char port[16];
 	int r;
@@ -155,6 +160,13 @@ static int take_channel(struct vmt_guest *g, struct vmt_upgrade_in *in, struct v
 	c->wfd = sock ? c->rfd : chan_fd(in, g->conf.name, port, "/w", sock);
 	if (c->rfd < 0 || c->wfd < 0)
 		return c->rfd < 0 ? c->rfd : c->wfd;
+	if (sock) {	/* QEMU's pid, as channel_open() has it (guest_qemu_pid) */
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+
+		if (!getsockopt(c->rfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl))
+			c->peer_pid = cred.pid;
+	}
 	return 0;
 }
 
@@ -226,6 +238,7 @@ static int restore(struct vmt_guest *g, const struct upg_guest *u, const uint8_t
 	g->have_aux = true;
 	g->aux_decode_id = u->aux_decode_id;
 	g->tasks_total = u->tasks_total;
+	g->qemu_handed = (pid_t)u->qemu_pid;
 	if (u->tasks_len && buf_append(&g->tasks, tasks, u->tasks_len) < 0)
 		return -ENOMEM;
 	return 0;

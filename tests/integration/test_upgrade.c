@@ -13,12 +13,14 @@
  * Every page fed is unique: a corpus page whose header time says which
  * one it is (k), as in test_recover.
  */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "itest.h"
@@ -75,6 +77,14 @@ static void check_sample(const char *path)
 	sample_free(sm);
 }
 
+static int guest_samples(struct itest_run *r, const char *guest, char ***list)
+{
+	char dir[400];
+
+	snprintf(dir, sizeof(dir), "%s/%s", r->d.state, guest);
+	return itest_samples(dir, list);
+}
+
 /* The daemon from DIR/vmtraced (a copy of the build's), guests held at HOLD. */
 static void start(struct itest_run *r, char *bin, size_t n)
 {
@@ -98,6 +108,26 @@ static void start(struct itest_run *r, char *bin, size_t n)
 	}
 }
 
+/* The keeper that held the old address space across execve: its exit
+ * said and reaped (no zombie left under the daemon). */
+static void expect_keeper_reaped(struct itest_run *r)
+{
+	const char *key = "the old address space is let go (keeper ";
+	char line[1024];
+	pid_t keeper = 0;
+	FILE *f;
+
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r->d, key) == 1, 20000), "log: %s", r->d.log);
+	f = fopen(r->d.log, "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, key))
+			keeper = (pid_t)atoi(strstr(line, key) + strlen(key));
+	fclose(f);
+	ck_assert_int_gt(keeper, 0);
+	ck_assert_msg(kill(keeper, 0) < 0 && errno == ESRCH, "keeper %d still there", (int)keeper);
+}
+
 /* Two guests held half way; the upgrade asked by vmtracectl, or by SIGUSR2. */
 static void keeps_sessions(bool by_signal)
 {
@@ -119,6 +149,11 @@ static void keeps_sessions(bool by_signal)
 						 "started afresh") == 1, 20000), "log: %s", r.d.log);
 	ck_assert_int_eq(r.d.pid, pid);	/* the same process, another program */
 	ck_assert_int_eq(testd_log_count(&r.d, "running:"), 2);
+	/* the sessions first, then the detectors and host source; the old
+	 * address space let go beside it, by a keeper the successor reaps */
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "detectors and host source set up after "
+						 "the take-over") == 1, 20000), "log: %s", r.d.log);
+	expect_keeper_reaped(&r);
 	for (int g = 0; g < NG; g++) {
 		ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
 		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[g], 20000), 0);
@@ -225,6 +260,75 @@ START_TEST(upgrade_while_streaming)
 }
 END_TEST
 
+/*
+ * A guest's QEMU that is gone when the successor's detectors load (it died
+ * while none watched: from the old process's execve on) is noticed: the
+ * successor checks the pid the old process knew and dumps the guest. Here
+ * the stand-in QEMU (the pidfile's pid) exits 0 before the upgrade, which
+ * the old process's detector leaves alone (on_clean_exit: false): only the
+ * successor's check can say it.
+ */
+/* The stand-in QEMU's end: a clean exit, as at virsh shutdown. */
+static void exit_clean(int sig)
+{
+	_exit(0);
+}
+
+START_TEST(upgrade_notices_a_qemu_gone)
+{
+	char bin[PATH_MAX], out[256], body[8192], g[600], pidfile[PATH_MAX], **list = NULL;
+	struct testd_opts o = { 0 };
+	struct itest_run r;
+	sigset_t term, old;
+	int st, n;
+	pid_t qemu;
+	FILE *f;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-qemu");
+	snprintf(bin, sizeof(bin), "%s/vmtraced", r.dir);
+	ck_assert_int_eq(itest_sh("cp %s/%s/vmtraced %s", test_srcdir(), test_builddir(), bin), 0);
+	o.bin = bin;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigprocmask(SIG_BLOCK, &term, &old);	/* until the child's handler is in place */
+	qemu = fork();
+	ck_assert_int_ge(qemu, 0);
+	if (!qemu) {
+		signal(SIGTERM, exit_clean);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		for (;;)
+			pause();
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	snprintf(pidfile, sizeof(pidfile), "%s/qemu.pid", r.dir);
+	f = fopen(pidfile, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "%d\n", (int)qemu);
+	fclose(f);
+	feed(&r, 0);
+	r.fc[0].hold_after = 0;
+	itest_run_guest(&r, 0);
+	itest_guest_yaml(g, sizeof(g), &r, 0);
+	snprintf(body, sizeof(body), "%sguests:\n%s    pidfile: %s\n", TOP, g, pidfile);
+	ck_assert_int_eq(testd_start_opts(&r.d, r.dir, body, &o), 0);
+	itest_expect_streaming(&r.d, "g1", 20000);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 20000), 0);
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
+	ck_assert_int_eq(kill(qemu, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(qemu, &st, 0), qemu);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
+	snprintf(g, sizeof(g), "process_death: guest process %d exited during the hand-over "
+		 "(status unknown)", (int)qemu);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, g) == 1, 20000), "log: %s", r.d.log);
+	ck_assert_msg(ITEST_WAIT((n = guest_samples(&r, "g1", &list), itest_free_list(list, n),
+				  n == 1), 20000), "no sample of g1; log: %s", r.d.log);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "sessions_adopted"), 1);
+	itest_run_end(&r);
+}
+END_TEST
+
 START_TEST(upgrade_other_layout_starts_afresh)
 {
 	char bin[PATH_MAX], out[256], line[256];
@@ -267,6 +371,7 @@ int main(void)
 	TEST_ADD(t, sigusr2_upgrades);
 	TEST_ADD(t, upgrade_refused_under_the_sandbox);
 	TEST_ADD(t, upgrade_while_streaming);
+	TEST_ADD(t, upgrade_notices_a_qemu_gone);
 	TEST_ADD(t, upgrade_other_layout_starts_afresh);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
