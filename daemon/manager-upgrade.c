@@ -115,6 +115,40 @@ int manager_upgrade(struct vmt_manager *m)
 	return r;
 }
 
+#define SOON_TRIES 50
+#define SOON_EVERY_USEC (100 * 1000)
+
+static int soon_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct vmt_manager *m = userdata;
+	char why[512];
+	int r = manager_upgrade_check(m, why, sizeof(why));
+
+	if (r == -EBUSY && ++m->soon_tries < SOON_TRIES) {
+		sd_event_source_set_time_relative(s, SOON_EVERY_USEC);
+		sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+		return 0;
+	}
+	m->soon = sd_event_source_disable_unref(s);
+	manager_upgrade(m);	/* back only if refused or failed (logged) */
+	return 0;
+}
+
+void manager_upgrade_soon(struct vmt_manager *m)
+{
+	int r;
+
+	m->soon_tries = 0;
+	if (m->soon) {
+		sd_event_source_set_time_relative(m->soon, 0);
+		sd_event_source_set_enabled(m->soon, SD_EVENT_ONESHOT);
+		return;
+	}
+	r = sd_event_add_time_relative(m->event, &m->soon, CLOCK_MONOTONIC, 0, 1000, soon_cb, m);
+	if (r < 0)
+		log_error_errno(r, "cannot hand over: %m");
+}
+
 static bool ends_with(const char *s, const char *tail)
 {
 	size_t a = strlen(s), b = strlen(tail);

@@ -492,6 +492,7 @@ void manager_free(struct vmt_manager *m)
 	for (unsigned i = 0; i < 2; i++)
 		sd_event_source_disable_unref(m->setup_rest[i]);
 	sd_event_source_disable_unref(m->keeper_src);
+	sd_event_source_disable_unref(m->soon);
 	probe_free(m->probe);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_free(m->guests.v[i]);

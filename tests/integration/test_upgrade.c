@@ -329,6 +329,55 @@ START_TEST(upgrade_notices_a_qemu_gone)
 }
 END_TEST
 
+/*
+ * A reload that changes what only a new process takes (dump_reserve, the
+ * memory allocated at start) hands over to one that reads the file: the
+ * client has its answer, the sessions are kept, the new size is in force,
+ * and every page is still in the dump.
+ */
+START_TEST(reload_hands_over)
+{
+	char bin[PATH_MAX], out[256], body[8192], sample[PATH_MAX], g[600];
+	struct itest_run r;
+	pid_t pid;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-reload");
+	start(&r, bin, sizeof(bin));
+	pid = r.d.pid;
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserve"), 32u << 20);
+	snprintf(body, sizeof(body), "%sdump_reserve: 16MiB\nguests:\n", TOP);
+	for (int i = 0; i < NG; i++) {
+		itest_guest_yaml(g, sizeof(g), &r, i);
+		strncat(body, g, sizeof(body) - strlen(body) - 1);
+	}
+	ck_assert_int_eq(itest_write_conf(&r.d, body), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "reload"), 0);
+	ck_assert_str_eq(out, "configuration reloaded\n");
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade: 2 guest session(s) taken over, 0 "
+						 "started afresh") == 1, 20000), "log: %s", r.d.log);
+	ck_assert_int_eq(testd_log_count(&r.d, "dump_reserve changed: handing over to a new "
+					 "vmtraced that reads them"), 1);
+	ck_assert_int_eq(r.d.pid, pid);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserve"), 16u << 20);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 1);
+	for (int i = 0; i < NG; i++) {
+		ck_assert_int_eq(fakeguest_release(&r.fg[i]), 0);
+		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[i], 20000), 0);
+		fakeguest_poll(&r.fg[i]);
+		ck_assert_uint_eq(r.fg[i].starts, 1);
+	}
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	check_sample(sample);
+	/* the same file again: nothing left to hand over for */
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "reload"), 0);
+	ck_assert_int_eq(testd_log_count(&r.d, "handing over to a new vmtraced"), 1);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 1);
+	itest_run_end(&r);
+}
+END_TEST
+
 START_TEST(upgrade_other_layout_starts_afresh)
 {
 	char bin[PATH_MAX], out[256], line[256];
@@ -372,6 +421,7 @@ int main(void)
 	TEST_ADD(t, upgrade_refused_under_the_sandbox);
 	TEST_ADD(t, upgrade_while_streaming);
 	TEST_ADD(t, upgrade_notices_a_qemu_gone);
+	TEST_ADD(t, reload_hands_over);
 	TEST_ADD(t, upgrade_other_layout_starts_afresh);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
