@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "itest.h"
+#include "clocksync.h"
+#include "meta.h"
 #include "page.h"
 #include "sample.h"
 
@@ -378,6 +380,103 @@ START_TEST(reload_hands_over)
 }
 END_TEST
 
+/* in's bundle with trace_clock saying x86-tsc is in force (as test_daemon) */
+static void bundle_with_clock(struct vmt_buf *b, const char *clock_file)
+{
+	struct vmt_meta_entry e;
+	size_t pos = 0;
+
+	while (meta_next(in.bundle.data, in.bundle.len, &pos, &e) > 0) {
+		char name[256];
+
+		snprintf(name, sizeof(name), "%.*s", (int)e.name_len, e.name);
+		if (!strcmp(name, "trace_clock"))
+			ck_assert_int_eq(meta_add(b, name, clock_file, (uint32_t)strlen(clock_file)), 0);
+		else
+			ck_assert_int_eq(meta_add(b, name, e.data, e.data_len), 0);
+	}
+}
+
+/* KVM's debugfs as the kernel lays it out, for the stand-in's pid: each
+ * vCPU c's tsc-offset base + c. */
+static void kvm_offsets(const char *kvm, pid_t pid, int64_t base)
+{
+	for (unsigned c = 0; c < ncpu; c++)
+		ck_assert_int_eq(itest_sh("mkdir -p %s/%d-11/vcpu%u && echo %lld > %s/%d-11/vcpu%u/"
+					  "tsc-offset.new && mv %s/%d-11/vcpu%u/tsc-offset.new "
+					  "%s/%d-11/vcpu%u/tsc-offset", kvm, (int)pid, c,
+					  (long long)(base + c), kvm, (int)pid, c, kvm, (int)pid, c, kvm,
+					  (int)pid, c), 0);
+}
+
+/*
+ * Clock points go across the hand-over: KVM's offsets (clock_sync from
+ * kvm debugfs) are A before the upgrade, B after. The guest times of the
+ * points (host TSC + 1e15 or 2e15) are past every page fed (from 1e12 on),
+ * so a sample's points start at the oldest point held: A's, which only
+ * the old process read, if they were carried.
+ */
+START_TEST(upgrade_keeps_clock_points)
+{
+	const int64_t A = 1000000000000000ll, B = 2000000000000000ll;
+	char bin[PATH_MAX], out[256], body[8192], g[600], kvm[400], sample[PATH_MAX];
+	struct vmt_buf bundle = { 0 };
+	struct testd_opts o = { 0 };
+	struct vmt_sample *s;
+	struct itest_run r;
+	unsigned from_a = 0;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-clock");
+	snprintf(bin, sizeof(bin), "%s/vmtraced", r.dir);
+	ck_assert_int_eq(itest_sh("cp %s/%s/vmtraced %s", test_srcdir(), test_builddir(), bin), 0);
+	o.bin = bin;
+	bundle_with_clock(&bundle, "local global counter [x86-tsc]\n");
+	feed(&r, 0);
+	r.fc[0].bundle = bundle.data;
+	r.fc[0].bundle_len = bundle.len;
+	itest_run_guest(&r, 0);
+	snprintf(kvm, sizeof(kvm), "%s/kvm", r.dir);
+	kvm_offsets(kvm, r.fg[0].pid, A);
+	ck_assert_int_eq(itest_sh("echo %d > %s/qemu.pid", (int)r.fg[0].pid, r.dir), 0);
+	itest_guest_yaml(g, sizeof(g), &r, 0);
+	snprintf(body, sizeof(body), "%shost:\n  clock: x86-tsc\nclock_sync:\n  kvm_debugfs: %s\n"
+		 "guests:\n%s    pidfile: %s/qemu.pid\n", TOP, kvm, g, r.dir);
+	ck_assert_int_eq(testd_start_opts(&r.d, r.dir, body, &o), 0);
+	itest_expect_streaming(&r.d, "g1", 20000);
+	itest_expect_pages_in(&r.d, "g1", HOLD * ncpu);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "clock sync from KVM's TSC offsets") == 1,
+				 20000), "log: %s", r.d.log);
+	kvm_offsets(kvm, r.fg[0].pid, B);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade: 1 guest session(s) taken over, 0 "
+						 "started afresh") == 1, 20000), "log: %s", r.d.log);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "clock sync from KVM's TSC offsets") == 2,
+				 20000), "log: %s", r.d.log);
+	ck_assert_int_eq(fakeguest_release(&r.fg[0]), 0);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg[0], 20000), 0);
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	check_sample(sample);
+	s = itest_read_sample(sample);
+	ck_assert_msg(s->have_clock && s->clock.method == VMT_SYNC_KVM, "method %s: %s",
+		      sync_method_name(s->clock.method), s->clock.why);
+	for (uint32_t i = 0; i < s->clock.npoints; i++) {
+		const struct vmt_sync_point *p = &s->clock.points[i];
+
+		ck_assert_uint_lt(p->cpu, ncpu);
+		ck_assert_msg(p->offset == -(A + p->cpu) || p->offset == -(B + p->cpu),
+			      "point %u: offset %lld", i, (long long)p->offset);
+		from_a += p->offset == -(A + p->cpu);
+	}
+	ck_assert_msg(from_a == ncpu, "%u of %u points from before the upgrade (of %u)", from_a,
+		      ncpu, s->clock.npoints);
+	sample_free(s);
+	buf_free(&bundle);
+	itest_run_end(&r);
+}
+END_TEST
+
 START_TEST(upgrade_other_layout_starts_afresh)
 {
 	char bin[PATH_MAX], out[256], line[256];
@@ -422,6 +521,7 @@ int main(void)
 	TEST_ADD(t, upgrade_while_streaming);
 	TEST_ADD(t, upgrade_notices_a_qemu_gone);
 	TEST_ADD(t, reload_hands_over);
+	TEST_ADD(t, upgrade_keeps_clock_points);
 	TEST_ADD(t, upgrade_other_layout_starts_afresh);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
