@@ -171,6 +171,8 @@ static int keeper_main(void *arg)
 	return 0;
 }
 
+static void *keeper_stack;	/* unmapped if the execve fails */
+
 /* The keeper's pid and *w the write end (close-on-exec); -1 if none:
  * the hand-over goes on without it, only slower. */
 static pid_t keeper_start(int *w)
@@ -196,6 +198,7 @@ static pid_t keeper_start(int *w)
 		return -1;
 	}
 	*w = p[1];
+	keeper_stack = stack;
 	return pid;
 }
 
@@ -207,6 +210,8 @@ static void keeper_end(pid_t pid, int w)
 	close(w);
 	while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
 		;
+	munmap(keeper_stack, KEEPER_STACK);
+	keeper_stack = NULL;
 }
 
 /*

@@ -477,6 +477,38 @@ START_TEST(upgrade_keeps_clock_points)
 }
 END_TEST
 
+/*
+ * An execve that fails (the path names something that is not a program
+ * once the request was accepted): the daemon says so and goes on with
+ * every session and page, its keeper ended and reaped.
+ */
+START_TEST(upgrade_failed_exec_goes_on)
+{
+	char bin[PATH_MAX], out[256], sample[PATH_MAX];
+	struct itest_run r;
+
+	ITEST_NEED_INPUT(in);
+	itest_run_init(&r, &in, "upgrade-noexec");
+	start(&r, bin, sizeof(bin));
+	ck_assert_int_eq(itest_sh("echo 'not a program' > %s.new && chmod 755 %s.new && mv %s.new %s",
+				  bin, bin, bin, bin), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade failed, going on: execve") == 1,
+				 20000), "log: %s", r.d.log);
+	for (int g = 0; g < NG; g++) {
+		ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
+		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[g], 20000), 0);
+	}
+	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
+	itest_expect_pages_in(&r.d, "g2", NPAGES * ncpu);
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	check_sample(sample);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 0);
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
+	itest_run_end(&r);
+}
+END_TEST
+
 START_TEST(upgrade_other_layout_starts_afresh)
 {
 	char bin[PATH_MAX], out[256], line[256];
@@ -522,6 +554,7 @@ int main(void)
 	TEST_ADD(t, upgrade_notices_a_qemu_gone);
 	TEST_ADD(t, reload_hands_over);
 	TEST_ADD(t, upgrade_keeps_clock_points);
+	TEST_ADD(t, upgrade_failed_exec_goes_on);
 	TEST_ADD(t, upgrade_other_layout_starts_afresh);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
