@@ -350,6 +350,29 @@ int sync_clock_info(struct vmt_guest *g, uint64_t first, uint64_t last, struct v
 	return 0;
 }
 
+int sync_points_save(const struct vmt_guest *g, struct vmt_buf *b)
+{
+	const struct vmt_guest_sync *s = &g->sync;
+
+	for (uint32_t i = 0; i < s->count; i++) {
+		int r = buf_append(b, &s->points[(s->head + i) % VMT_SYNC_MAX_POINTS],
+				   sizeof(*s->points));
+		if (r < 0)
+			return r;
+	}
+	return (int)s->count;
+}
+
+void sync_points_restore(struct vmt_guest *g, const void *p, uint32_t n)
+{
+	struct vmt_sync_point pt;
+
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(&pt, (const uint8_t *)p + (size_t)i * sizeof(pt), sizeof(pt));
+		push_point(g, &pt);
+	}
+}
+
 void sync_free(struct vmt_guest *g)
 {
 	g->sync.timer = sd_event_source_disable_unref(g->sync.timer);

@@ -60,5 +60,11 @@ void sync_stamp_rx(struct vmt_guest *g);
  */
 int sync_clock_info(struct vmt_guest *g, uint64_t first, uint64_t last, struct vmt_clock_info *out);
 void sync_free(struct vmt_guest *g);
+/* An upgrade's hand-over (guest-upgrade.c): the points held, oldest
+ * first, appended to b; their count, or -ENOMEM. */
+int sync_points_save(const struct vmt_guest *g, struct vmt_buf *b);
+/* The predecessor's n points (p, unaligned), oldest first, kept as if
+ * measured here: one out of order is dropped, as push_point() does. */
+void sync_points_restore(struct vmt_guest *g, const void *p, uint32_t n);
 
 #endif

@@ -3,15 +3,18 @@
  * guest-upgrade: one guest's session across an upgrade's execve
  * (upgrade.h). The old process writes what the session is (the agent's
  * HELLO, the page layout, the aux in force and the bundle it still holds,
- * each stream's base, the task tables, counters, the sessions bucket) and
- * passes its channels and rings; the successor puts it back as it was,
- * STREAMING, sending the agent nothing that starts a session. Clock
- * points are not carried: a new round of SYNC probes starts (a probe is
- * not a session to the agent).
+ * each stream's base, the task tables, counters, the sessions bucket, the
+ * QEMU pid it knew) and passes its channels and rings; the successor puts
+ * it back as it was, STREAMING, sending the agent nothing that starts a
+ * session, and checks that QEMU pid once its detectors are loaded. The
+ * clock points go too (the first sample after the upgrade still relates
+ * the window's older pages to the host's clock), and a new round of SYNC
+ * probes starts (a probe is not a session to the agent).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,9 +24,10 @@
 #include "recover.h"
 #include "upgrade.h"
 
-/* A record: this, then u64 stream_base[nrings], the bundle, the task tables. */
+/* A record: this, then u64 stream_base[nrings], the bundle, the task
+ * tables, the clock points (struct vmt_sync_point[npoints]). */
 struct upg_guest {
-	uint32_t sizes[5];	/* of the structs copied as they are: a mismatch is refused */
+	uint32_t sizes[7];	/* of the structs copied as they are: a mismatch is refused */
 	uint32_t nchan, nrings, nonce;
 	uint32_t socket;	/* channels are sockets: one fd each, else FIFO pairs */
 	uint32_t tasks_total;
@@ -34,15 +38,20 @@ struct upg_guest {
 	struct vmt_aux aux;	/* meta and sync.points not carried (NULL) */
 	uint64_t aux_decode_id, hellos_waiting;
 	uint64_t meta_len, tasks_len;
+	uint32_t qemu_pid;	/* as the old process knew it: a death in the gap is noticed */
+	uint32_t npoints;	/* clock points, oldest first */
+	struct vmt_sync_counters sync_c;
 };
 
-static void sizes_of(uint32_t s[5])
+static void sizes_of(uint32_t s[7])
 {
 	s[0] = sizeof(struct vmt_hello);
 	s[1] = sizeof(struct vmt_page_layout);
 	s[2] = sizeof(struct vmt_guest_counters);
 	s[3] = sizeof(struct vmt_aux);
 	s[4] = sizeof(struct upg_guest);
+	s[5] = sizeof(struct vmt_sync_point);
+	s[6] = sizeof(struct vmt_sync_counters);
 }
 
 bool guest_can_hand_over(const struct vmt_guest *g, char *why, size_t n)
@@ -79,7 +88,9 @@ static int save_session(struct vmt_guest *g, struct vmt_upgrade_out *o)
 			       .hello = g->hello, .layout = g->layout, .c = g->c,
 			       .sessions = g->sessions, .aux = g->aux,
 			       .aux_decode_id = g->aux_decode_id, .hellos_waiting = g->hellos_waiting,
-			       .meta_len = g->aux.meta ? g->aux.meta_len : 0, .tasks_len = g->tasks.len };
+			       .meta_len = g->aux.meta ? g->aux.meta_len : 0, .tasks_len = g->tasks.len,
+			       .qemu_pid = (uint32_t)VMT_MAX(guest_qemu_pid(g), 0),
+			       .sync_c = g->sync.c };
 	struct vmt_buf rec = { 0 };
 	char port[16];
 	int r;
@@ -95,7 +106,11 @@ static int save_session(struct vmt_guest *g, struct vmt_upgrade_out *o)
 	if (r >= 0 && u.tasks_len)
 		r = buf_append(&rec, g->tasks.data, u.tasks_len);
 	if (r >= 0)
+		r = sync_points_save(g, &rec);
+	if (r >= 0) {
+		((struct upg_guest *)rec.data)->npoints = (uint32_t)r;
 		r = upgrade_add_guest(o, g->conf.name, &rec);
+	}
 	buf_free(&rec);
 	if (r >= 0)
 		r = add_channel(o, g, &g->ctl, "ctl");
@@ -155,6 +170,13 @@ static int take_channel(struct vmt_guest *g, struct vmt_upgrade_in *in, struct v
 	c->wfd = sock ? c->rfd : chan_fd(in, g->conf.name, port, "/w", sock);
 	if (c->rfd < 0 || c->wfd < 0)
 		return c->rfd < 0 ? c->rfd : c->wfd;
+	if (sock) {	/* QEMU's pid, as channel_open() has it (guest_qemu_pid) */
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+
+		if (!getsockopt(c->rfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl))
+			c->peer_pid = cred.pid;
+	}
 	return 0;
 }
 
@@ -181,7 +203,7 @@ static int take_channels(struct vmt_guest *g, struct vmt_upgrade_in *in, const s
 /* The record's fixed part, checked against what this build would write. */
 static int parse_record(const uint8_t *p, size_t n, struct upg_guest *u, char *why, size_t wn)
 {
-	uint32_t s[5];
+	uint32_t s[7];
 
 	sizes_of(s);
 	if (n < sizeof(*u)) {
@@ -194,8 +216,9 @@ static int parse_record(const uint8_t *p, size_t n, struct upg_guest *u, char *w
 		return -EPROTO;
 	}
 	if (!u->nrings || u->nrings > u->nchan || u->nchan > VMT_MAX_CPUS ||
-	    u->hello.ncpus != u->nrings || !u->hello.page_size ||
-	    n != sizeof(*u) + u->nrings * 8ull + u->meta_len + u->tasks_len) {
+	    u->hello.ncpus != u->nrings || !u->hello.page_size || u->npoints > VMT_SYNC_MAX_POINTS ||
+	    n != sizeof(*u) + u->nrings * 8ull + u->meta_len + u->tasks_len +
+			 u->npoints * (uint64_t)sizeof(struct vmt_sync_point)) {
 		snprintf(why, wn, "its record does not add up");
 		return -EBADMSG;
 	}
@@ -226,8 +249,11 @@ static int restore(struct vmt_guest *g, const struct upg_guest *u, const uint8_t
 	g->have_aux = true;
 	g->aux_decode_id = u->aux_decode_id;
 	g->tasks_total = u->tasks_total;
+	g->qemu_handed = (pid_t)u->qemu_pid;
 	if (u->tasks_len && buf_append(&g->tasks, tasks, u->tasks_len) < 0)
 		return -ENOMEM;
+	sync_points_restore(g, tasks + u->tasks_len, u->npoints);
+	g->sync.c = u->sync_c;
 	return 0;
 }
 

@@ -145,6 +145,7 @@ struct vmt_guest {
 	uint32_t nonce;		/* of our HOST_HELLOs in this connection */
 	uint64_t state_since_ns;
 	uint64_t taken_over_ns;	/* session taken over at an upgrade, no page read since; 0 */
+	pid_t qemu_handed;	/* its QEMU's pid as the predecessor knew it, until checked; 0 */
 
 	struct vmt_hello hello;
 	bool have_hello;

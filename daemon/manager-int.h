@@ -18,6 +18,14 @@ void manager_start_host(struct vmt_manager *m);
 void manager_batch_released(void *userdata);
 /* The successor: sessions handed over, taken before the guests connect. */
 void manager_upgrade_adopt(struct vmt_manager *m);
+/* A successor: are the detectors and the host source set up once the
+ * sessions are taken over (not before, as at a start)? */
+bool manager_upgrade_later(const struct vmt_manager *m);
+/* Set them up on the loop, once the first reads are done. */
+void manager_upgrade_schedule_rest(struct vmt_manager *m);
+/* Hand over from the loop's next turn (a client's answer sent first),
+ * tried again while refused with EBUSY (for 5 s); refusals are logged. */
+void manager_upgrade_soon(struct vmt_manager *m);
 /* STATUS= for systemd. */
 void manager_notify_status(struct vmt_manager *m);
 

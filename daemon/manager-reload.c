@@ -6,11 +6,13 @@
  * their sessions and rings, new ones start, removed ones stop; discovered
  * guests stay unless a configured one takes their name; the host source
  * stays if host: did not change; the detectors load again if theirs did.
- * What only a restart can change (control_socket, user, sandbox,
- * dump_reserve; the detectors and the host source when not running as
- * root) is said and kept.
+ * What only a new process can take (user, sandbox, dump_reserve) is
+ * taken by handing over to one that reads the file, as an upgrade does;
+ * what only a restart can change (control_socket; the detectors and the
+ * host source when not running as root) is said and kept.
  */
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +29,16 @@
 struct reload_count {
 	uint32_t kept, added, removed;
 	bool host_kept;
+	char later[64];	/* what only a new process takes, changed: "user, dump_reserve" */
+	char user[64];	/* the new user:, when it changed */
 };
+
+static void add_later(struct reload_count *c, const char *what)
+{
+	size_t n = strlen(c->later);
+
+	snprintf(c->later + n, sizeof(c->later) - n, "%s%s", n ? ", " : "", what);
+}
 
 static bool host_conf_equal(const struct vmt_host_conf *a, const struct vmt_host_conf *b)
 {
@@ -37,7 +48,8 @@ static bool host_conf_equal(const struct vmt_host_conf *a, const struct vmt_host
 }
 
 /* Read and resolve the file into nc; what takes a restart stays as it is. */
-static int reload_read(struct vmt_manager *m, struct vmt_config *nc, char *err, size_t err_len)
+static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct reload_count *c,
+		       char *err, size_t err_len)
 {
 	int r = config_load(nc, m->config_path, err, err_len);
 
@@ -52,9 +64,14 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, char *err, 
 		log_warning("control_socket changed: the new path takes effect at the next start");
 		memcpy(nc->control_socket, m->conf.control_socket, sizeof(nc->control_socket));
 	}
-	if (strcmp(nc->user, m->conf.user) || nc->sandbox != m->conf.sandbox) {
-		log_warning("user or sandbox changed: they take effect at the next start");
+	/* these a new process takes: a hand-over once the rest is in force */
+	if (strcmp(nc->user, m->conf.user)) {
+		add_later(c, "user");
+		memcpy(c->user, nc->user, sizeof(c->user));
 		memcpy(nc->user, m->conf.user, sizeof(nc->user));
+	}
+	if (nc->sandbox != m->conf.sandbox) {
+		add_later(c, "sandbox");
 		nc->sandbox = m->conf.sandbox;
 	}
 	/*
@@ -72,7 +89,7 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, char *err, 
 		nc->host = m->conf.host;
 	}
 	if (nc->dump_reserve != m->conf.dump_reserve) {
-		log_warning("dump_reserve changed: the new size takes effect at the next start");
+		add_later(c, "dump_reserve");
 		nc->dump_reserve = m->conf.dump_reserve;
 	}
 	return 0;
@@ -185,6 +202,37 @@ static void reload_apply(struct vmt_manager *m, struct vmt_config *nc, const str
 	control_forget_access(m->control);	/* the control groups may have changed */
 }
 
+/*
+ * What only a new process takes (its user, its system call filter, the
+ * reserve allocated at start) is taken by handing over to one that reads
+ * the file, as an upgrade does, from the loop: the client's answer goes
+ * first. Where no hand-over can be made, they wait for the next start.
+ */
+static void reload_hand_over(struct vmt_manager *m, const struct reload_count *c)
+{
+	const char *what = c->later;
+	struct passwd *pw;
+	char why[512];
+	int r = manager_upgrade_check(m, why, sizeof(why));
+
+	/* a successor that cannot become the new user would not start */
+	if (r >= 0 && c->user[0] && getuid() != 0) {
+		snprintf(why, sizeof(why), "running as uid %u, a new process cannot become user %s",
+			 (unsigned)getuid(), c->user);
+		r = -EPERM;
+	} else if (r >= 0 && c->user[0] && (!(pw = getpwnam(c->user)) || pw->pw_uid == 0)) {
+		snprintf(why, sizeof(why), "user %s: %s", c->user, pw ? "is root" : "no such user");
+		r = -EINVAL;
+	}
+	if (r < 0 && r != -EBUSY) {
+		log_warning("%s changed: no hand-over (%s), they take effect at the next start", what,
+			    why);
+		return;
+	}
+	log_notice("%s changed: handing over to a new vmtraced that reads them", what);
+	manager_upgrade_soon(m);
+}
+
 int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 {
 	struct reload_count c = { 0 };
@@ -194,7 +242,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	int r;
 
 	sd_notify(0, "RELOADING=1");
-	r = reload_read(m, &nc, err, err_len);
+	r = reload_read(m, &nc, &c, err, err_len);
 	if (r < 0) {
 		log_error("reload refused, keeping the running configuration: %s", err);
 		sd_notify(0, "READY=1");
@@ -216,5 +264,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		   c.added, c.removed);
 	sd_notify(0, "READY=1");
 	manager_notify_status(m);
+	if (c.later[0])
+		reload_hand_over(m, &c);
 	return 0;
 }

@@ -10,8 +10,11 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "control.h"
@@ -112,6 +115,40 @@ int manager_upgrade(struct vmt_manager *m)
 	return r;
 }
 
+#define SOON_TRIES 50
+#define SOON_EVERY_USEC (100 * 1000)
+
+static int soon_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct vmt_manager *m = userdata;
+	char why[512];
+	int r = manager_upgrade_check(m, why, sizeof(why));
+
+	if (r == -EBUSY && ++m->soon_tries < SOON_TRIES) {
+		sd_event_source_set_time_relative(s, SOON_EVERY_USEC);
+		sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+		return 0;
+	}
+	m->soon = sd_event_source_disable_unref(s);
+	manager_upgrade(m);	/* back only if refused or failed (logged) */
+	return 0;
+}
+
+void manager_upgrade_soon(struct vmt_manager *m)
+{
+	int r;
+
+	m->soon_tries = 0;
+	if (m->soon) {
+		sd_event_source_set_time_relative(m->soon, 0);
+		sd_event_source_set_enabled(m->soon, SD_EVENT_ONESHOT);
+		return;
+	}
+	r = sd_event_add_time_relative(m->event, &m->soon, CLOCK_MONOTONIC, 0, 1000, soon_cb, m);
+	if (r < 0)
+		log_error_errno(r, "cannot hand over: %m");
+}
+
 static bool ends_with(const char *s, const char *tail)
 {
 	size_t a = strlen(s), b = strlen(tail);
@@ -144,4 +181,127 @@ void manager_upgrade_adopt(struct vmt_manager *m)
 		   (unsigned long long)in->adopted, (unsigned long long)in->refused,
 		   (unsigned long long)m->start_ns, (unsigned long long)t0,
 		   (unsigned long long)now_monotonic_ns());
+}
+
+/* ---- the successor, once reading again --------------------------------- */
+
+bool manager_upgrade_later(const struct vmt_manager *m)
+{
+	/* under sandbox: true the filter comes before the loop runs */
+	return m->upgrade.handed_over && !m->conf.sandbox;
+}
+
+/*
+ * A QEMU that died while no detector watched (from the old process's
+ * execve to the successor's detectors loading) left no record: its pid,
+ * as the old process knew it, is gone. Its exit status is not ours to
+ * read, so a clean shutdown in that gap dumps too: a sample too many
+ * rather than a crash missed.
+ */
+static void recheck_qemu(struct vmt_manager *m)
+{
+	bool watch = m->conf.detectors[VMT_DET_PROCESS_DEATH].enabled;
+
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
+		pid_t pid = g->qemu_handed;
+		struct vmt_trigger t = { .kind = VMT_TRIGGER_BPF, .pid = (uint32_t)pid,
+					 .time_ns = now_realtime_ns() };
+		char *names[1] = { g->conf.name };
+		struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t, .no_cooldown = true };
+		int r;
+
+		g->qemu_handed = 0;
+		if (!watch || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(t.reason, sizeof(t.reason), "%s: guest process %d exited during the "
+			 "hand-over (status unknown)", detector_name(VMT_DET_PROCESS_DEATH), (int)pid);
+		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "detector %s", t.reason);
+		r = dump_request(&m->dumps, &rq);
+		if (r < 0)
+			log_guest(VMT_LOG_WARNING, r, g->conf.name, "cannot start a dump: %m");
+	}
+}
+
+/* What a start sets up before the guests, a successor after: the loop
+ * has read what the channels held by then (or 100 ms went by). */
+static void setup_rest(struct vmt_manager *m)
+{
+	uint64_t t0 = now_monotonic_ns();
+
+	for (unsigned i = 0; i < 2; i++)
+		m->setup_rest[i] = sd_event_source_disable_unref(m->setup_rest[i]);
+	if (!m->probe && manager_probe_new(m) < 0)
+		log_error("upgrade: the detectors could not be set up");
+	if (!manager_find_guest(m, "host"))
+		manager_start_host(m);
+	recheck_qemu(m);
+	log_notice("upgrade: detectors and host source set up after the take-over (%.3f ms)",
+		   (double)(now_monotonic_ns() - t0) / 1e6);
+}
+
+static int rest_idle_cb(sd_event_source *s, void *userdata)
+{
+	setup_rest(userdata);
+	return 0;
+}
+
+static int rest_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	setup_rest(userdata);
+	return 0;
+}
+
+/* The keeper (upgrade.c) exits once the old address space is torn down:
+ * reaped then, and when said in the log (bench/upgrade.c reads it). */
+static int keeper_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_manager *m = userdata;
+	pid_t pid = m->upgrade.keeper;
+
+	upgrade_reap(&m->upgrade);
+	if (pid > 0)	/* not reaped by the housekeeping already */
+		log_notice("upgrade: the old address space is let go (keeper %d reaped at %llu ns "
+			   "monotonic)", (int)pid, (unsigned long long)now_monotonic_ns());
+	m->keeper_src = sd_event_source_disable_unref(s);
+	return 0;
+}
+
+static void watch_keeper(struct vmt_manager *m)
+{
+	int fd, r;
+
+	if (m->upgrade.keeper <= 0)
+		return;
+	fd = (int)syscall(SYS_pidfd_open, m->upgrade.keeper, 0);
+	if (fd < 0) {
+		log_debug("upgrade: no pidfd for the keeper (%m): reaped at housekeeping");
+		return;
+	}
+	r = sd_event_add_io(m->event, &m->keeper_src, fd, EPOLLIN, keeper_cb, m);
+	if (r < 0) {
+		close(fd);
+		return;
+	}
+	sd_event_source_set_io_fd_own(m->keeper_src, true);
+}
+
+/* Below the channels' priority: it waits for the reads pending; the
+ * timer, at theirs, keeps a loop that is never idle from waiting long. */
+void manager_upgrade_schedule_rest(struct vmt_manager *m)
+{
+	int r;
+
+	watch_keeper(m);
+	r = sd_event_add_defer(m->event, &m->setup_rest[0], rest_idle_cb, m);
+
+	if (r >= 0)
+		r = sd_event_source_set_priority(m->setup_rest[0], SD_EVENT_PRIORITY_NORMAL + 1);
+	if (r >= 0)
+		r = sd_event_add_time_relative(m->event, &m->setup_rest[1], CLOCK_MONOTONIC,
+					       100 * 1000, 1000, rest_timer_cb, m);
+	if (r < 0) {
+		log_error_errno(r, "upgrade: cannot wait for the loop, setting up now: %m");
+		setup_rest(m);
+	}
 }

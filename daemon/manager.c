@@ -181,6 +181,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 		i++;
 	}
 	manager_drop_unclaimed(m, after);
+	upgrade_reap(&m->upgrade);
 }
 
 /* The host's own source, with host.enabled, as the guest named "host". */
@@ -426,10 +427,13 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 			goto fail;
 		m->guests.n++;
 	}
-	manager_start_host(m);	/* a host that cannot be traced is logged, not fatal */
-	r = manager_probe_new(m);	/* detectors that cannot load are logged, not fatal */
-	if (r < 0)
-		goto fail;
+	/* a successor takes the sessions over first (manager_run), these after */
+	if (!manager_upgrade_later(m)) {
+		manager_start_host(m);	/* a host that cannot be traced is logged, not fatal */
+		r = manager_probe_new(m);	/* detectors that cannot load are logged, not fatal */
+		if (r < 0)
+			goto fail;
+	}
 	*out = m;
 	return 0;
 fail:
@@ -462,6 +466,8 @@ int manager_run(struct vmt_manager *m)
 	manager_upgrade_adopt(m);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_connect(m->guests.v[i]);
+	if (manager_upgrade_later(m))
+		manager_upgrade_schedule_rest(m);
 	discovery_rescan(m->discovery);
 	log_notice("vmtraced %s running: %u guest(s), state in %s, control socket %s", VMT_VERSION,
 		   m->guests.n, m->conf.state_dir, m->conf.control_socket);
@@ -483,6 +489,10 @@ void manager_free(struct vmt_manager *m)
 	compressor_stop(&m->comp);
 	discovery_free(m->discovery);
 	control_free(m->control);
+	for (unsigned i = 0; i < 2; i++)
+		sd_event_source_disable_unref(m->setup_rest[i]);
+	sd_event_source_disable_unref(m->keeper_src);
+	sd_event_source_disable_unref(m->soon);
 	probe_free(m->probe);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_free(m->guests.v[i]);

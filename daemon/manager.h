@@ -52,6 +52,10 @@ struct vmt_manager {
 	struct vmt_sindex samples;	/* on disk, as the writer last saw: SAMPLES */
 	struct vmt_recover recover;	/* rings a crashed predecessor left, until claimed */
 	struct vmt_upgrade_in upgrade;	/* what a predecessor handed over (upgrade.h) */
+	sd_event_source *keeper_src;	/* a predecessor's keeper, until it exits */
+	sd_event_source *setup_rest[2];
+	sd_event_source *soon;		/* a hand-over asked by a reload, until it is made */
+	unsigned soon_tries;	/* a successor's detectors and host source, after the take-over */
 	char exe[PATH_MAX];		/* the binary an upgrade execs */
 	char **argv;
 	char hostname[65];

@@ -12,7 +12,9 @@
  * "ring/<guest>/<cpu>" (the rings' memfds, recover.c takes them) and
  * "control" (the control socket, control.c takes it), moved to 3..
  * without close-on-exec and listed as systemd lists them (LISTEN_PID,
- * LISTEN_FDS, LISTEN_FDNAMES). Then execve(2), same pid.
+ * LISTEN_FDS, LISTEN_FDNAMES). Then execve(2), same pid; a keeper
+ * process sharing the old address space (VMT_UPGRADE_KEEPER) lets it go
+ * after the execve, so that its teardown does not hold the successor back.
  *
  * The successor takes "state" and "chan/..." before control_new(), which
  * closes passed fds it does not know; a guest claims its record and its
@@ -28,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -38,6 +41,8 @@
 #define VMT_UPGRADE_STATE "state"
 #define VMT_UPGRADE_CHAN_PREFIX "chan/"
 #define VMT_UPGRADE_MAX_FDS 4096
+/* the pid of the process that holds the old address space across execve */
+#define VMT_UPGRADE_KEEPER_ENV "VMT_UPGRADE_KEEPER"
 
 /* ---- the old process ---- */
 
@@ -79,6 +84,7 @@ struct vmt_upgrade_in {
 	char why[256];		/* why the state was refused, "" if it was not */
 	uint64_t adopted, refused;	/* guests' sessions */
 	uint32_t upgrades;	/* hand-overs this pid went through, this one included; 0: none */
+	pid_t keeper;		/* the predecessor's keeper (upgrade.c), a child to reap; 0: none */
 };
 
 /* The state and channels passed, if any (LISTEN_* stay for control_new()).
@@ -93,6 +99,9 @@ int upgrade_take_fd(struct vmt_upgrade_in *in, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Close what no guest claimed (logged with its name). */
 void upgrade_close_rest(struct vmt_upgrade_in *in);
+/* Reap the predecessor's keeper once it is done tearing its address
+ * space down (never waits). */
+void upgrade_reap(struct vmt_upgrade_in *in);
 /* Is name one of the fds this module takes (control.c leaves them)? */
 bool upgrade_fd_name(const char *name);
 

@@ -10,7 +10,11 @@
 #   config     vmtraced -n accepts the installed configuration
 #   upgrade    the configuration edited, a newer version (a changelog entry
 #              in the copy) installed over it: the edit is kept, no
-#              .dpkg-dist beside it, the programs are the new version
+#              .dpkg-dist beside it, the programs are the new version; and
+#              where no systemd runs, a vmtraced started by hand from the
+#              old package (its own configuration, the default control
+#              socket) is handed over by the postinst: same pid, the new
+#              version, one upgrade in its status
 #   purge      apt-get purge removes programs and configuration
 # Installs for real (CI machines are throwaway), so it SKIPs where that
 # would touch someone's installation (either package or /etc/vmtraced
@@ -59,6 +63,7 @@ had_user=0; getent passwd vmtraced >/dev/null && had_user=1
 had_group=0; getent group vmtraced >/dev/null && had_group=1
 had_run=0; [ -e /run/vmtraced ] && had_run=1
 policy=""
+daemon=""
 if [ -d /run/systemd/system ] && [ ! -e /usr/sbin/policy-rc.d ]; then
 	# the daemon would start with the shipped configuration: not in a test
 	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d &&
@@ -73,6 +78,9 @@ cleanup() {
 	[ $had_user = 0 ] && getent passwd vmtraced >/dev/null && userdel vmtraced 2>/dev/null
 	[ $had_group = 0 ] && getent group vmtraced >/dev/null && groupdel vmtraced 2>/dev/null
 	[ $had_run = 0 ] && rm -rf /run/vmtraced
+	if [ -n "$daemon" ] && kill "$daemon" 2>/dev/null; then
+		wait "$daemon" 2>/dev/null
+	fi
 	[ -n "${VMT_KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -162,6 +170,29 @@ fi
 sed -i 's/^log_level: info/log_level: debug/' /etc/vmtraced/vmtraced.yaml
 echo "# edited by test_packages" >>/etc/vmtraced/vmtraced.yaml
 why=""
+# The old version running, for the postinst to hand over: by hand, as
+# there is no systemd to start the unit (with systemd, policy-rc.d keeps
+# it stopped and there is nothing to hand over); not where a daemon
+# answers the default control socket already (not ours to upgrade).
+handover=""
+if [ -d /run/systemd/system ]; then
+	handover="systemd runs here: the unit is kept from starting, nothing to hand over"
+elif /usr/bin/vmtracectl status >/dev/null 2>&1; then
+	handover="a vmtraced answers /run/vmtraced/control.sock already"
+else
+	printf 'state_dir: %s/state\ncontrol_socket: /run/vmtraced/control.sock\nguests: []\n' \
+		"$WORK" >"$WORK/daemon.yaml"
+	/usr/sbin/vmtraced -c "$WORK/daemon.yaml" >"$WORK/daemon.log" 2>&1 </dev/null &
+	daemon=$!
+	# ready once it answers (bounded: a daemon that never does fails here)
+	for _ in $(seq 300); do
+		/usr/bin/vmtracectl status >/dev/null 2>&1 && break
+		kill -0 "$daemon" 2>/dev/null || break
+		sleep 0.1
+	done
+	/usr/bin/vmtracectl status >/dev/null 2>&1 ||
+		why="$why; vmtraced $v1 started by hand does not answer: $(tail -3 "$WORK/daemon.log")"
+fi
 if ! LINTIAN=0 tools/mkdeb.sh "$WORK/v2" "$v2" >"$WORK/build2.out" 2>&1; then
 	tail -20 "$WORK/build2.out" | sed 's/^/  /'
 	why="tools/mkdeb.sh $v2 failed"
@@ -184,10 +215,25 @@ else
 		why="$why; vmtraced -n -v does not show the edit (log_level: debug)"
 	out=$(/usr/sbin/vmtrace-agent --version 2>&1)
 	[ "$out" = "vmtrace-agent $v2" ] || why="$why; vmtrace-agent --version: $out"
+	if [ -n "$daemon" ]; then
+		st=$(/usr/bin/vmtracectl status 2>&1)
+		kill -0 "$daemon" 2>/dev/null || why="$why; the daemon (pid $daemon) is gone"
+		echo "$st" | head -1 | grep -q "^vmtraced $v2, " ||
+			why="$why; not handed over: status says $(echo "$st" | head -1)"
+		echo "$st" | grep -q '^upgrades: 1 hand-over' ||
+			why="$why; status says no upgrade"
+		grep -q "vmtraced: handed over to $v2" "$WORK/install2.log" ||
+			why="$why; the postinst did not say it handed over"
+		grep -q "upgrade: handing over to /usr/sbin/vmtraced" "$WORK/daemon.log" ||
+			why="$why; the daemon did not exec /usr/sbin/vmtraced"
+		kill "$daemon" && wait "$daemon" || why="$why; the daemon exited with $? after a SIGTERM"
+		daemon=""
+		handover="pid kept, $v2 running"
+	fi
 	why=${why#; }
 fi
 if [ -z "$why" ]; then
-	pass "upgrade ($v1 -> $v2: the edited configuration kept and accepted)"
+	pass "upgrade ($v1 -> $v2: the edited configuration kept and accepted; hand-over: $handover)"
 else
 	fail upgrade "$why"
 fi
