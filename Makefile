@@ -150,6 +150,9 @@ $(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/te
 	$(O)/tests/test_daemon $(O)/tests/test_hostile: \
 	TEST_INC += -Idaemon
 $(O)/tests/test_tracedat: TEST_INC += -Ictl
+# the compressor's sharing, driven by hand (no thread)
+$(O)/tests/test_cring: $(O)/daemon/compress.o
+$(O)/tests/test_cring: LDLIBS += $(LIBVMT)
 $(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

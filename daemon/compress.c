@@ -28,9 +28,10 @@ static uint64_t thread_cpu_ns(void)
 }
 
 /* The worker's context for codec at level, made on first use and kept. */
-static struct vmt_frame_ctx *worker_ctx(struct vmt_compressor *c, uint32_t codec, int level,
-					int *levels)
+static struct vmt_frame_ctx *worker_ctx(struct vmt_compressor *c, uint32_t codec, int level)
 {
+	int *levels = c->levels;
+
 	if (codec >= ARRAY_SIZE(c->ctx))
 		return NULL;
 	if (c->ctx[codec] && levels[codec] != level) {
@@ -44,9 +45,9 @@ static struct vmt_frame_ctx *worker_ctx(struct vmt_compressor *c, uint32_t codec
 	return c->ctx[codec];
 }
 
-static void compress_one(struct vmt_compressor *c, struct vmt_cjob *j, int *levels)
+static void compress_one(struct vmt_compressor *c, struct vmt_cjob *j)
 {
-	struct vmt_frame_ctx *ctx = worker_ctx(c, j->h.codec, j->level, levels);
+	struct vmt_frame_ctx *ctx = worker_ctx(c, j->h.codec, j->level);
 	const struct vmt_ring_hold *h = &j->hold;
 
 	/* behind: the ring stored this batch as it was; compressing it now
@@ -72,52 +73,140 @@ static void compress_one(struct vmt_compressor *c, struct vmt_cjob *j, int *leve
 	j->crc = j->len > 0 && j->h.codec != VMT_FRAME_NONE ? crc32c(0, j->out, (size_t)j->len) : 0;
 }
 
+/* Under lock: the queued batch of the guest served least recently (the
+ * oldest of its batches: a ring's come back in order), off the queue. */
+static struct vmt_cjob *queue_take(struct vmt_compressor *c)
+{
+	struct vmt_cjob **best = NULL, *j;
+
+	for (struct vmt_cjob **p = &c->queue; *p; p = &(*p)->next)
+		if (!best || (*p)->own->served < (*best)->own->served)
+			best = p;
+	if (!best)
+		return NULL;
+	j = *best;
+	*best = j->next;
+	if (!j->next)
+		c->queue_tail = best;
+	j->own->served = ++c->tick;
+	return j;
+}
+
+/* Under lock: j is done, to the loop. */
+static void done_put(struct vmt_compressor *c, struct vmt_cjob *j)
+{
+	uint64_t one = 1;
+
+	j->next = NULL;
+	*c->done_tail = j;
+	c->done_tail = &j->next;
+	if (write(c->efd, &one, sizeof(one)) < 0) {
+		/* the counter cannot overflow: nothing to do */
+	}
+}
+
+static void ctx_free_all(struct vmt_compressor *c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(c->ctx); i++) {
+		frame_ctx_free(c->ctx[i]);
+		c->ctx[i] = NULL;
+	}
+}
+
 static void *compress_main(void *arg)
 {
 	struct vmt_compressor *c = arg;
-	int levels[ARRAY_SIZE(c->ctx)] = { 0 };
 
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), COMPRESS_NICE) < 0)
 		log_debug("compressor thread keeps its priority: %m");
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		struct vmt_cjob *j;
-		uint64_t one = 1;
 
 		while (!c->queue && !c->stopping)
 			pthread_cond_wait(&c->cond, &c->lock);
-		if (!c->queue)
+		j = queue_take(c);
+		if (!j)
 			break;
-		j = c->queue;
-		c->queue = j->next;
-		if (!c->queue)
-			c->queue_tail = &c->queue;
 		pthread_mutex_unlock(&c->lock);
 
-		compress_one(c, j, levels);
+		compress_one(c, j);
 
 		pthread_mutex_lock(&c->lock);
 		c->st.cpu_ns = thread_cpu_ns();
-		j->next = NULL;
-		*c->done_tail = j;
-		c->done_tail = &j->next;
-		if (write(c->efd, &one, sizeof(one)) < 0) {
-			/* the counter cannot overflow: nothing to do */
-		}
+		done_put(c, j);
 	}
 	pthread_mutex_unlock(&c->lock);
-	for (size_t i = 0; i < ARRAY_SIZE(c->ctx); i++) {
-		frame_ctx_free(c->ctx[i]);
-		c->ctx[i] = NULL;
-	}
+	ctx_free_all(c);
 	return NULL;
+}
+
+int compressor_run_manual(struct vmt_compressor *c)
+{
+	if (!c->inited)
+		return -EINVAL;
+	c->started = c->manual = 1;
+	return 0;
+}
+
+bool compressor_step(struct vmt_compressor *c)
+{
+	struct vmt_cjob *j;
+
+	pthread_mutex_lock(&c->lock);
+	j = c->manual ? queue_take(c) : NULL;
+	pthread_mutex_unlock(&c->lock);
+	if (!j)
+		return false;
+	compress_one(c, j);
+	pthread_mutex_lock(&c->lock);
+	done_put(c, j);
+	pthread_mutex_unlock(&c->lock);
+	return true;
+}
+
+uint32_t compressor_share(const struct vmt_compressor *c)
+{
+	return VMT_MAX(c->njobs / (c->nowners + 1), 1u);
+}
+
+/* Under lock (the worker reads served): key's entry, taken if need be;
+ * there is one free while a job is, as each entry in use holds a job. */
+static struct vmt_cowner *owner_get(struct vmt_compressor *c, const void *key, bool take)
+{
+	struct vmt_cowner *spare = NULL;
+
+	for (uint32_t i = 0; i < c->njobs; i++) {
+		if (c->owners[i].key == key)
+			return &c->owners[i];
+		if (!c->owners[i].key && !spare)
+			spare = &c->owners[i];
+	}
+	if (!take || !spare)
+		return NULL;
+	*spare = (struct vmt_cowner){ .key = key };
+	c->nowners++;
+	return spare;
+}
+
+static void owner_put(struct vmt_compressor *c, struct vmt_cowner *o)
+{
+	pthread_mutex_lock(&c->lock);
+	if (--o->inflight == 0) {
+		o->key = NULL;
+		c->nowners--;
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* A job is back on the loop: its frame into its ring, if the ring is still there. */
 static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 {
 	struct vmt_ring *r = j->ring;
+	const void *owner = j->own->key;
 
+	owner_put(c, j->own);
+	j->own = NULL;
 	if (j->len == -ECANCELED)
 		c->st.skipped++;
 	else if (j->len < 0)
@@ -136,7 +225,7 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 		ring_settle_slots(r);
 	/* a busy guest has its next batch due already */
 	if (r && j->len >= 0)
-		compressor_poke(c, r, j->codec, j->level);
+		compressor_poke(c, owner, r, j->codec, j->level);
 	/* a reader that found its next slot held by this batch and no reserve
 	 * page for it waits for this */
 	if (c->released)
@@ -191,8 +280,13 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_
 	c->released = released;
 	c->userdata = userdata;
 	c->jobs = calloc(njobs, sizeof(*c->jobs));
-	if (!c->jobs)
+	c->owners = calloc(njobs, sizeof(*c->owners));
+	if (!c->jobs || !c->owners) {
+		free(c->jobs);
+		free(c->owners);
+		memset(c, 0, sizeof(*c));
 		return -ENOMEM;
+	}
 	c->njobs = njobs;
 	for (uint32_t i = 0; i < njobs; i++) {
 		struct vmt_cjob *j = &c->jobs[i];
@@ -226,6 +320,7 @@ fail:
 	for (uint32_t i = 0; i < njobs; i++)
 		free(c->jobs[i].out);
 	free(c->jobs);
+	free(c->owners);
 	if (c->efd >= 0)
 		close(c->efd);
 	memset(c, 0, sizeof(*c));
@@ -244,7 +339,8 @@ int compressor_run(struct vmt_compressor *c)
 	return r;
 }
 
-void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t codec, int level)
+void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_ring *r,
+		     uint32_t codec, int level)
 {
 	bool queued = false;
 
@@ -253,9 +349,17 @@ void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t code
 		return;
 	while (ring_batch_due(r)) {
 		struct vmt_cjob *j = c->free;
+		struct vmt_cowner *o;
 
 		if (!j || (size_t)r->batch * r->layout.page_size > c->max_raw) {
 			c->st.busy++;
+			break;
+		}
+		/* its share taken: its batches wait (and go raw if they must),
+		 * the free jobs stay for the other guests */
+		o = owner_get(c, owner, false);
+		if (o && o->inflight >= compressor_share(c)) {
+			c->st.over_share++;
 			break;
 		}
 		if (ring_batch_begin(r, &j->hold, &j->h, j->place) < 0)
@@ -267,13 +371,17 @@ void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t code
 		j->level = level;
 		j->len = 0;
 		pthread_mutex_lock(&c->lock);
+		if (!o)
+			o = owner_get(c, owner, true);
+		o->inflight++;
+		j->own = o;
 		j->next = NULL;
 		*c->queue_tail = j;
 		c->queue_tail = &j->next;
 		pthread_mutex_unlock(&c->lock);
 		queued = true;
 	}
-	if (queued) {
+	if (queued && !c->manual) {
 		pthread_mutex_lock(&c->lock);
 		pthread_cond_signal(&c->cond);
 		pthread_mutex_unlock(&c->lock);
@@ -291,7 +399,11 @@ void compressor_stop(struct vmt_compressor *c)
 {
 	if (!c->inited)
 		return;
-	if (c->started) {
+	if (c->manual) {
+		while (compressor_step(c))
+			;
+		c->started = 0;
+	} else if (c->started) {
 		pthread_mutex_lock(&c->lock);
 		c->stopping = 1;
 		pthread_cond_signal(&c->cond);
@@ -305,6 +417,8 @@ void compressor_stop(struct vmt_compressor *c)
 	for (uint32_t i = 0; i < c->njobs; i++)
 		free(c->jobs[i].out);
 	free(c->jobs);
+	free(c->owners);
+	ctx_free_all(c);	/* a manual run's */
 	/* the guests are freed after this: compressor_forget finds no job */
 	memset(c, 0, sizeof(*c));
 }

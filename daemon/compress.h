@@ -11,19 +11,34 @@
  * replaces them (ring_batch_end). When every job is busy, the batch waits
  * for the ring's next pages; should the raw slots fill meanwhile, the ring
  * stores the batch uncompressed itself (ring.h).
+ *
+ * The jobs are shared fairly among the guests (owners): one may hold at
+ * most its share of them (compressor_share) so that a guest streaming flat
+ * out leaves jobs free for the others' batches, and the worker takes the
+ * queued batch of the guest it served least recently, not the oldest: a
+ * guest's pages go raw for its own excess, never for a neighbour's.
  */
 #ifndef VMT_COMPRESS_H
 #define VMT_COMPRESS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
 #include "frame.h"
 #include "ring.h"
 
+/* A guest with batches in flight: at most njobs of them at once. */
+struct vmt_cowner {
+	const void *key;	/* NULL: unused */
+	uint32_t inflight;	/* jobs it holds (loop) */
+	uint64_t served;	/* the worker's tick when it last took one of its batches */
+};
+
 struct vmt_cjob {
 	struct vmt_cjob *next;
+	struct vmt_cowner *own;
 	struct vmt_ring *ring;	/* NULL once the ring is gone (compressor_forget) */
 	uint64_t gen;		/* the ring's batch_gen at the start */
 	struct vmt_ring_hold hold;
@@ -44,6 +59,7 @@ struct vmt_compress_stats {
 	uint64_t busy;		/* batches due that found every job taken */
 	uint64_t errors;	/* batches that could not be compressed (left raw) */
 	uint64_t skipped;	/* batches stored as they were before the worker got to them */
+	uint64_t over_share;	/* batches due that waited: their guest held its share of the jobs */
 };
 
 struct vmt_compressor {
@@ -55,11 +71,15 @@ struct vmt_compressor {
 	struct vmt_cjob *free;	/* jobs not in use (loop only) */
 	struct vmt_cjob *jobs;
 	uint32_t njobs;
+	struct vmt_cowner *owners;	/* njobs: one per guest with jobs in flight */
+	uint32_t nowners;	/* of them in use */
+	uint64_t tick;		/* the worker's: batches taken */
+	int levels[3];		/* by codec: the level ctx[] was made with */
 	size_t max_raw;
 	struct vmt_frame_ctx *ctx[3];	/* by codec: the worker's */
 	int efd;
 	sd_event_source *src;
-	int stopping, started, inited;
+	int stopping, started, inited, manual;
 	struct vmt_compress_stats st;	/* loop's copy; cpu_ns written by the worker under lock */
 	void (*released)(void *userdata);	/* a batch let go of its pages */
 	void *userdata;
@@ -74,8 +94,17 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_
 int compressor_run(struct vmt_compressor *c);
 /* Finish what is queued, hand it back, join. */
 void compressor_stop(struct vmt_compressor *c);
-/* Compress r's oldest batch with codec at level if it is due and a job is free. */
-void compressor_poke(struct vmt_compressor *c, struct vmt_ring *r, uint32_t codec, int level);
+/* Compress r's oldest batches with codec at level while they are due, a
+ * job is free and owner (r's guest) holds less than its share. */
+void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_ring *r,
+		     uint32_t codec, int level);
+/* The jobs a guest may hold now: an equal share among those holding some
+ * and one more that may come, so that a newcomer finds a job free. */
+uint32_t compressor_share(const struct vmt_compressor *c);
+/* Tests: no thread; compressor_step runs the next batch on the caller's
+ * thread and says whether there was one (compressor_collect takes it in). */
+int compressor_run_manual(struct vmt_compressor *c);
+bool compressor_step(struct vmt_compressor *c);
 /* Take in the frames that are back now (the loop; between reads of a busy
  * channel, so that a frame done is not overtaken by the slots filling). */
 void compressor_collect(struct vmt_compressor *c);

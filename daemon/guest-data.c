@@ -208,7 +208,7 @@ void guest_resume(struct vmt_guest *g)
 void guest_compress(struct vmt_guest *g, uint32_t cpu)
 {
 	if (cpu < g->nrings)
-		compressor_poke(g->env->comp, &g->rings[cpu], g->conf.rec.compression,
+		compressor_poke(g->env->comp, g, &g->rings[cpu], g->conf.rec.compression,
 				(int)g->conf.rec.compression_level);
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "cringtest.h"
 #include "frame.h"
 #include "frames.h"
@@ -307,6 +308,59 @@ START_TEST(memory_stays_that_of_the_raw_ring)
 }
 END_TEST
 
+/*
+ * Two guests share the compressor's jobs: A streams flat out (two batches
+ * of pages for each batch the worker can make), B at a modest pace. A may
+ * not hold the jobs that B's batches need, nor get ahead of B at the
+ * worker: B's pages are all compressed, A's excess is what goes raw. The
+ * worker runs on this thread, one batch per step: no timing.
+ */
+START_TEST(a_flat_out_guest_does_not_push_anothers_pages_raw)
+{
+	static struct vmt_ring A, B;
+	struct vmt_compressor c;
+	sd_event *e = NULL;
+	uint64_t ka = 0, kb = 0;
+	uint8_t p[PS];
+
+	ck_assert_int_ge(sd_event_new(&e), 0);
+	ck_assert_int_eq(ring_init_compressed(&A, NPAGES, &L), 0);
+	ck_assert_int_eq(ring_init_compressed(&B, NPAGES, &L), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, VMT_RING_BATCH_MAX_BYTES, NULL, NULL), 0);
+	ck_assert_int_eq(compressor_run_manual(&c), 0);
+	for (uint32_t step = 0; step < 3000; step++) {
+		for (uint32_t i = 0; i < 2 * A.batch; i++) {
+			int r;
+
+			make(p, ka);
+			r = ring_push(&A, p);
+			if (r == -ENOBUFS)	/* its slots held: the reader pauses */
+				break;
+			ck_assert_int_eq(r, 1);
+			ka++;
+			compressor_poke(&c, &A, &A, VMT_FRAME_ZSTD, 1);
+		}
+		if (step % 4 == 0) {
+			make(p, kb++);
+			ck_assert_int_eq(ring_push(&B, p), 1);
+			compressor_poke(&c, &B, &B, VMT_FRAME_ZSTD, 1);
+		}
+		compressor_step(&c);
+		compressor_collect(&c);
+	}
+	ck_assert_uint_gt(A.c.pages_stored_raw, 0);	/* A's own excess */
+	ck_assert_uint_eq(B.c.pages_stored_raw, 0);
+	ck_assert_uint_gt(B.c.frames_made, kb / B.batch / 2);
+	ck_assert_uint_gt(c.st.over_share, 0);
+	compressor_stop(&c);
+	check_window(&A);
+	check_window(&B);
+	ring_free(&A);
+	ring_free(&B);
+	sd_event_unref(e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cring");
@@ -322,6 +376,7 @@ int main(void)
 	tcase_add_test(t, held_frames_outlive_clear_and_free);
 	tcase_add_test(t, store_places_frames_without_overlap);
 	tcase_add_test(t, memory_stays_that_of_the_raw_ring);
+	tcase_add_test(t, a_flat_out_guest_does_not_push_anothers_pages_raw);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }
