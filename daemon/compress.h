@@ -16,7 +16,9 @@
  * most its share of them (compressor_share) so that a guest streaming flat
  * out leaves jobs free for the others' batches, and the worker takes the
  * queued batch of the guest it served least recently, not the oldest: a
- * guest's pages go raw for its own excess, never for a neighbour's.
+ * guest's pages go raw for its own excess, never for a neighbour's. (Past
+ * njobs guests holding a job each, a newcomer's batch waits for a job that
+ * its holder's next batch may take first: no queue of waiting rings yet.)
  */
 #ifndef VMT_COMPRESS_H
 #define VMT_COMPRESS_H
