@@ -223,6 +223,17 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 	c->free = j;
 	if (r)
 		ring_settle_slots(r);
+	/* the rings that found no job free first, in turn */
+	while (c->free && c->waiting) {
+		struct vmt_ring *w = c->waiting;
+
+		c->waiting = w->cwait_next;
+		if (!c->waiting)
+			c->waiting_tail = &c->waiting;
+		w->cwait_next = NULL;
+		w->cwaiting = false;
+		compressor_poke(c, w->cwait_owner, w, w->cwait_codec, w->cwait_level);
+	}
 	/* a busy guest has its next batch due already */
 	if (r && j->len >= 0)
 		compressor_poke(c, owner, r, j->codec, j->level);
@@ -276,6 +287,7 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, size_
 	memset(c, 0, sizeof(*c));
 	c->queue_tail = &c->queue;
 	c->done_tail = &c->done;
+	c->waiting_tail = &c->waiting;
 	c->max_raw = max_raw;
 	c->released = released;
 	c->userdata = userdata;
@@ -351,8 +363,21 @@ void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_rin
 		struct vmt_cjob *j = c->free;
 		struct vmt_cowner *o;
 
-		if (!j || (size_t)r->batch * r->layout.page_size > c->max_raw) {
+		if ((size_t)r->batch * r->layout.page_size > c->max_raw) {
 			c->st.busy++;
+			break;
+		}
+		if (!j) {
+			c->st.busy++;
+			if (!r->cwaiting) {
+				r->cwaiting = true;
+				r->cwait_owner = owner;
+				r->cwait_codec = codec;
+				r->cwait_level = level;
+				r->cwait_next = NULL;
+				*c->waiting_tail = r;
+				c->waiting_tail = &r->cwait_next;
+			}
 			break;
 		}
 		/* its share taken: its batches wait (and go raw if they must),
@@ -390,6 +415,15 @@ void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_rin
 
 void compressor_forget(struct vmt_compressor *c, struct vmt_ring *r)
 {
+	for (struct vmt_ring **p = c ? &c->waiting : NULL; p && *p; p = &(*p)->cwait_next)
+		if (*p == r) {
+			*p = r->cwait_next;
+			if (!*p)
+				c->waiting_tail = p;
+			r->cwait_next = NULL;
+			r->cwaiting = false;
+			break;
+		}
 	for (uint32_t i = 0; c && i < c->njobs; i++)
 		if (c->jobs[i].ring == r)
 			c->jobs[i].ring = NULL;
@@ -412,6 +446,11 @@ void compressor_stop(struct vmt_compressor *c)
 		c->started = 0;
 	}
 	compress_reap(c);
+	for (struct vmt_ring *w = c->waiting, *next; w; w = next) {
+		next = w->cwait_next;
+		w->cwait_next = NULL;
+		w->cwaiting = false;
+	}
 	c->src = sd_event_source_unref(c->src);
 	close(c->efd);
 	for (uint32_t i = 0; i < c->njobs; i++)

@@ -16,9 +16,9 @@
  * most its share of them (compressor_share) so that a guest streaming flat
  * out leaves jobs free for the others' batches, and the worker takes the
  * queued batch of the guest it served least recently, not the oldest: a
- * guest's pages go raw for its own excess, never for a neighbour's. (Past
- * njobs guests holding a job each, a newcomer's batch waits for a job that
- * its holder's next batch may take first: no queue of waiting rings yet.)
+ * guest's pages go raw for its own excess, never for a neighbour's. A
+ * ring that found no job free waits in a queue that a job coming back
+ * serves first (past njobs guests holding a job each too).
  */
 #ifndef VMT_COMPRESS_H
 #define VMT_COMPRESS_H
@@ -71,6 +71,7 @@ struct vmt_compressor {
 	struct vmt_cjob *queue, **queue_tail;
 	struct vmt_cjob *done, **done_tail;
 	struct vmt_cjob *free;	/* jobs not in use (loop only) */
+	struct vmt_ring *waiting, **waiting_tail;	/* rings that found no job free (loop only) */
 	struct vmt_cjob *jobs;
 	uint32_t njobs;
 	struct vmt_cowner *owners;	/* njobs: one per guest with jobs in flight */

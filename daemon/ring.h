@@ -100,6 +100,12 @@ struct vmt_ring {
 	uint32_t inflight;	/* oldest pages being compressed, in whole batches */
 	uint64_t batch_gen;	/* a batch's result counts only with the gen it started with */
 	bool frames_blocked;	/* a dump holds the frames in the way: until ring_settle */
+	/* compress.c's: waiting for a free job, in its queue of rings */
+	struct vmt_ring *cwait_next;
+	const void *cwait_owner;
+	uint32_t cwait_codec;
+	int cwait_level;
+	bool cwaiting;
 };
 
 /* Allocates and pre-faults the memory; -ENOMEM if it cannot. */

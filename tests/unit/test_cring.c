@@ -309,36 +309,40 @@ START_TEST(memory_stays_that_of_the_raw_ring)
 END_TEST
 
 /*
- * Two guests share the compressor's jobs: A streams flat out (two batches
- * of pages for each batch the worker can make), B at a modest pace. A may
- * not hold the jobs that B's batches need, nor get ahead of B at the
- * worker: B's pages are all compressed, A's excess is what goes raw. The
- * worker runs on this thread, one batch per step: no timing.
+ * Guests share the compressor's 16 jobs: nflat of them stream flat out
+ * (together at least twice the batches the worker can make), B at a
+ * modest pace.
+ * They may not hold the jobs that B's batches need, nor get ahead of B at
+ * the worker: B's pages are all compressed, their excess is what goes raw.
+ * The worker runs on this thread, one batch per step: no timing.
  */
-START_TEST(a_flat_out_guest_does_not_push_anothers_pages_raw)
+static void share_run(uint32_t nflat)
 {
-	static struct vmt_ring A, B;
+	static struct vmt_ring A[20], B;
 	struct vmt_compressor c;
 	sd_event *e = NULL;
-	uint64_t ka = 0, kb = 0;
+	uint64_t ka[20] = { 0 }, kb = 0, raw = 0;
 	uint8_t p[PS];
 
+	ck_assert_uint_le(nflat, 20);
 	ck_assert_int_ge(sd_event_new(&e), 0);
-	ck_assert_int_eq(ring_init_compressed(&A, NPAGES, &L), 0);
+	for (uint32_t g = 0; g < nflat; g++)
+		ck_assert_int_eq(ring_init_compressed(&A[g], NPAGES, &L), 0);
 	ck_assert_int_eq(ring_init_compressed(&B, NPAGES, &L), 0);
 	ck_assert_int_eq(compressor_init(&c, e, 16, VMT_RING_BATCH_MAX_BYTES, NULL, NULL), 0);
 	ck_assert_int_eq(compressor_run_manual(&c), 0);
 	for (uint32_t step = 0; step < 3000; step++) {
-		for (uint32_t i = 0; i < 2 * A.batch; i++) {
+		for (uint32_t n = 0; n < VMT_MAX(2 * B.batch, nflat); n++) {
+			uint32_t g = n % nflat;
 			int r;
 
-			make(p, ka);
-			r = ring_push(&A, p);
-			if (r == -ENOBUFS)	/* its slots held: the reader pauses */
-				break;
-			ck_assert_int_eq(r, 1);
-			ka++;
-			compressor_poke(&c, &A, &A, VMT_FRAME_ZSTD, 1);
+			make(p, ka[g]);
+			r = ring_push(&A[g], p);
+			if (r != -ENOBUFS) {	/* -ENOBUFS: its slots held, the reader pauses */
+				ck_assert_int_eq(r, 1);
+				ka[g]++;
+			}
+			compressor_poke(&c, &A[g], &A[g], VMT_FRAME_ZSTD, 1);
 		}
 		if (step % 4 == 0) {
 			make(p, kb++);
@@ -348,16 +352,31 @@ START_TEST(a_flat_out_guest_does_not_push_anothers_pages_raw)
 		compressor_step(&c);
 		compressor_collect(&c);
 	}
-	ck_assert_uint_gt(A.c.pages_stored_raw, 0);	/* A's own excess */
+	for (uint32_t g = 0; g < nflat; g++)
+		raw += A[g].c.pages_stored_raw;
+	ck_assert_uint_gt(raw, 0);	/* their own excess */
 	ck_assert_uint_eq(B.c.pages_stored_raw, 0);
 	ck_assert_uint_gt(B.c.frames_made, kb / B.batch / 2);
-	ck_assert_uint_gt(c.st.over_share, 0);
 	compressor_stop(&c);
-	check_window(&A);
+	for (uint32_t g = 0; g < nflat; g++) {
+		check_window(&A[g]);
+		ring_free(&A[g]);
+	}
 	check_window(&B);
-	ring_free(&A);
 	ring_free(&B);
 	sd_event_unref(e);
+}
+
+START_TEST(a_flat_out_guest_does_not_push_anothers_pages_raw)
+{
+	share_run(1);
+}
+END_TEST
+
+/* more guests streaming than there are jobs: B still gets its turn */
+START_TEST(twenty_flat_out_guests_do_not_push_anothers_pages_raw)
+{
+	share_run(20);
 }
 END_TEST
 
@@ -377,6 +396,7 @@ int main(void)
 	tcase_add_test(t, store_places_frames_without_overlap);
 	tcase_add_test(t, memory_stays_that_of_the_raw_ring);
 	tcase_add_test(t, a_flat_out_guest_does_not_push_anothers_pages_raw);
+	tcase_add_test(t, twenty_flat_out_guests_do_not_push_anothers_pages_raw);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }
