@@ -110,7 +110,9 @@ $(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 
 # the daemon alone drops its capabilities (libcap) and filters its system
 # calls (libseccomp)
-DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null)
+# the fleet (daemon/fleet.c, ctl/fleet.c): NATS, and SHA-256 for the object store's digest
+FLEET_LIBS  := $(shell $(PKG_CONFIG) --libs libnats libcrypto 2>/dev/null)
+DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null) $(FLEET_LIBS)
 $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
@@ -128,7 +130,7 @@ $(O)/tests/vmtraced-layout2: $(filter-out $(O)/daemon/upgrade.o,$(DAEMON_OBJS)) 
 
 $(O)/vmtracectl: $(CTL_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(FLEET_LIBS)
 
 # The agent runs in a minimal guest initramfs: a static binary with no
 # sanitizer (static ASan is not supported), built on its own.

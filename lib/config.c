@@ -579,6 +579,11 @@ static int config_parse(struct cfg_parser *p)
 	r = yamlconf_walk_map(&p->y, root, "", top_keys, ARRAY_SIZE(top_keys), p, &seen);
 	if (r < 0)
 		return r;
+	if (p->c->fleet.enabled && p->c->sandbox)
+		/* libnats' threads, sockets and TLS are not in sandbox.c's list */
+		return yamlconf_error(&p->y, root, "fleet",
+				      "cannot be used with sandbox: true (its system call list has "
+				      "no network); docs/FLEET.md");
 	p->c->dump_reserve_set = p->reserve != NULL;
 	if (!p->reserve && p->c->memory_max && p->c->memory_max != VMT_AUTO)
 		/* the default, under a small cap: an eighth of it */
