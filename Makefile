@@ -152,6 +152,8 @@ $(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/te
 	$(O)/tests/test_daemon $(O)/tests/test_hostile: \
 	TEST_INC += -Idaemon
 $(O)/tests/test_tracedat: TEST_INC += -Ictl
+# test_fleet speaks NATS itself for the hostile requests
+$(O)/tests/test_fleet: CHECK_LIBS += $(FLEET_LIBS)
 $(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

@@ -112,11 +112,11 @@ static int fleet_dump(int argc, char **argv)
 		{ "guest", required_argument, NULL, 'g' }, { "label", required_argument, NULL, 'l' },
 		{ "reason", required_argument, NULL, 'r' }, { "window", required_argument, NULL, 'w' },
 		{ "post", required_argument, NULL, 'p' }, { "timeout", required_argument, NULL, 't' },
-		{ 0 },
+		{ "answers", required_argument, NULL, 'n' }, { 0 },
 	};
 	const char *conf = CONF_DEFAULT, *host = NULL, *guest = "_all", *label = NULL;
 	const char *reason = "vmtracectl fleet dump";
-	unsigned long window = 0, post = 0, timeout = 5;
+	unsigned long window = 0, post = 0, timeout = 5, want = 0;
 	char subj[512], body[512], esc[300], hn[65];
 	struct vmt_config c;
 	natsConnection *nc = NULL;
@@ -126,7 +126,7 @@ static int fleet_dump(int argc, char **argv)
 	int64_t deadline;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "c:H:g:l:r:w:p:t:", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:H:g:l:r:w:p:t:n:", lo, NULL)) != -1) {
 		switch (opt) {
 		case 'c': conf = optarg; break;
 		case 'H': host = optarg; break;
@@ -136,6 +136,7 @@ static int fleet_dump(int argc, char **argv)
 		case 'w': window = strtoul(optarg, NULL, 10); break;
 		case 'p': post = strtoul(optarg, NULL, 10); break;
 		case 't': timeout = strtoul(optarg, NULL, 10); break;
+		case 'n': want = strtoul(optarg, NULL, 10); break;	/* stop after N */
 		default: return 2;
 		}
 	}
@@ -197,6 +198,8 @@ static int fleet_dump(int argc, char **argv)
 		fflush(stdout);
 		natsMsg_Destroy(m);
 		answers++;
+		if (want && (unsigned long)answers >= want)
+			break;
 	}
 out:
 	natsSubscription_Destroy(sub);
@@ -415,12 +418,16 @@ static int fleet_fetch(int argc, char **argv)
 
 int cmd_fleet(const struct vmt_ctl_opts *o, int argc, char **argv)
 {
-	if (argc >= 2 && !strcmp(argv[1], "dump"))
-		return fleet_dump(argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "fetch"))
-		return fleet_fetch(argc - 1, argv + 1);
+	int r;
+
+	if (argc >= 2 && (!strcmp(argv[1], "dump") || !strcmp(argv[1], "fetch"))) {
+		r = !strcmp(argv[1], "dump") ? fleet_dump(argc - 1, argv + 1) :
+					       fleet_fetch(argc - 1, argv + 1);
+		nats_Close();
+		return r;
+	}
 	fprintf(stderr, "usage: vmtracectl fleet dump [-c CONFIG] [--host H] [--guest G] "
-		"[--label K=V] [--reason TEXT] [--window S] [--post S] [--timeout S]\n"
+		"[--label K=V] [--reason TEXT] [--window S] [--post S] [--timeout S] [--answers N]\n"
 		"       vmtracectl fleet fetch [-c CONFIG] [-o DIR] HOST/GUEST/FILE...\n");
 	return 2;
 }

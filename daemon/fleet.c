@@ -327,6 +327,8 @@ static void handle_req(struct vmt_fleet *f, struct fleet_req *rq)
 		f->pending = p->next;
 		f->npending--;
 		free(p);
+		if (f->budget_used)
+			f->budget_used--;	/* nothing taken: the budget counts dumps */
 		return refuse(f, rq->reply, r == -ENOENT ? "no such guest" :
 			      r == -EBUSY ? "suppressed by the cooldown or the rate limit" : strerror(-r));
 	}
@@ -950,6 +952,8 @@ void fleet_free(struct vmt_fleet *f)
 		f->pending = n;
 	}
 	free(f->labeled);
+	if (f->started)
+		nats_Close();	/* libnats' own threads and globals: at exit only */
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
