@@ -780,6 +780,7 @@ static void *uploader(void *arg)
 				pthread_mutex_unlock(&f->lock);
 				backoff = backoff ? VMT_MIN(backoff * 2, BACKOFF_MAX_MS) : BACKOFF_MIN_MS;
 				wait_ms = backoff;
+				scan(f, NULL, NULL);	/* the queue's length, while down */
 				goto wait;
 			}
 			backoff = 0;

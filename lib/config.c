@@ -584,6 +584,7 @@ static int config_parse(struct cfg_parser *p)
 		return yamlconf_error(&p->y, root, "fleet",
 				      "cannot be used with sandbox: true (its system call list has "
 				      "no network); docs/FLEET.md");
+	p->c->retention.hold_unuploaded = p->c->fleet.enabled;
 	p->c->dump_reserve_set = p->reserve != NULL;
 	if (!p->reserve && p->c->memory_max && p->c->memory_max != VMT_AUTO)
 		/* the default, under a small cap: an eighth of it */

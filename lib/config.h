@@ -76,6 +76,9 @@ struct vmt_retention_conf {
 	uint32_t max_samples;	/* per guest, 0 = no limit */
 	uint32_t max_aux;	/* aux files per guest, 0 = no limit */
 	uint64_t max_age_s;	/* 0 = no limit */
+	/* not a key: set with fleet:, samples not yet uploaded (no
+	 * FILE.uploaded marker) go only when max_bytes forces them */
+	int hold_unuploaded;
 };
 
 struct vmt_control_conf {

@@ -532,6 +532,26 @@ START_TEST(hostile_requests_refused)
 }
 END_TEST
 
+/* NATS unreachable, max_samples: 1: retention keeps what is not uploaded. */
+START_TEST(retention_keeps_unuploaded)
+{
+	struct itest_run r;
+	char fl[600], sample[600], gdir[400];
+
+	ITEST_NEED_INPUT(in);
+	snprintf(fl, sizeof(fl), "retention:\n  max_samples: 1\nfleet:\n"
+		 "  servers: [nats://127.0.0.1:%d]\n  host_id: hostE\n", free_port());
+	host_start(&r, "hostE", fl, NULL);
+	for (int i = 0; i < 3; i++)
+		itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	/* the pass after the third dump has run once SAMPLES lists three */
+	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
+	ck_assert_int_eq(itest_sh("test $(ls %s/g1-*.vmts | wc -l) -eq 3", gdir), 0);
+	ck_assert(itest_wait_num_ge(&r.d, NULL, "fleet_queue", 3, test_deadline_ms(10000)));
+	itest_run_end(&r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fleet");
@@ -542,6 +562,7 @@ int main(void)
 	TEST_ADD(t, no_fleet_no_connection);
 	TEST_ADD(t, wrong_credentials_local_goes_on);
 	TEST_ADD(t, hostile_requests_refused);
+	TEST_ADD(t, retention_keeps_unuploaded);
 	TEST_ADD(t, label_dump_two_hosts_bucket_outages);
 	tcase_set_timeout(t, 600);
 	suite_add_tcase(s, t);
