@@ -441,6 +441,9 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 			printf("%-60s  %s\n", "", v->str[VMT_CTAG_REASON]);
 		else if (v->have[VMT_CTAG_MESSAGE])
 			printf("%-60s  unreadable: %s\n", "", v->str[VMT_CTAG_MESSAGE]);
+		if (v->have[VMT_CTAG_UPLOADED])
+			printf("%-60s  %s\n", "", v->num[VMT_CTAG_UPLOADED] ? "uploaded to the fleet" :
+			       "not uploaded yet");
 		n++;
 	}
 	if (o->json && r == 0)

@@ -325,6 +325,8 @@ static void handle_samples(struct vmt_manager *m, struct vmt_client *cl, uint32_
 		} else {
 			ctl_put_MESSAGE(&b, sm->text ? sm->text : "");
 		}
+		if (m->fleet)	/* as of the last retention pass */
+			ctl_put_UPLOADED(&b, sm->uploaded);
 		if (b.len > VMT_CTL_MAX_MSG - 64)
 			continue;
 		control_send(cl, &b);

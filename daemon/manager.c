@@ -496,6 +496,7 @@ void manager_free(struct vmt_manager *m)
 	if (!m)
 		return;
 	fleet_free(m->fleet);	/* its uploads end; the markers tell the next start */
+	m->fleet = NULL;
 	/* samples being written are finished, not abandoned */
 	writer_stop(&m->writer);
 	compressor_stop(&m->comp);

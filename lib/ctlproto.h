@@ -72,7 +72,7 @@
 	T(WINDOW_SINCE_NS) T(LIFETIMES)
 /* a DUMP's files: PATH only; SAMPLES' also the rest */
 #define VMT_CTL_FILE_TAGS(T) \
-	T(PATH) T(GUEST) T(CREATED_NS) T(BYTES) T(AUX_VERSION) T(REASON) T(MESSAGE)
+	T(PATH) T(GUEST) T(CREATED_NS) T(BYTES) T(AUX_VERSION) T(REASON) T(MESSAGE) T(UPLOADED)
 #define VMT_CTL_DETECTOR_TAGS(T)                                                    \
 	T(NAME) T(ENABLED) T(LOADED) T(MESSAGE) T(EVENTS) T(SEEN) T(FIRED)             \
 	T(TRIGGERS_SUPPRESSED) T(DROPPED) T(FILTERED)
@@ -178,7 +178,8 @@ const char *ctl_msg_name(unsigned type);
 	X(FLEET_UPLOAD_FAILURES, 89, u64)     \
 	X(FLEET_TRIGGERS,  90, u64)           \
 	X(FLEET_REFUSED,   91, u64)           \
-	X(FLEET_AUTH_FAILURES, 92, u64)
+	X(FLEET_AUTH_FAILURES, 92, u64)       \
+	X(UPLOADED,        93, u32)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

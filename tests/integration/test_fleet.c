@@ -404,6 +404,19 @@ START_TEST(label_dump_two_hosts_bucket_outages)
 		}
 	}
 	ck_assert_uint_eq(itest_num(&a.d, NULL, "fleet_uploaded"), up);
+	/* vmtracectl samples: the older ones uploaded (as of the pass after
+	 * this sample), this one not */
+	{
+		uint64_t end = test_now_ms() + (uint64_t)test_deadline_ms(30000);
+
+		for (;;) {
+			ck_assert_int_eq(itest_ctl(&a.d, out, sizeof(out), "samples g1"), 0);
+			if (strstr(out, "uploaded to the fleet") && strstr(out, "not uploaded yet"))
+				break;
+			ck_assert_msg(test_now_ms() < end, "samples: %s", out);
+			usleep(20000);
+		}
+	}
 	/* back: uploaded, nothing lost */
 	for (int i = 0; i < NODES; i++)
 		node_start(&c, i);
