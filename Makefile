@@ -66,7 +66,7 @@ LIBVMT      := $(O)/libvmt.a
 # program with the rest of its folder, and archived apart for the tests,
 # which link them ahead of libvmt.
 DAEMON_PURE_SRCS := daemon/ring.c daemon/frames.c daemon/ringmem.c daemon/persist.c daemon/fdstore.c \
-	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c
+	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c daemon/fleet-json.c
 CTL_PURE_SRCS := ctl/tracedat.c
 LIBVMTD     := $(O)/libvmtd.a
 LIBVMTCTL   := $(O)/libvmtctl.a
@@ -149,7 +149,7 @@ $(O)/vmtrace-agent: $(AGENT_SRCS:%.c=$(O)/agent-objs/%.o) $(AGENT_LIB_SRCS:%.c=$
 # the programs' pure modules; those that test one find its folder's headers.
 TEST_INC    := -Itests/lib
 $(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/test_retention \
-	$(O)/tests/test_daemon $(O)/tests/test_hostile: \
+	$(O)/tests/test_daemon $(O)/tests/test_hostile $(O)/tests/test_fleetjson: \
 	TEST_INC += -Idaemon
 $(O)/tests/test_tracedat: TEST_INC += -Ictl
 # test_fleet speaks NATS itself for the hostile requests
