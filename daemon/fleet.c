@@ -427,20 +427,22 @@ static bool is_aux(const char *n)
 static void sample_headers(int fd, char *out, size_t n)
 {
 	struct vmt_sample s;
-	char why[128], esc[VMT_REASON_MAX * 2], reasons[1024] = "";
+	char why[128], esc[VMT_REASON_MAX * 6 + 1], reasons[2048] = "";
 	size_t o = 0;
 
 	out[0] = 0;
 	if (sample_read_info_fd(fd, &s, why, sizeof(why)) < 0)
 		return;
-	for (uint32_t i = 0; i < s.ntriggers && o < sizeof(reasons) - 8; i++) {
+	/* reasons may be a guest's words: escaped whole, or left out whole,
+	 * so the meta stays JSON */
+	for (uint32_t i = 0; i < s.ntriggers; i++) {
 		if (fleet_json_escape(esc, sizeof(esc), s.triggers[i].reason) < 0)
 			continue;
-		o += (size_t)snprintf(reasons + o, sizeof(reasons) - o, "%s\"%.*s\"", i ? "," : "",
-				      (int)(sizeof(reasons) / 2), esc);
+		if (o + strlen(esc) + 4 >= sizeof(reasons))
+			break;
+		o += (size_t)snprintf(reasons + o, sizeof(reasons) - o, "%s\"%s\"", o ? "," : "",
+				      esc);
 	}
-	if (o >= sizeof(reasons) - 8)
-		snprintf(reasons, sizeof(reasons), "\"(too many to list)\"");
 	snprintf(out, n, ",\"Vmt-Reasons\":[%s],\"Vmt-Created-Ns\":[\"%" PRIu64 "\"],"
 		 "\"Vmt-Window-Since-Ns\":[\"%" PRIu64 "\"]", reasons, s.created_ns, s.window_since_ns);
 }
@@ -448,7 +450,7 @@ static void sample_headers(int fd, char *out, size_t n)
 static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, const char *guest,
 		  const char *file, bool sample)
 {
-	char subj[512], id[23], name[300], ename[420], digest[64], meta[4096], hdrs[2048], mt[40];
+	char subj[512], id[23], name[300], ename[420], digest[64], meta[8192], hdrs[2400], mt[40];
 	uint8_t *buf = NULL, sha[32];
 	unsigned shalen = 0;
 	uint64_t size = 0, chunks = 0;
