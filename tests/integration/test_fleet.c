@@ -487,7 +487,7 @@ START_TEST(hostile_requests_refused)
 {
 	struct cluster c;
 	struct itest_run r;
-	char fl[600], url[64], big[3000];
+	char fl[600], url[64], big[3000], obj[400], got[600];
 	natsConnection *nc = NULL;
 	natsMsg *m = NULL;
 	static const char *bad[] = {
@@ -523,11 +523,17 @@ START_TEST(hostile_requests_refused)
 						      test_deadline_ms(10000)), NATS_OK);
 	ck_assert_ptr_nonnull(strstr(natsMsg_GetData(m), "no such guest"));
 	natsMsg_Destroy(m);
+	/* a reason with JSON's special characters: the object's meta stays
+	 * readable by a stock client */
 	ck_assert_int_eq(natsConnection_RequestString(&m, nc, "vmtrace.dump.hostD._all",
-						      "{\"reason\":\"ok\"}", test_deadline_ms(20000)),
-			 NATS_OK);
+						      "{\"reason\":\"q\\\"uo\\\\te\"}",
+						      test_deadline_ms(20000)), NATS_OK);
 	ck_assert_msg(strstr(natsMsg_GetData(m), "\"samples\":[{"), "%s", natsMsg_GetData(m));
+	ck_assert(answer_object(natsMsg_GetData(m), "hostD", obj, sizeof(obj)));
 	natsMsg_Destroy(m);
+	wait_fleet_drained(&r.d, 2);
+	snprintf(got, sizeof(got), "%s/hostile.vmts", c.dir);
+	ck_assert_msg(npm_get(&c, 0, obj, got) == 0, "npm reader failed: see %s.node", got);
 	/* over the budget (max_per_minute: 1) */
 	/* a label no guest of this host has: not subscribed, nobody answers */
 	ck_assert_int_eq(natsConnection_RequestString(&m, nc, "vmtrace.dump.label.t1.t1", "{}",
