@@ -66,7 +66,7 @@ LIBVMT      := $(O)/libvmt.a
 # program with the rest of its folder, and archived apart for the tests,
 # which link them ahead of libvmt.
 DAEMON_PURE_SRCS := daemon/ring.c daemon/frames.c daemon/ringmem.c daemon/persist.c daemon/fdstore.c \
-	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c
+	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c daemon/fleet-json.c
 CTL_PURE_SRCS := ctl/tracedat.c
 LIBVMTD     := $(O)/libvmtd.a
 LIBVMTCTL   := $(O)/libvmtctl.a
@@ -110,7 +110,9 @@ $(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 
 # the daemon alone drops its capabilities (libcap) and filters its system
 # calls (libseccomp)
-DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null)
+# the fleet (daemon/fleet.c, ctl/fleet.c): NATS, and SHA-256 for the object store's digest
+FLEET_LIBS  := $(shell $(PKG_CONFIG) --libs libnats libcrypto 2>/dev/null)
+DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null) $(FLEET_LIBS)
 $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
@@ -128,7 +130,7 @@ $(O)/tests/vmtraced-layout2: $(filter-out $(O)/daemon/upgrade.o,$(DAEMON_OBJS)) 
 
 $(O)/vmtracectl: $(CTL_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(FLEET_LIBS)
 
 # The agent runs in a minimal guest initramfs: a static binary with no
 # sanitizer (static ASan is not supported), built on its own.
@@ -147,12 +149,14 @@ $(O)/vmtrace-agent: $(AGENT_SRCS:%.c=$(O)/agent-objs/%.o) $(AGENT_LIB_SRCS:%.c=$
 # the programs' pure modules; those that test one find its folder's headers.
 TEST_INC    := -Itests/lib
 $(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/test_retention \
-	$(O)/tests/test_daemon $(O)/tests/test_hostile: \
+	$(O)/tests/test_daemon $(O)/tests/test_hostile $(O)/tests/test_fleetjson: \
 	TEST_INC += -Idaemon
 $(O)/tests/test_tracedat: TEST_INC += -Ictl
 # the compressor's sharing, driven by hand (no thread)
 $(O)/tests/test_cring: $(O)/daemon/compress.o
 $(O)/tests/test_cring: LDLIBS += $(LIBVMT)
+# test_fleet speaks NATS itself for the hostile requests
+$(O)/tests/test_fleet: CHECK_LIBS += $(FLEET_LIBS)
 $(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

@@ -21,6 +21,7 @@ int cmd_upgrade(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_info(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_report(const struct vmt_ctl_opts *o, int argc, char **argv);
+int cmd_fleet(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv);
 
 /* "usage: vmtracectl … NAME SYNOPSIS" and its summary, from the command table. */

@@ -39,6 +39,9 @@ static const struct {
 	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE...", "samples (+ their aux) -> trace.dat", true },
 	{ "report", cmd_report, "report [--stats] [--cpu LIST] [--event PAT]... SAMPLE...",
 	  "the samples' events as text, one time line", true },
+	{ "fleet", cmd_fleet, "fleet dump [--host H] [--guest G] [--label K=V] [--reason TEXT] "
+	  "[--window S] [--timeout S] | fleet fetch [-o DIR] HOST/GUEST/FILE...",
+	  "ask the fleet for dumps over NATS; download samples from its bucket", true },
 	{ "libvirt-xml", cmd_libvirt_xml, "libvirt-xml [--split DIR] DOMAIN | --vcpus N",
 	  "the <channel> elements a libvirt domain needs", true },
 };

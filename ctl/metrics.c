@@ -68,6 +68,13 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_UPGRADES, "vmtraced_upgrades_total", COUNTER, false, "Upgrade hand-overs (execve of the installed binary, same pid) this process went through." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_SESSIONS_ADOPTED, "vmtraced_upgrade_sessions_adopted_total", COUNTER, false, "Guest sessions taken over at the last upgrade hand-over." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_SESSIONS_REFUSED, "vmtraced_upgrade_sessions_refused_total", COUNTER, false, "Guest sessions started afresh at the last upgrade hand-over: their state did not validate." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_QUEUE, "vmtraced_fleet_queue", GAUGE, false, "Samples and aux files on disk not yet uploaded to the fleet's object store." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_UPLOADED, "vmtraced_fleet_uploaded_total", COUNTER, false, "Files uploaded to the fleet's object store by this process." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_UPLOADED_BYTES, "vmtraced_fleet_uploaded_bytes_total", COUNTER, false, "Bytes uploaded to the fleet's object store by this process." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_UPLOAD_FAILURES, "vmtraced_fleet_upload_failures_total", COUNTER, false, "Upload passes that failed (retried with backoff)." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_TRIGGERS, "vmtraced_fleet_triggers_total", COUNTER, false, "Dumps asked for over NATS and taken." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_REFUSED, "vmtraced_fleet_refused_total", COUNTER, false, "Dump requests over NATS refused: malformed, over budget, unknown guest, or a flood." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_AUTH_FAILURES, "vmtraced_fleet_auth_failures_total", COUNTER, false, "Connections to NATS refused for their credentials." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_DISCOVERY_REFUSED, "vmtraced_discovery_refused_total", COUNTER, false, "Guest folders found by discovery whose name cannot be a guest's." },
 
 	{ VMT_CTL_GUEST, VMT_CTAG_UPTIME_NS, "vmtraced_guest_state_seconds", GAUGE, true, "Time the guest has been in its state." },

@@ -238,6 +238,19 @@ static void daemon_text(const struct rec *v)
 		       PRIu64 " guest session(s) taken over, %" PRIu64 " started afresh\n",
 		       v->num[VMT_CTAG_UPGRADES], v->num[VMT_CTAG_SESSIONS_ADOPTED],
 		       v->num[VMT_CTAG_SESSIONS_REFUSED]);
+	if (v->str[VMT_CTAG_FLEET_STATE][0] && strcmp(v->str[VMT_CTAG_FLEET_STATE], "off")) {
+		printf("fleet: %s%s%s, %" PRIu64 " file(s) waiting, %" PRIu64 " uploaded (%" PRIu64
+		       " bytes), %" PRIu64 " upload failure(s), dumps asked %" PRIu64 " taken, %"
+		       PRIu64 " refused\n", v->str[VMT_CTAG_FLEET_STATE],
+		       v->str[VMT_CTAG_FLEET_SERVER][0] ? " to " : "", v->str[VMT_CTAG_FLEET_SERVER],
+		       v->num[VMT_CTAG_FLEET_QUEUE], v->num[VMT_CTAG_FLEET_UPLOADED],
+		       v->num[VMT_CTAG_FLEET_UPLOADED_BYTES], v->num[VMT_CTAG_FLEET_UPLOAD_FAILURES],
+		       v->num[VMT_CTAG_FLEET_TRIGGERS], v->num[VMT_CTAG_FLEET_REFUSED]);
+		if (v->str[VMT_CTAG_FLEET_ERROR][0])
+			printf("! fleet: %s\n", v->str[VMT_CTAG_FLEET_ERROR]);
+	} else {
+		printf("fleet: off\n");
+	}
 }
 
 /* status: the daemon, then its guests; guests: the guests only. */
@@ -428,6 +441,9 @@ int cmd_samples(const struct vmt_ctl_opts *o, int argc, char **argv)
 			printf("%-60s  %s\n", "", v->str[VMT_CTAG_REASON]);
 		else if (v->have[VMT_CTAG_MESSAGE])
 			printf("%-60s  unreadable: %s\n", "", v->str[VMT_CTAG_MESSAGE]);
+		if (v->have[VMT_CTAG_UPLOADED])
+			printf("%-60s  %s\n", "", v->num[VMT_CTAG_UPLOADED] ? "uploaded to the fleet" :
+			       "not uploaded yet");
 		n++;
 	}
 	if (o->json && r == 0)

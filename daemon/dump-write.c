@@ -68,6 +68,9 @@ static void log_retention(struct vmt_dumps *ds, const struct vmt_job *job)
 			 r->errors);
 	if (r->unmet)
 		log_warning("retention: limits not met: what is left is needed by live sessions");
+	if (r->unuploaded)
+		log_warning("retention: max_bytes deleted %u sample(s) the fleet had not uploaded yet",
+			    r->unuploaded);
 }
 
 /*

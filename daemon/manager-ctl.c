@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "control.h"
+#include "fleet.h"
 #include "ctlproto.h"
 #include "guest.h"
 #include "discovery.h"
@@ -138,6 +139,26 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	}
 }
 
+static void manager_put_fleet(struct vmt_manager *m, struct vmt_buf *b)
+{
+	struct vmt_fleet_status st;
+
+	fleet_status(m->fleet, &st);
+	ctl_put_FLEET_STATE(b, !st.enabled ? "off" : st.connected ? "connected" :
+			       st.auth_failures ? "refused" : "connecting");
+	if (!st.enabled)
+		return;
+	ctl_put_FLEET_SERVER(b, st.server);
+	ctl_put_FLEET_ERROR(b, st.error);
+	ctl_put_FLEET_QUEUE(b, st.queue);
+	ctl_put_FLEET_UPLOADED(b, st.uploaded);
+	ctl_put_FLEET_UPLOADED_BYTES(b, st.uploaded_bytes);
+	ctl_put_FLEET_UPLOAD_FAILURES(b, st.upload_failures);
+	ctl_put_FLEET_TRIGGERS(b, st.triggers);
+	ctl_put_FLEET_REFUSED(b, st.refused);
+	ctl_put_FLEET_AUTH_FAILURES(b, st.auth_failures);
+}
+
 static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t id, bool with_daemon)
 {
 	struct vmt_buf b = { 0 };
@@ -169,6 +190,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_UPGRADES(&b, m->upgrade.upgrades);
 		ctl_put_SESSIONS_ADOPTED(&b, m->upgrade.adopted);
 		ctl_put_SESSIONS_REFUSED(&b, m->upgrade.refused);
+		manager_put_fleet(m, &b);
 		control_send(cl, &b);
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
@@ -303,6 +325,8 @@ static void handle_samples(struct vmt_manager *m, struct vmt_client *cl, uint32_
 		} else {
 			ctl_put_MESSAGE(&b, sm->text ? sm->text : "");
 		}
+		if (m->fleet)	/* as of the last retention pass */
+			ctl_put_UPLOADED(&b, sm->uploaded);
 		if (b.len > VMT_CTL_MAX_MSG - 64)
 			continue;
 		control_send(cl, &b);

@@ -29,4 +29,7 @@ void manager_upgrade_soon(struct vmt_manager *m);
 /* STATUS= for systemd. */
 void manager_notify_status(struct vmt_manager *m);
 
+/* manager-fleet.c: the fleet, with fleet: in the configuration (fleet.h) */
+int manager_fleet_start(struct vmt_manager *m);
+
 #endif

@@ -88,6 +88,12 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct relo
 		memcpy(nc->detectors, m->conf.detectors, sizeof(nc->detectors));
 		nc->host = m->conf.host;
 	}
+	/* the fleet keeps its connection and subscriptions (fleet.h) */
+	if (memcmp(&nc->fleet, &m->conf.fleet, sizeof(nc->fleet))) {
+		log_warning("fleet changed: it takes effect at the next start");
+		nc->fleet = m->conf.fleet;
+		nc->retention.hold_unuploaded = m->conf.retention.hold_unuploaded;
+	}
 	if (nc->dump_reserve != m->conf.dump_reserve) {
 		add_later(c, "dump_reserve");
 		nc->dump_reserve = m->conf.dump_reserve;

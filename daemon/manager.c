@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "fleet.h"
 #include "priv.h"
 #include "sandbox.h"
 #include "discovery.h"
@@ -90,6 +91,11 @@ int manager_probe_new(struct vmt_manager *m)
 static void on_dump_answer(void *owner, struct vmt_client *cl, uint32_t id, char *const *files,
 			   uint32_t nfiles, int error)
 {
+	struct vmt_manager *m = owner;
+
+	fleet_kick(m->fleet);	/* new files to upload */
+	if (fleet_answer(m->fleet, cl, files, nfiles, error))
+		return;	/* a fleet request's token, not a control client */
 	manager_answer_dump(cl, id, files, nfiles, error);
 }
 
@@ -462,6 +468,11 @@ int manager_run(struct vmt_manager *m)
 		log_error_errno(r, "cannot start the compressor thread: %m");
 		return 1;
 	}
+	r = manager_fleet_start(m);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the fleet: %m");
+		return 1;
+	}
 	dump_retention_now(&m->dumps);
 	manager_upgrade_adopt(m);
 	for (uint32_t i = 0; i < m->guests.n; i++)
@@ -484,6 +495,8 @@ void manager_free(struct vmt_manager *m)
 {
 	if (!m)
 		return;
+	fleet_free(m->fleet);	/* its uploads end; the markers tell the next start */
+	m->fleet = NULL;
 	/* samples being written are finished, not abandoned */
 	writer_stop(&m->writer);
 	compressor_stop(&m->comp);

@@ -59,6 +59,7 @@ struct vmt_manager {
 	char exe[PATH_MAX];		/* the binary an upgrade execs */
 	char **argv;
 	char hostname[65];
+	struct vmt_fleet *fleet;	/* NULL without fleet: (fleet.h) */
 };
 
 /* The "auto" sizes of c from this machine (RAM, the state folder's file

@@ -317,17 +317,24 @@ int retention_apply_kept(const char *state_dir, const struct vmt_retention_conf 
 
 	/* oldest first: by age, then by count per guest, then by the aux files
 	 * per guest, then by bytes over all */
+	/* with the fleet, a sample not uploaded yet is kept by every rule but
+	 * the disk's (max_bytes), which counts it when it forces it */
+#define HELD(i) (rc->hold_unuploaded && st.samples[i].unuploaded)
 	for (size_t i = 0; i < st.nsamples; i++)
-		if (too_old(rc, st.samples[i].created_ns, now_s))
+		if (!HELD(i) && too_old(rc, st.samples[i].created_ns, now_s))
 			plan_drop(&p, i);
 	for (size_t i = 0; rc->max_samples && i < st.nsamples; i++)
-		if (!p.gone[i] && p.count[st.samples[i].guest] > rc->max_samples)
+		if (!HELD(i) && !p.gone[i] && p.count[st.samples[i].guest] > rc->max_samples)
 			plan_drop(&p, i);
 	for (size_t i = 0; rc->max_aux && i < st.nsamples; i++)
-		if (!p.gone[i] && aux_over(&p, rc, st.samples[i].guest))
+		if (!HELD(i) && !p.gone[i] && aux_over(&p, rc, st.samples[i].guest))
 			plan_drop(&p, i);
-	for (size_t i = 0; rc->max_bytes && i < st.nsamples && p.total > rc->max_bytes; i++)
+	for (size_t i = 0; rc->max_bytes && i < st.nsamples && p.total > rc->max_bytes; i++) {
+		if (HELD(i) && !p.gone[i])
+			res->unuploaded++;
 		plan_drop(&p, i);
+	}
+#undef HELD
 
 	sfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sfd < 0) {

@@ -151,6 +151,12 @@ static int add_sample(struct scan *sc, int gfd, uint32_t gi, const char *name, u
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	e->created_ns = ns;
 	e->bytes = (uint64_t)s.st_size;
+	{
+		char mk[VMT_STORE_NAME_MAX + 16];
+
+		snprintf(mk, sizeof(mk), "%s.uploaded", name);
+		e->unuploaded = faccessat(gfd, mk, F_OK, AT_SYMLINK_NOFOLLOW) < 0;
+	}
 	if (asprintf(&e->path, "%s/%s/%s", sc->state_dir, gname, name) < 0) {
 		e->path = NULL;
 		if (fd >= 0)

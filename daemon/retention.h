@@ -41,6 +41,7 @@ struct vmt_store_sample {
 	 * every aux file of its guest alive, to be safe).
 	 */
 	int info_error;
+	bool unuploaded;	/* no FILE.uploaded marker beside it (the fleet's) */
 	char why[160];		/* what is wrong, when info_error */
 	/* from INFO, when it was read */
 	uint32_t aux_version;
@@ -109,6 +110,8 @@ struct vmt_retention_result {
 	uint32_t errors;	/* files that could not be deleted, folders not synced */
 	int first_error;	/* -errno of the first of those, 0 if none */
 	int unmet;		/* some limit still does not hold */
+	uint32_t unuploaded;	/* samples deleted before the fleet uploaded them
+				 * (max_bytes forced it) */
 	/* what is left */
 	uint32_t kept_samples;
 	uint32_t kept_aux;

@@ -63,6 +63,7 @@ int sindex_from_store(struct vmt_sindex *out, const struct vmt_store *st)
 			.bytes = s->bytes,
 			.info_error = s->info_error,
 			.aux_version = s->aux_version,
+			.uploaded = !s->unuploaded,
 		};
 
 		snprintf(e.guest, sizeof(e.guest), "%s", st->guests[s->guest].name);

@@ -26,6 +26,7 @@ struct vmt_sindex_entry {
 	int info_error;		/* 0: aux_version and reason hold; else why does */
 	uint32_t aux_version;
 	char *text;		/* the first trigger's reason (NULL: none), or why */
+	bool uploaded;		/* the fleet's marker was there at the last pass */
 };
 
 struct vmt_sindex {

@@ -38,4 +38,12 @@ int config_detect_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 			struct vmt_detector_conf *d);
 int config_guest_pidfile(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst);
 
+/* config_fleet.c: fleet: and a guest's labels: */
+void config_fleet_init(struct vmt_fleet_conf *f);
+int config_fleet_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
+		       struct vmt_fleet_conf *f);
+int config_guest_labels(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst,
+			size_t size);
+void config_fleet_print(const struct vmt_config *c, FILE *f);
+
 #endif

@@ -106,6 +106,7 @@ void config_init(struct vmt_config *c)
 	c->sync.timeout_ms = 1000;
 	strcpy(c->sync.kvm_debugfs, "/sys/kernel/debug/kvm");
 	config_detect_init(c->detectors);
+	config_fleet_init(&c->fleet);
 }
 
 void config_free(struct vmt_config *c)
@@ -531,6 +532,13 @@ static int top_user(struct yamlconf *y, yaml_node_t *v, const char *field, void 
 	return account_parse(y, v, field, "user", p->c->user);
 }
 
+static int top_fleet(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct cfg_parser *p = obj;
+
+	return config_fleet_parse(y, v, field, &p->c->fleet);
+}
+
 static const struct yamlconf_key top_keys[] = {
 	{ "state_dir", top_state_dir },
 	{ "sandbox", top_sandbox },
@@ -550,6 +558,7 @@ static const struct yamlconf_key top_keys[] = {
 	{ "detectors", top_detectors },
 	{ "discovery", top_discovery },
 	{ "guests", top_guests },
+	{ "fleet", top_fleet },
 };
 
 static int config_parse(struct cfg_parser *p)
@@ -570,6 +579,12 @@ static int config_parse(struct cfg_parser *p)
 	r = yamlconf_walk_map(&p->y, root, "", top_keys, ARRAY_SIZE(top_keys), p, &seen);
 	if (r < 0)
 		return r;
+	if (p->c->fleet.enabled && p->c->sandbox)
+		/* libnats' threads, sockets and TLS are not in sandbox.c's list */
+		return yamlconf_error(&p->y, root, "fleet",
+				      "cannot be used with sandbox: true (its system call list has "
+				      "no network); docs/FLEET.md");
+	p->c->retention.hold_unuploaded = p->c->fleet.enabled;
 	p->c->dump_reserve_set = p->reserve != NULL;
 	if (!p->reserve && p->c->memory_max && p->c->memory_max != VMT_AUTO)
 		/* the default, under a small cap: an eighth of it */

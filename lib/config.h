@@ -47,6 +47,7 @@ struct vmt_guest_conf {
 	uint32_t cpus;		/* 0 = count the trace-path-cpuN channels found */
 	char pidfile[4096];	/* QEMU's pidfile, for the detectors; "" = none */
 	struct vmt_record_conf rec;
+	char labels[256];	/* fleet labels, "k=v,k=v" ("" = none) */
 	int line;		/* where it was defined, for messages */
 };
 
@@ -75,6 +76,9 @@ struct vmt_retention_conf {
 	uint32_t max_samples;	/* per guest, 0 = no limit */
 	uint32_t max_aux;	/* aux files per guest, 0 = no limit */
 	uint64_t max_age_s;	/* 0 = no limit */
+	/* not a key: set with fleet:, samples not yet uploaded (no
+	 * FILE.uploaded marker) go only when max_bytes forces them */
+	int hold_unuploaded;
 };
 
 struct vmt_control_conf {
@@ -110,6 +114,32 @@ struct vmt_detector_conf {
 	int on_clean_exit;	/* process_death: also an exit with status 0 */
 };
 
+/* fleet: NATS servers, samples shipped to a JetStream object store and
+ * dumps asked for from other hosts (daemon/fleet.c, docs/FLEET.md). */
+#define VMT_FLEET_MAX_SERVERS 16
+#define VMT_FLEET_TOKEN_MAX 64	/* host_id, subject_prefix, bucket */
+#define VMT_FLEET_ACCEPT_HOST 1u	/* <prefix>.dump.<host>.<guest|_all> */
+#define VMT_FLEET_ACCEPT_LABEL 2u	/* <prefix>.dump.label.<key>.<value> */
+struct vmt_fleet_conf {
+	int enabled;		/* a fleet: block was given */
+	uint32_t nservers;
+	char servers[VMT_FLEET_MAX_SERVERS][256];
+	char user[128];
+	char password[128];
+	char nkey_seed[4096];	/* files */
+	char creds[4096];
+	char tls_ca[4096];
+	char tls_cert[4096];
+	char tls_key[4096];
+	char host_id[VMT_FLEET_TOKEN_MAX + 1];	/* "" = the hostname */
+	char subject_prefix[VMT_FLEET_TOKEN_MAX + 1];
+	char bucket[VMT_FLEET_TOKEN_MAX + 1];
+	uint32_t replicas;
+	uint32_t accept;	/* VMT_FLEET_ACCEPT_* */
+	uint32_t max_per_minute;	/* dumps asked for over NATS, 0 = no limit */
+	uint32_t queue_max;	/* files waiting for upload, counted before the marker */
+};
+
 struct vmt_config {
 	char state_dir[4096];	/* samples and aux files, one folder per guest */
 	char control_socket[4096];
@@ -128,6 +158,7 @@ struct vmt_config {
 	struct vmt_host_conf host;
 	struct vmt_sync_conf sync;
 	struct vmt_detector_conf detectors[VMT_DET_COUNT];
+	struct vmt_fleet_conf fleet;
 	uint32_t ndiscovery;
 	struct vmt_discovery_conf *discovery;
 	uint32_t nguests;

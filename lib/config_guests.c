@@ -130,6 +130,13 @@ static int guest_record(struct yamlconf *y, yaml_node_t *v, const char *field, v
 	return config_record_parse(y, v, field, &gp->g->rec);
 }
 
+static int guest_labels(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct guest_parse *gp = obj;
+
+	return config_guest_labels(y, v, field, gp->g->labels, sizeof(gp->g->labels));
+}
+
 enum { GUEST_NAME, GUEST_PATH };
 static const struct yamlconf_key guest_keys[] = {
 	[GUEST_NAME] = { "name", guest_name },
@@ -138,6 +145,7 @@ static const struct yamlconf_key guest_keys[] = {
 	{ "cpus", guest_cpus },
 	{ "record", guest_record },
 	{ "pidfile", guest_pidfile },
+	{ "labels", guest_labels },
 };
 
 static int guest_parse(struct yamlconf *y, struct vmt_config *c, yaml_node_t *v, size_t idx)

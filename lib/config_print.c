@@ -173,6 +173,7 @@ void config_print(const struct vmt_config *c, FILE *f)
 			fputc('\n', f);
 		}
 	}
+	config_fleet_print(c, f);
 	if (!c->ndiscovery)
 		fputs("discovery: []\n", f);
 	else
@@ -204,5 +205,12 @@ void config_print(const struct vmt_config *c, FILE *f)
 		fputc('\n', f);
 		fputs("    record:\n", f);
 		print_record(f, &g->rec, "      ");
+		if (g->labels[0]) {
+			/* "k=v,k=v": tokens only, plain in YAML */
+			fputs("    labels: {", f);
+			for (const char *q = g->labels; *q; q++)
+				fputs(*q == '=' ? ": " : *q == ',' ? ", " : (char[2]){ *q, 0 }, f);
+			fputs("}\n", f);
+		}
 	}
 }

@@ -56,7 +56,9 @@
 	T(RESERVE_USED) T(RESERVE_PEAK) T(DISCOVERY_REFUSED) T(COMPRESS_CPU_NS)       \
 	T(COMPRESS_BUSY) T(COMPRESS_BYTES_IN) T(COMPRESS_BYTES_OUT) T(RINGS_ADOPTED)  \
 	T(RINGS_REFUSED) T(RINGS_UNCLAIMED) T(UPGRADES) T(SESSIONS_ADOPTED)            \
-	T(SESSIONS_REFUSED)
+	T(SESSIONS_REFUSED) T(FLEET_STATE) T(FLEET_SERVER) T(FLEET_ERROR) T(FLEET_QUEUE) \
+	T(FLEET_UPLOADED) T(FLEET_UPLOADED_BYTES) T(FLEET_UPLOAD_FAILURES)             \
+	T(FLEET_TRIGGERS) T(FLEET_REFUSED) T(FLEET_AUTH_FAILURES)
 #define VMT_CTL_GUEST_TAGS(T)                                                       \
 	T(GUEST) T(STATE) T(UPTIME_NS) T(NCPUS) T(RELEASE) T(AUX_VERSION) T(PAGES)     \
 	T(CAPACITY) T(MEM_USED) T(BYTES_IN) T(PAGES_IN) T(EVENTS_IN)                   \
@@ -70,7 +72,7 @@
 	T(WINDOW_SINCE_NS) T(LIFETIMES)
 /* a DUMP's files: PATH only; SAMPLES' also the rest */
 #define VMT_CTL_FILE_TAGS(T) \
-	T(PATH) T(GUEST) T(CREATED_NS) T(BYTES) T(AUX_VERSION) T(REASON) T(MESSAGE)
+	T(PATH) T(GUEST) T(CREATED_NS) T(BYTES) T(AUX_VERSION) T(REASON) T(MESSAGE) T(UPLOADED)
 #define VMT_CTL_DETECTOR_TAGS(T)                                                    \
 	T(NAME) T(ENABLED) T(LOADED) T(MESSAGE) T(EVENTS) T(SEEN) T(FIRED)             \
 	T(TRIGGERS_SUPPRESSED) T(DROPPED) T(FILTERED)
@@ -166,7 +168,18 @@ const char *ctl_msg_name(unsigned type);
 	X(LIFETIMES,       79, u32)           \
 	X(UPGRADES,        80, u32)           \
 	X(SESSIONS_ADOPTED, 81, u64)          \
-	X(SESSIONS_REFUSED, 82, u64)
+	X(SESSIONS_REFUSED, 82, u64)          \
+	X(FLEET_STATE,     83, str)           \
+	X(FLEET_SERVER,    84, str)           \
+	X(FLEET_ERROR,     85, str)           \
+	X(FLEET_QUEUE,     86, u64)           \
+	X(FLEET_UPLOADED,  87, u64)           \
+	X(FLEET_UPLOADED_BYTES, 88, u64)      \
+	X(FLEET_UPLOAD_FAILURES, 89, u64)     \
+	X(FLEET_TRIGGERS,  90, u64)           \
+	X(FLEET_REFUSED,   91, u64)           \
+	X(FLEET_AUTH_FAILURES, 92, u64)       \
+	X(UPLOADED,        93, u32)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,

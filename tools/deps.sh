@@ -2,11 +2,14 @@
 # Install the Debian packages vmtraced builds, tests and demos with, when
 # they are missing. Does nothing when all are present; as non-root, lists
 # what is missing and fails.
+# nats-server and nodejs are for test_fleet (three NATS servers, and the npm
+# `nats` package as an independent object store reader, which the test
+# installs into BUILD/npm with npm, shipped with nodejs: nothing committed).
 # prometheus is there for promtool (test_ctl checks vmtracectl metrics with
 # it); on a host run by systemd its postinst also starts the server (port
 # 9090): `systemctl disable --now prometheus` if that is not wanted.
 set -eu
-PKGS="make gcc pkg-config libsystemd-dev libtracefs-dev libtraceevent-dev libtracecmd-dev
+PKGS="make gcc pkg-config libsystemd-dev libnats-dev libssl-dev nats-server nodejs libtracefs-dev libtraceevent-dev libtracecmd-dev
 libbpf-dev bpftool clang llvm libzstd-dev liblz4-dev zstd libyaml-dev check trace-cmd
 qemu-system-x86 busybox-static cpio kmod systemd libc6-dev libclang-rt-14-dev
 kernelshark xvfb imagemagick stress-ng libcap-dev libseccomp-dev python3

@@ -1,0 +1,984 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fleet: the NATS side of the daemon (fleet.h says who owns what). The
+ * object store layout is the one NATS clients share (ADR-20, checked
+ * against nats.js 2.29 lib/jetstream/objectstore.js): stream OBJ_<bucket>
+ * on $O.<bucket>.C.> and $O.<bucket>.M.>, rollup headers and direct get
+ * allowed, discard new; an object's chunks (128 KiB) on $O.<bucket>.C.<nuid>,
+ * then its meta JSON on $O.<bucket>.M.<base64url, padded, of the name>
+ * with Nats-Rollup: sub; digest "SHA-256=" + base64url (padded) of the
+ * SHA-256 of the content. libnats 3.4.1 has no object store API of its
+ * own: the messages are published with its JetStream calls.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nats/nats.h>
+#include <openssl/evp.h>
+
+#include "fleet.h"
+#include "log.h"
+#include "sample.h"
+#include "util.h"
+
+#define CHUNK (128 * 1024)
+#define REQ_MAX 1024		/* bytes of a dump request */
+#define REQ_QUEUE_MAX 64	/* requests waiting for the loop */
+#define MAX_SUBS 64
+#define SCAN_MS 1000		/* the state folder is scanned at least this often */
+#define BACKOFF_MIN_MS 200
+#define BACKOFF_MAX_MS 10000
+#define PENDING_MAX 64		/* fleet dumps waiting for their files */
+#define LOG_EVERY_NS (60ull * 1000000000ull)
+
+struct fleet_req {
+	struct fleet_req *next;
+	char subject[256];
+	char reply[256];
+	size_t len;
+	char data[REQ_MAX];
+};
+
+struct fleet_pending {
+	struct fleet_pending *next;
+	char reply[256];
+};
+
+struct vmt_fleet {
+	sd_event *event;
+	struct vmt_fleet_conf conf;	/* a copy: the uploader reads it */
+	char state_dir[4096];
+	char host[VMT_FLEET_TOKEN_MAX + 1];
+	const struct vmt_fleet_ops *ops;
+	void *owner;
+	uint32_t nsubjects;
+	char subjects[MAX_SUBS][256];
+	uint32_t nlabeled;	/* the configuration's guests with labels */
+	struct { char name[VMT_NAME_MAX]; char labels[256]; } *labeled;
+
+	int efd;
+	sd_event_source *src;
+	pthread_t thread;
+	bool started;
+
+	pthread_mutex_t lock;	/* what follows, to the counters */
+	pthread_cond_t cond;
+	bool stop, kick;
+	struct fleet_req *q_head, *q_tail;
+	uint32_t q_len;
+	uint64_t q_dropped;
+	natsConnection *nc;	/* for replies from the loop; NULL when none */
+	struct vmt_fleet_status st;
+
+	/* the loop's own */
+	struct fleet_pending *pending;
+	uint32_t npending;
+	uint64_t budget_start_ns;
+	uint32_t budget_used;
+	uint64_t last_log_ns;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- libnats' threads: queue and wake, nothing else ------------------- */
+
+static void on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+	struct vmt_fleet *f = closure;
+	const char *reply = natsMsg_GetReply(msg), *subj = natsMsg_GetSubject(msg);
+	int len = natsMsg_GetDataLength(msg);
+	struct fleet_req *rq = NULL;
+	uint64_t one = 1;
+
+	if (len >= 0 && len <= REQ_MAX && reply && strlen(reply) < 256 && strlen(subj) < 256)
+		rq = calloc(1, sizeof(*rq));
+	pthread_mutex_lock(&f->lock);
+	if (!rq || f->q_len >= REQ_QUEUE_MAX) {
+		f->st.refused++;	/* too big, no reply subject, or a flood */
+		f->q_dropped++;
+		pthread_mutex_unlock(&f->lock);
+		free(rq);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	snprintf(rq->subject, sizeof(rq->subject), "%s", subj);
+	snprintf(rq->reply, sizeof(rq->reply), "%s", reply);
+	rq->len = (size_t)len;
+	memcpy(rq->data, natsMsg_GetData(msg), (size_t)len);
+	if (f->q_tail)
+		f->q_tail->next = rq;
+	else
+		f->q_head = rq;
+	f->q_tail = rq;
+	f->q_len++;
+	pthread_mutex_unlock(&f->lock);
+	natsMsg_Destroy(msg);
+	if (write(f->efd, &one, sizeof(one)) < 0) {
+		/* the counter is already non-zero: the loop will look */
+	}
+}
+
+static void on_disconnected(natsConnection *nc, void *closure)
+{
+	struct vmt_fleet *f = closure;
+
+	pthread_mutex_lock(&f->lock);
+	f->st.connected = false;
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void on_reconnected(natsConnection *nc, void *closure)
+{
+	struct vmt_fleet *f = closure;
+
+	pthread_mutex_lock(&f->lock);
+	f->st.connected = true;
+	natsConnection_GetConnectedUrl(nc, f->st.server, sizeof(f->st.server));
+	f->st.error[0] = 0;
+	f->kick = true;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- answers (the loop) ------------------------------------------------ */
+
+static void publish_reply(struct vmt_fleet *f, const char *reply, const char *json)
+{
+	pthread_mutex_lock(&f->lock);
+	/* libnats buffers it while reconnecting; a closed connection drops it */
+	if (f->nc)
+		natsConnection_PublishString(f->nc, reply, json);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void refuse(struct vmt_fleet *f, const char *reply, const char *why)
+{
+	char buf[512], esc[256];
+
+	fleet_json_escape(esc, sizeof(esc), why);
+	snprintf(buf, sizeof(buf), "{\"host\":\"%s\",\"refused\":\"%s\"}", f->host, esc);
+	publish_reply(f, reply, buf);
+	pthread_mutex_lock(&f->lock);
+	f->st.refused++;
+	pthread_mutex_unlock(&f->lock);
+	if (now_ns() - f->last_log_ns > LOG_EVERY_NS || !f->last_log_ns) {
+		f->last_log_ns = now_ns();
+		log_warning("fleet: refused a dump request: %s (logged once a minute)", why);
+	}
+}
+
+/* "<guest dir>/<file>" from a path under the state folder */
+static const char *path_tail(const char *p, const char **guest, size_t *glen)
+{
+	const char *b = strrchr(p, '/'), *g;
+
+	if (!b)
+		return *guest = "", *glen = 0, p;
+	for (g = b; g > p && g[-1] != '/'; g--)
+		;
+	*guest = g;
+	*glen = (size_t)(b - g);
+	return b + 1;
+}
+
+bool fleet_answer(struct vmt_fleet *f, const void *token, char *const *files, uint32_t nfiles,
+		  int error)
+{
+	struct fleet_pending **pp;
+	char *buf;
+	size_t n = 256 + (size_t)nfiles * 600, o;
+
+	if (!f)
+		return false;
+	for (pp = &f->pending; *pp && (const void *)*pp != token; pp = &(*pp)->next)
+		;
+	if (!*pp)
+		return false;
+	struct fleet_pending *p = *pp;
+	*pp = p->next;
+	f->npending--;
+	buf = malloc(n);
+	if (buf) {
+		o = (size_t)snprintf(buf, n, "{\"host\":\"%s\",\"samples\":[", f->host);
+		for (uint32_t i = 0; i < nfiles; i++) {
+			const char *g, *file = path_tail(files[i], &g, &(size_t){ 0 });
+			size_t glen;
+
+			path_tail(files[i], &g, &glen);
+			o += (size_t)snprintf(buf + o, n - o, "%s{\"guest\":\"%.*s\",\"file\":\"%s\","
+					      "\"object\":\"%s/%.*s/%s\"}", i ? "," : "", (int)glen, g,
+					      file, f->host, (int)glen, g, file);
+		}
+		if (error < 0)
+			snprintf(buf + o, n - o, "],\"error\":\"%s\"}", strerror(-error));
+		else
+			snprintf(buf + o, n - o, "]}");
+		publish_reply(f, p->reply, buf);
+		free(buf);
+	}
+	free(p);
+	return true;
+}
+
+/* The fleet's own budget: max_per_minute dumps in any minute-long window. */
+static bool budget_take(struct vmt_fleet *f)
+{
+	uint64_t now = now_ns();
+
+	if (!f->conf.max_per_minute)
+		return true;
+	if (now - f->budget_start_ns >= 60ull * 1000000000ull || !f->budget_start_ns) {
+		f->budget_start_ns = now;
+		f->budget_used = 0;
+	}
+	if (f->budget_used >= f->conf.max_per_minute)
+		return false;
+	f->budget_used++;
+	return true;
+}
+
+static void handle_req(struct vmt_fleet *f, struct fleet_req *rq)
+{
+	char pfx[VMT_FLEET_TOKEN_MAX * 2 + 16];
+	char gname[VMT_NAME_MAX];
+	char *names[PENDING_MAX] = { gname };
+	struct vmt_fleet_req req;
+	struct vmt_fleet_dump d = { 0 };
+	struct fleet_pending *p;
+	const char *rest;
+	char reason[200];
+	int r;
+
+	if (fleet_req_parse(rq->data, rq->len, &req) < 0)
+		return refuse(f, rq->reply, "not a dump request ({\"reason\": S, \"window\": N, \"post\": N})");
+	snprintf(pfx, sizeof(pfx), "%s.dump.%s.", f->conf.subject_prefix, f->host);
+	if (!strncmp(rq->subject, pfx, strlen(pfx))) {
+		rest = rq->subject + strlen(pfx);
+		if (strcmp(rest, "_all")) {
+			if (!name_is_valid(rest) || strlen(rest) >= sizeof(gname))
+				return refuse(f, rq->reply, "no such guest");
+			strcpy(gname, rest);
+			d.names = names;
+			d.n = 1;
+		}
+	} else {
+		/* a label: its guests, as the configuration gives them */
+		char kv[2 * VMT_FLEET_TOKEN_MAX + 2], *dot;
+		size_t kl;
+
+		snprintf(pfx, sizeof(pfx), "%s.dump.label.", f->conf.subject_prefix);
+		if (strncmp(rq->subject, pfx, strlen(pfx)) ||
+		    snprintf(kv, sizeof(kv), "%s", rq->subject + strlen(pfx)) >= (int)sizeof(kv) ||
+		    !(dot = strchr(kv, '.')))
+			return refuse(f, rq->reply, "not a subject of this host");
+		*dot = '=';
+		kl = strlen(kv);
+		for (uint32_t i = 0; i < f->nlabeled && d.n < PENDING_MAX; i++) {
+			const char *l = f->labeled[i].labels, *q = l;
+
+			while ((q = strstr(q, kv))) {
+				if ((q == l || q[-1] == ',') && (q[kl] == ',' || !q[kl])) {
+					names[d.n++] = f->labeled[i].name;
+					break;
+				}
+				q += kl;
+			}
+		}
+		if (!d.n)
+			return refuse(f, rq->reply, "no guest with this label");
+		d.names = names;
+	}
+	if (!budget_take(f))
+		return refuse(f, rq->reply, "fleet.max_per_minute reached");
+	if (f->npending >= PENDING_MAX)
+		return refuse(f, rq->reply, "too many fleet dumps waiting");
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return refuse(f, rq->reply, "out of memory");
+	snprintf(p->reply, sizeof(p->reply), "%s", rq->reply);
+	snprintf(reason, sizeof(reason), "fleet: %s", req.reason[0] ? req.reason : "dump");
+	d.reason = reason;
+	d.window_ns = req.window_s * 1000000000ull;
+	d.post_ns = req.post_s * 1000000000ull;
+	d.token = p;
+	p->next = f->pending;
+	f->pending = p;
+	f->npending++;
+	r = f->ops->dump(f->owner, &d);
+	if (r < 0) {
+		f->pending = p->next;
+		f->npending--;
+		free(p);
+		if (f->budget_used)
+			f->budget_used--;	/* nothing taken: the budget counts dumps */
+		return refuse(f, rq->reply, r == -ENOENT ? "no such guest" :
+			      r == -EBUSY ? "suppressed by the cooldown or the rate limit" : strerror(-r));
+	}
+	pthread_mutex_lock(&f->lock);
+	f->st.triggers++;
+	pthread_mutex_unlock(&f->lock);
+}
+
+static int on_wake(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct vmt_fleet *f = userdata;
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return 0;
+	/* a few at a time: a flood takes its turn with the loop's other inputs */
+	for (int i = 0; i < 16; i++) {
+		struct fleet_req *rq;
+
+		pthread_mutex_lock(&f->lock);
+		rq = f->q_head;
+		if (rq) {
+			f->q_head = rq->next;
+			if (!f->q_head)
+				f->q_tail = NULL;
+			f->q_len--;
+		}
+		pthread_mutex_unlock(&f->lock);
+		if (!rq)
+			return 0;
+		handle_req(f, rq);
+		free(rq);
+	}
+	v = 1;
+	if (write(f->efd, &v, sizeof(v)) < 0) {
+		/* already signalled */
+	}
+	return 0;
+}
+
+/* ---- the uploader thread ---------------------------------------------- */
+
+static void b64url(char *out, size_t n, const uint8_t *in, size_t len)
+{
+	char tmp[((CHUNK + 2) / 3) * 4 + 1];
+
+	if (len > CHUNK || ((len + 2) / 3) * 4 + 1 > n) {
+		out[0] = 0;
+		return;
+	}
+	EVP_EncodeBlock((unsigned char *)tmp, in, (int)len);
+	for (char *q = tmp; *q; q++)
+		*q = *q == '+' ? '-' : *q == '/' ? '_' : *q;
+	strcpy(out, tmp);
+}
+
+static void nuid(char out[23])
+{
+	static const char d[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+	uint8_t r[22];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		for (size_t i = 0; i < sizeof(r); i++)
+			r[i] = (uint8_t)rand();
+	for (int i = 0; i < 22; i++)
+		out[i] = d[r[i] % 62];
+	out[22] = 0;
+}
+
+static void set_error(struct vmt_fleet *f, const char *what, natsStatus s)
+{
+	const char *last = nats_GetLastError(NULL);
+
+	pthread_mutex_lock(&f->lock);
+	snprintf(f->st.error, sizeof(f->st.error), "%s: %s%s%s", what, natsStatus_GetText(s),
+		 last && *last ? ": " : "", last ? last : "");
+	pthread_mutex_unlock(&f->lock);
+}
+
+static bool is_sample(const char *g, const char *n)
+{
+	size_t gl = strlen(g), l = strlen(n);
+
+	return n[0] != '.' && l > gl + 6 && !strncmp(n, g, gl) && n[gl] == '-' &&
+	       !strcmp(n + l - 5, ".vmts");
+}
+
+static bool is_aux(const char *n)
+{
+	size_t l = strlen(n);
+
+	return !strncmp(n, "aux-", 4) && l > 11 && !strcmp(n + l - 7, ".vmtaux");
+}
+
+/* The headers of a sample's object: its reasons and window, from INFO. */
+static void sample_headers(int fd, char *out, size_t n)
+{
+	struct vmt_sample s;
+	char why[128], esc[VMT_REASON_MAX * 6 + 1], reasons[2048] = "";
+	size_t o = 0;
+
+	out[0] = 0;
+	if (sample_read_info_fd(fd, &s, why, sizeof(why)) < 0)
+		return;
+	/* reasons may be a guest's words: escaped whole, or left out whole,
+	 * so the meta stays JSON */
+	for (uint32_t i = 0; i < s.ntriggers; i++) {
+		if (fleet_json_escape(esc, sizeof(esc), s.triggers[i].reason) < 0)
+			continue;
+		if (o + strlen(esc) + 4 >= sizeof(reasons))
+			break;
+		o += (size_t)snprintf(reasons + o, sizeof(reasons) - o, "%s\"%s\"", o ? "," : "",
+				      esc);
+	}
+	snprintf(out, n, ",\"Vmt-Reasons\":[%s],\"Vmt-Created-Ns\":[\"%" PRIu64 "\"],"
+		 "\"Vmt-Window-Since-Ns\":[\"%" PRIu64 "\"]", reasons, s.created_ns, s.window_since_ns);
+}
+
+static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, const char *guest,
+		  const char *file, bool sample)
+{
+	char subj[512], id[23], name[300], ename[420], digest[64], meta[8192], hdrs[2400], mt[40];
+	uint8_t *buf = NULL, sha[32];
+	unsigned shalen = 0;
+	uint64_t size = 0, chunks = 0;
+	EVP_MD_CTX *md = NULL;
+	natsMsg *msg = NULL;
+	natsStatus s = NATS_OK;
+	jsErrCode jerr = 0;
+	struct tm tm;
+	time_t t;
+	int fd, r = 0;
+
+	fd = openat(gfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;	/* retention took it */
+	buf = malloc(CHUNK);
+	md = EVP_MD_CTX_new();
+	if (!buf || !md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+		r = -ENOMEM;
+		goto out;
+	}
+	nuid(id);
+	snprintf(subj, sizeof(subj), "$O.%s.C.%s", f->conf.bucket, id);
+	for (;;) {
+		ssize_t got = 0, k;
+
+		while (got < CHUNK && (k = read(fd, buf + got, (size_t)(CHUNK - got))) > 0)
+			got += k;
+		if (got < 0 || (got < CHUNK && k < 0)) {
+			r = -errno;
+			goto out;
+		}
+		if (!got)
+			break;
+		EVP_DigestUpdate(md, buf, (size_t)got);
+		s = js_Publish(NULL, js, subj, buf, (int)got, NULL, &jerr);
+		if (s != NATS_OK) {
+			set_error(f, "upload", s);
+			r = -EIO;
+			goto out;
+		}
+		size += (uint64_t)got;
+		chunks++;
+		if (got < CHUNK)
+			break;
+	}
+	EVP_DigestFinal_ex(md, sha, &shalen);
+	b64url(digest, sizeof(digest), sha, shalen);
+	snprintf(name, sizeof(name), "%s/%s/%s", f->host, guest, file);
+	b64url(ename, sizeof(ename), (const uint8_t *)name, strlen(name));
+	hdrs[0] = 0;
+	if (sample)
+		sample_headers(fd, hdrs, sizeof(hdrs));
+	t = time(NULL);
+	gmtime_r(&t, &tm);
+	strftime(mt, sizeof(mt), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(meta, sizeof(meta),
+		 "{\"name\":\"%s\",\"description\":\"\",\"headers\":{\"Vmt-Host\":[\"%s\"],"
+		 "\"Vmt-Guest\":[\"%s\"]%s},\"options\":{\"max_chunk_size\":%d},\"bucket\":\"%s\","
+		 "\"nuid\":\"%s\",\"size\":%" PRIu64 ",\"mtime\":\"%s\",\"chunks\":%" PRIu64 ","
+		 "\"digest\":\"SHA-256=%s\",\"deleted\":false}",
+		 name, f->host, guest, hdrs, CHUNK, f->conf.bucket, id, size, mt, chunks, digest);
+	snprintf(subj, sizeof(subj), "$O.%s.M.%s", f->conf.bucket, ename);
+	s = natsMsg_Create(&msg, subj, NULL, meta, (int)strlen(meta));
+	if (s == NATS_OK)
+		s = natsMsgHeader_Set(msg, "Nats-Rollup", "sub");
+	if (s == NATS_OK)
+		s = js_PublishMsg(NULL, js, msg, NULL, &jerr);
+	if (s != NATS_OK) {
+		set_error(f, "upload", s);
+		r = -EIO;
+		goto out;
+	}
+	/* the marker: the backlog is what has none */
+	snprintf(subj, sizeof(subj), "%s.uploaded", file);
+	r = openat(gfd, subj, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (r < 0) {
+		r = -errno;
+		goto out;
+	}
+	close(r);
+	r = 0;
+	pthread_mutex_lock(&f->lock);
+	f->st.uploaded++;
+	f->st.uploaded_bytes += size;
+	pthread_mutex_unlock(&f->lock);
+	if (sample) {
+		char tok[VMT_NAME_MAX];
+
+		snprintf(tok, sizeof(tok), "%s", guest);
+		for (char *q = tok; *q; q++)
+			if (*q == '.')
+				*q = '_';	/* one token: docs/FLEET.md */
+		snprintf(subj, sizeof(subj), "%s.sample.%s.%s", f->conf.subject_prefix, f->host, tok);
+		snprintf(meta, sizeof(meta), "{\"host\":\"%s\",\"guest\":\"%s\",\"object\":\"%s\","
+			 "\"size\":%" PRIu64 ",\"headers\":{%s}}", f->host, guest, name, size,
+			 hdrs[0] ? hdrs + 1 : "");
+		natsConnection_PublishString(nc, subj, meta);
+	}
+out:
+	natsMsg_Destroy(msg);
+	EVP_MD_CTX_free(md);
+	free(buf);
+	close(fd);
+	return r;
+}
+
+static int names_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One guest folder: aux files first, so a sample's aux is there before its
+ * announcement; then samples, oldest first. */
+static int scan_guest(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int sfd,
+		      const char *guest, uint64_t *waiting, bool upload_now)
+{
+	char *v[4096];
+	size_t nv = 0;
+	DIR *d;
+	int gfd, r = 0;
+	struct dirent *de;
+
+	gfd = openat(sfd, guest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (gfd < 0)
+		return 0;
+	d = fdopendir(gfd);
+	if (!d) {
+		close(gfd);
+		return 0;
+	}
+	while ((de = readdir(d)) && nv < ARRAY_SIZE(v)) {
+		char mk[300];
+		struct stat st;
+		size_t l = strlen(de->d_name);
+
+		if (l > 8 && !strcmp(de->d_name + l - 9, ".uploaded")) {
+			/* a marker whose file retention took: gone with it */
+			snprintf(mk, sizeof(mk), "%.*s", (int)(l - 9), de->d_name);
+			if (fstatat(gfd, mk, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+				unlinkat(gfd, de->d_name, 0);
+			continue;
+		}
+		if (!is_aux(de->d_name) && !is_sample(guest, de->d_name))
+			continue;
+		if (fstatat(gfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		snprintf(mk, sizeof(mk), "%s.uploaded", de->d_name);
+		if (faccessat(gfd, mk, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
+		v[nv] = strdup(de->d_name);
+		if (v[nv])
+			nv++;
+	}
+	qsort(v, nv, sizeof(*v), names_cmp);	/* "aux-" sorts apart; samples by time */
+	*waiting += nv;
+	for (int pass = 0; pass < 2 && upload_now && r == 0; pass++)
+		for (size_t i = 0; i < nv && r == 0; i++) {
+			bool aux = is_aux(v[i]);
+
+			if (aux != (pass == 0))
+				continue;
+			r = upload(f, nc, js, gfd, guest, v[i], !aux);
+			if (r == 0) {
+				pthread_mutex_lock(&f->lock);
+				if (f->st.queue)
+					f->st.queue--;
+				pthread_mutex_unlock(&f->lock);
+			}
+		}
+	for (size_t i = 0; i < nv; i++)
+		free(v[i]);
+	closedir(d);
+	return r;
+}
+
+/* Count what waits, then upload it; <0 at the first failure. */
+static int scan(struct vmt_fleet *f, natsConnection *nc, jsCtx *js)
+{
+	uint64_t waiting = 0;
+	int sfd, r = 0;
+	DIR *d;
+	struct dirent *de;
+
+	for (int round = 0; round < 2 && r == 0; round++) {
+		sfd = open(f->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sfd < 0)
+			return -errno;
+		d = fdopendir(sfd);
+		if (!d) {
+			close(sfd);
+			return -ENOMEM;
+		}
+		waiting = 0;
+		while ((de = readdir(d)) && r == 0)
+			if (name_is_valid(de->d_name) && de->d_type == DT_DIR)
+				r = scan_guest(f, nc, js, sfd, de->d_name, &waiting, round == 1);
+		closedir(d);
+		if (round == 0) {
+			pthread_mutex_lock(&f->lock);
+			f->st.queue = waiting;
+			pthread_mutex_unlock(&f->lock);
+			if (!waiting || !js)
+				break;
+		}
+	}
+	return r;
+}
+
+static int ensure_stream(struct vmt_fleet *f, jsCtx *js)
+{
+	char name[80], c[80], m[80];
+	const char *subjects[2] = { c, m };
+	jsStreamConfig cfg;
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	snprintf(name, sizeof(name), "OBJ_%s", f->conf.bucket);
+	s = js_GetStreamInfo(&si, js, name, NULL, &jerr);
+	if (s == NATS_OK) {
+		jsStreamInfo_Destroy(si);
+		return 0;
+	}
+	snprintf(c, sizeof(c), "$O.%s.C.>", f->conf.bucket);
+	snprintf(m, sizeof(m), "$O.%s.M.>", f->conf.bucket);
+	jsStreamConfig_Init(&cfg);
+	cfg.Name = name;
+	cfg.Subjects = subjects;
+	cfg.SubjectsLen = 2;
+	cfg.Storage = js_FileStorage;
+	cfg.Replicas = (int64_t)f->conf.replicas;
+	cfg.Discard = js_DiscardNew;
+	cfg.AllowRollup = true;
+	cfg.AllowDirect = true;
+	s = js_AddStream(&si, js, &cfg, NULL, &jerr);
+	if (s != NATS_OK) {
+		set_error(f, "creating the bucket's stream", s);
+		return -EIO;
+	}
+	jsStreamInfo_Destroy(si);
+	return 0;
+}
+
+static void *uploader(void *arg)
+{
+	struct vmt_fleet *f = arg;
+	natsConnection *nc = NULL;
+	natsSubscription *subs[MAX_SUBS] = { 0 };
+	jsCtx *js = NULL;
+	bool ensured = false;
+	uint32_t backoff = 0;
+	uint64_t last_log = 0;
+
+	for (;;) {
+		struct timespec until;
+		uint32_t wait_ms = SCAN_MS;
+
+		pthread_mutex_lock(&f->lock);
+		if (f->stop) {
+			pthread_mutex_unlock(&f->lock);
+			break;
+		}
+		pthread_mutex_unlock(&f->lock);
+		if (nc && natsConnection_Status(nc) == NATS_CONN_STATUS_CLOSED) {
+			pthread_mutex_lock(&f->lock);
+			f->nc = NULL;
+			f->st.connected = false;
+			pthread_mutex_unlock(&f->lock);
+			for (uint32_t i = 0; i < f->nsubjects; i++)
+				natsSubscription_Destroy(subs[i]), subs[i] = NULL;
+			jsCtx_Destroy(js);
+			js = NULL;
+			natsConnection_Destroy(nc);
+			nc = NULL;
+			ensured = false;
+		}
+		if (!nc) {
+			natsOptions *o = NULL;
+			const char *urls[VMT_FLEET_MAX_SERVERS];
+			natsStatus s;
+
+			for (uint32_t i = 0; i < f->conf.nservers; i++)
+				urls[i] = f->conf.servers[i];
+			s = natsOptions_Create(&o);
+			if (s == NATS_OK)
+				s = natsOptions_SetServers(o, urls, (int)f->conf.nservers);
+			if (s == NATS_OK)
+				s = natsOptions_SetName(o, f->host);
+			if (s == NATS_OK)
+				s = natsOptions_SetMaxReconnect(o, -1);	/* forever */
+			if (s == NATS_OK)
+				s = natsOptions_SetReconnectWait(o, 250);
+			if (s == NATS_OK)
+				s = natsOptions_SetTimeout(o, 2000);
+			if (s == NATS_OK)
+				s = natsOptions_SetDisconnectedCB(o, on_disconnected, f);
+			if (s == NATS_OK)
+				s = natsOptions_SetReconnectedCB(o, on_reconnected, f);
+			if (s == NATS_OK && f->conf.user[0])
+				s = natsOptions_SetUserInfo(o, f->conf.user, f->conf.password);
+			if (s == NATS_OK && f->conf.creds[0])
+				s = natsOptions_SetUserCredentialsFromFiles(o, f->conf.creds, NULL);
+			if (s == NATS_OK && f->conf.nkey_seed[0]) {
+				/* the public key is derived by libnats from the seed file */
+				s = natsOptions_SetNKeyFromSeed(o, NULL, f->conf.nkey_seed);
+			}
+			if (s == NATS_OK && f->conf.tls_ca[0])
+				s = natsOptions_LoadCATrustedCertificates(o, f->conf.tls_ca);
+			if (s == NATS_OK && f->conf.tls_cert[0])
+				s = natsOptions_LoadCertificatesChain(o, f->conf.tls_cert, f->conf.tls_key);
+			if (s == NATS_OK)
+				s = natsConnection_Connect(&nc, o);
+			natsOptions_Destroy(o);
+			if (s != NATS_OK) {
+				const char *last = nats_GetLastError(NULL);
+				bool auth = s == NATS_CONNECTION_AUTH_FAILED ||
+					    (last && strcasestr(last, "authoriz"));
+
+				nc = NULL;
+				set_error(f, auth ? "authentication refused" : "connecting", s);
+				pthread_mutex_lock(&f->lock);
+				if (auth)
+					f->st.auth_failures++;
+				if (!last_log || now_ns() - last_log > LOG_EVERY_NS) {
+					last_log = now_ns();
+					log_error("fleet: %s (retrying; logged once a minute; local "
+						  "recording goes on)", f->st.error);
+				}
+				pthread_mutex_unlock(&f->lock);
+				backoff = backoff ? VMT_MIN(backoff * 2, BACKOFF_MAX_MS) : BACKOFF_MIN_MS;
+				wait_ms = backoff;
+				scan(f, NULL, NULL);	/* the queue's length, while down */
+				goto wait;
+			}
+			backoff = 0;
+			for (uint32_t i = 0; i < f->nsubjects; i++) {
+				if (natsConnection_Subscribe(&subs[i], nc, f->subjects[i], on_msg, f) ==
+				    NATS_OK)
+					natsSubscription_SetPendingLimits(subs[i], REQ_QUEUE_MAX,
+									  REQ_QUEUE_MAX * REQ_MAX);
+			}
+			natsConnection_Flush(nc);
+			natsConnection_JetStream(&js, nc, NULL);
+			pthread_mutex_lock(&f->lock);
+			f->nc = nc;
+			f->st.connected = true;
+			f->st.error[0] = 0;
+			natsConnection_GetConnectedUrl(nc, f->st.server, sizeof(f->st.server));
+			pthread_mutex_unlock(&f->lock);
+			log_info("fleet: connected to %s as %s", f->st.server, f->host);
+		}
+		if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED && js) {
+			if (!ensured)
+				ensured = ensure_stream(f, js) == 0;
+			if (ensured && scan(f, nc, js) < 0) {
+				pthread_mutex_lock(&f->lock);
+				f->st.upload_failures++;
+				pthread_mutex_unlock(&f->lock);
+				backoff = backoff ? VMT_MIN(backoff * 2, BACKOFF_MAX_MS) : BACKOFF_MIN_MS;
+				wait_ms = backoff;
+			} else if (ensured) {
+				backoff = 0;
+			}
+		} else {
+			scan(f, NULL, NULL);	/* the queue's length, while down */
+		}
+wait:
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += wait_ms / 1000;
+		until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L)
+			until.tv_sec++, until.tv_nsec -= 1000000000L;
+		pthread_mutex_lock(&f->lock);
+		while (!f->stop && !f->kick)
+			if (pthread_cond_timedwait(&f->cond, &f->lock, &until) == ETIMEDOUT)
+				break;
+		f->kick = false;
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_lock(&f->lock);
+	f->nc = NULL;
+	pthread_mutex_unlock(&f->lock);
+	for (uint32_t i = 0; i < f->nsubjects; i++)
+		natsSubscription_Destroy(subs[i]);
+	jsCtx_Destroy(js);
+	natsConnection_Destroy(nc);
+	return NULL;
+}
+
+/* ---- the module -------------------------------------------------------- */
+
+static void add_subject(struct vmt_fleet *f, const char *s)
+{
+	for (uint32_t i = 0; i < f->nsubjects; i++)
+		if (!strcmp(f->subjects[i], s))
+			return;
+	if (f->nsubjects < MAX_SUBS)
+		snprintf(f->subjects[f->nsubjects++], sizeof(f->subjects[0]), "%s", s);
+}
+
+int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
+	      const char *hostname, const struct vmt_fleet_ops *ops, void *owner)
+{
+	struct vmt_fleet *f;
+	char subj[256];
+	int r;
+
+	*out = NULL;
+	if (!c->fleet.enabled)
+		return 0;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->event = e;
+	f->conf = c->fleet;
+	f->ops = ops;
+	f->owner = owner;
+	f->efd = -1;
+	snprintf(f->state_dir, sizeof(f->state_dir), "%s", c->state_dir);
+	snprintf(f->host, sizeof(f->host), "%s", c->fleet.host_id[0] ? c->fleet.host_id : hostname);
+	for (char *q = f->host; *q; q++)
+		if (*q == '.' || *q == '*' || *q == '>' || *q == ' ')
+			*q = '_';	/* a hostname's domain: one token */
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->st.enabled = true;
+	if (f->conf.accept & VMT_FLEET_ACCEPT_HOST) {
+		snprintf(subj, sizeof(subj), "%s.dump.%s.*", f->conf.subject_prefix, f->host);
+		add_subject(f, subj);
+	}
+	f->labeled = calloc(c->nguests ? c->nguests : 1, sizeof(*f->labeled));
+	if (!f->labeled) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < c->nguests; i++) {
+		const struct vmt_guest_conf *g = &c->guests[i];
+		char l[256], *save = NULL;
+
+		if (!g->labels[0])
+			continue;
+		snprintf(f->labeled[f->nlabeled].name, VMT_NAME_MAX, "%s", g->name);
+		snprintf(f->labeled[f->nlabeled++].labels, 256, "%s", g->labels);
+		if (!(f->conf.accept & VMT_FLEET_ACCEPT_LABEL))
+			continue;
+		snprintf(l, sizeof(l), "%s", g->labels);
+		for (char *kv = strtok_r(l, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(kv, '=');
+
+			if (!eq)
+				continue;
+			*eq = 0;
+			snprintf(subj, sizeof(subj), "%s.dump.label.%s.%s", f->conf.subject_prefix, kv,
+				 eq + 1);
+			add_subject(f, subj);
+		}
+	}
+	f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (f->efd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = sd_event_add_io(e, &f->src, f->efd, EPOLLIN, on_wake, f);
+	if (r < 0)
+		goto fail;
+	r = -pthread_create(&f->thread, NULL, uploader, f);
+	if (r < 0)
+		goto fail;
+	f->started = true;
+	log_info("fleet: host %s, %u subjects, bucket %s", f->host, f->nsubjects, f->conf.bucket);
+	*out = f;
+	return 0;
+fail:
+	fleet_free(f);
+	return r;
+}
+
+void fleet_free(struct vmt_fleet *f)
+{
+	if (!f)
+		return;
+	if (f->started) {
+		pthread_mutex_lock(&f->lock);
+		f->stop = true;
+		pthread_cond_signal(&f->cond);
+		pthread_mutex_unlock(&f->lock);
+		pthread_join(f->thread, NULL);
+	}
+	sd_event_source_disable_unref(f->src);
+	if (f->efd >= 0)
+		close(f->efd);
+	while (f->q_head) {
+		struct fleet_req *n = f->q_head->next;
+
+		free(f->q_head);
+		f->q_head = n;
+	}
+	while (f->pending) {
+		struct fleet_pending *n = f->pending->next;
+
+		free(f->pending);
+		f->pending = n;
+	}
+	free(f->labeled);
+	if (f->started)
+		nats_Close();	/* libnats' own threads and globals: at exit only */
+	pthread_cond_destroy(&f->cond);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+void fleet_kick(struct vmt_fleet *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->kick = true;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fleet_status(struct vmt_fleet *f, struct vmt_fleet_status *st)
+{
+	if (!f) {
+		memset(st, 0, sizeof(*st));
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	*st = f->st;
+	pthread_mutex_unlock(&f->lock);
+}

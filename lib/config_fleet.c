@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config_fleet: the fleet: block (NATS servers, credentials, this host's
+ * id, subjects, the object store bucket, the fleet dumps' budget) and a
+ * guest's labels:. Absent, the fleet is off and nothing of it starts.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config-int.h"
+#include "util.h"
+
+#define FLEET_PER_MINUTE_MAX 10000
+#define FLEET_QUEUE_MAX 1000000
+#define FLEET_REPLICAS_MAX 5	/* JetStream's own bound */
+
+void config_fleet_init(struct vmt_fleet_conf *f)
+{
+	memset(f, 0, sizeof(*f));
+	strcpy(f->subject_prefix, "vmtrace");
+	strcpy(f->bucket, "vmtrace");
+	f->replicas = 1;
+	f->accept = VMT_FLEET_ACCEPT_HOST | VMT_FLEET_ACCEPT_LABEL;
+	f->max_per_minute = 6;
+	f->queue_max = 10000;
+}
+
+/* One NATS subject token of ours: no '.', no wildcard, no space. */
+static bool token_is_valid(const char *s)
+{
+	if (!*s || strlen(s) > VMT_FLEET_TOKEN_MAX)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-')
+			return false;
+	return true;
+}
+
+static int read_token(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst)
+{
+	const char *s = NULL;
+	int r;
+
+	r = yamlconf_read_scalar(y, v, field, "a NATS subject token", false, &s);
+	if (r < 0)
+		return r;
+	if (!token_is_valid(s))
+		return yamlconf_error(y, v, field,
+				      "%s is not one NATS subject token ([A-Za-z0-9_-], 1 to %d bytes)",
+				      SHOW(s), VMT_FLEET_TOKEN_MAX);
+	strcpy(dst, s);
+	return 0;
+}
+
+static int read_text(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst,
+		     size_t size)
+{
+	const char *s = NULL;
+	int r;
+
+	r = yamlconf_read_scalar(y, v, field, "a string", false, &s);
+	if (r < 0)
+		return r;
+	if (strlen(s) >= size)
+		return yamlconf_error(y, v, field, "too long (at most %zu bytes)", size - 1);
+	for (const char *q = s; *q; q++)
+		if ((unsigned char)*q < 0x20 || *q == 0x7f)
+			return yamlconf_error(y, v, field, "holds a control character");
+	strcpy(dst, s);
+	return 0;
+}
+
+static int f_servers(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_fleet_conf *f = obj;
+	char item[YAMLCONF_FIELD_MAX];
+	size_t n;
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return yamlconf_error(y, v, field, "expected a list of nats:// URLs, found %s",
+				      yamlconf_kind(v));
+	n = yamlconf_list_len(v);
+	if (!n || n > VMT_FLEET_MAX_SERVERS)
+		return yamlconf_error(y, v, field, "1 to %d servers", VMT_FLEET_MAX_SERVERS);
+	for (size_t i = 0; i < n; i++) {
+		yaml_node_t *it = yamlconf_list_item(y, v, i);
+		char *dst = f->servers[i];
+		int r;
+
+		snprintf(item, sizeof(item), "%s[%zu]", field, i);
+		r = read_text(y, it, item, dst, sizeof(f->servers[i]));
+		if (r < 0)
+			return r;
+		if (strncmp(dst, "nats://", 7) && strncmp(dst, "tls://", 6))
+			return yamlconf_error(y, it, item, "%s is not a nats:// or tls:// URL",
+					      SHOW(dst));
+		for (const char *q = dst; *q; q++)
+			if (isspace((unsigned char)*q) || *q == ',')
+				return yamlconf_error(y, it, item, "%s: no spaces or commas",
+						      SHOW(dst));
+	}
+	f->nservers = (uint32_t)n;
+	return 0;
+}
+
+static int f_user(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return read_text(y, v, field, ((struct vmt_fleet_conf *)obj)->user, 128);
+}
+
+static int f_password(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return read_text(y, v, field, ((struct vmt_fleet_conf *)obj)->password, 128);
+}
+
+static int f_file(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst)
+{
+	return yamlconf_read_path(y, v, field, false, 4095, dst);
+}
+
+static int f_nkey(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return f_file(y, v, field, ((struct vmt_fleet_conf *)obj)->nkey_seed);
+}
+
+static int f_creds(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return f_file(y, v, field, ((struct vmt_fleet_conf *)obj)->creds);
+}
+
+static int tls_ca(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return f_file(y, v, field, ((struct vmt_fleet_conf *)obj)->tls_ca);
+}
+
+static int tls_cert(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return f_file(y, v, field, ((struct vmt_fleet_conf *)obj)->tls_cert);
+}
+
+static int tls_key(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return f_file(y, v, field, ((struct vmt_fleet_conf *)obj)->tls_key);
+}
+
+static const struct yamlconf_key tls_keys[] = {
+	{ "ca", tls_ca },
+	{ "cert", tls_cert },
+	{ "key", tls_key },
+};
+
+static int f_tls(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return yamlconf_read_block(y, v, field, "TLS settings", tls_keys, ARRAY_SIZE(tls_keys), obj);
+}
+
+static int f_host_id(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->host_id);
+}
+
+static int f_prefix(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->subject_prefix);
+}
+
+static int f_bucket(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->bucket);
+}
+
+static int f_replicas(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return yamlconf_read_u32(y, v, field, 1, FLEET_REPLICAS_MAX,
+				 &((struct vmt_fleet_conf *)obj)->replicas);
+}
+
+static int f_per_minute(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return yamlconf_read_u32(y, v, field, 0, FLEET_PER_MINUTE_MAX,
+				 &((struct vmt_fleet_conf *)obj)->max_per_minute);
+}
+
+static int f_queue_max(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return yamlconf_read_u32(y, v, field, 1, FLEET_QUEUE_MAX,
+				 &((struct vmt_fleet_conf *)obj)->queue_max);
+}
+
+/* accept: [host, label]: which dump subjects this host subscribes to */
+static int f_accept(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_fleet_conf *f = obj;
+	char item[YAMLCONF_FIELD_MAX];
+	uint32_t acc = 0;
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return yamlconf_error(y, v, field, "expected a list of host, label; found %s",
+				      yamlconf_kind(v));
+	for (size_t i = 0; i < yamlconf_list_len(v); i++) {
+		yaml_node_t *it = yamlconf_list_item(y, v, i);
+		const char *s = NULL;
+		int r;
+
+		snprintf(item, sizeof(item), "%s[%zu]", field, i);
+		r = yamlconf_read_scalar(y, it, item, "host or label", false, &s);
+		if (r < 0)
+			return r;
+		if (!strcmp(s, "host"))
+			acc |= VMT_FLEET_ACCEPT_HOST;
+		else if (!strcmp(s, "label"))
+			acc |= VMT_FLEET_ACCEPT_LABEL;
+		else
+			return yamlconf_error(y, it, item, "%s is not host or label", SHOW(s));
+	}
+	f->accept = acc;
+	return 0;
+}
+
+static const struct yamlconf_key fleet_keys[] = {
+	{ "servers", f_servers },
+	{ "user", f_user },
+	{ "password", f_password },
+	{ "nkey_seed", f_nkey },
+	{ "creds", f_creds },
+	{ "tls", f_tls },
+	{ "host_id", f_host_id },
+	{ "subject_prefix", f_prefix },
+	{ "bucket", f_bucket },
+	{ "replicas", f_replicas },
+	{ "accept", f_accept },
+	{ "max_per_minute", f_per_minute },
+	{ "queue_max", f_queue_max },
+};
+
+int config_fleet_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
+		       struct vmt_fleet_conf *f)
+{
+	int r;
+	int n = 0;
+
+	if (v->type != YAML_MAPPING_NODE)
+		return yamlconf_error(y, v, field, "expected a mapping of fleet settings, found %s",
+				      yamlconf_kind(v));
+	r = yamlconf_read_block(y, v, field, "fleet settings", fleet_keys, ARRAY_SIZE(fleet_keys), f);
+	if (r < 0)
+		return r;
+	if (!f->nservers)
+		return yamlconf_error(y, v, field, "servers: at least one nats:// URL is needed");
+	n = !!f->user[0] + !!f->nkey_seed[0] + !!f->creds[0];
+	if (n > 1)
+		return yamlconf_error(y, v, field, "user, nkey_seed and creds exclude each other");
+	if (!!f->user[0] != !!f->password[0])
+		return yamlconf_error(y, v, field, "user and password go together");
+	if (!!f->tls_cert[0] != !!f->tls_key[0])
+		return yamlconf_error(y, v, field, "tls: cert and key go together");
+	f->enabled = 1;
+	return 0;
+}
+
+/* labels: {key: value, ...}, both tokens; kept as "k=v,k=v" */
+int config_guest_labels(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst,
+			size_t size)
+{
+	size_t o = 0;
+
+	if (v->type != YAML_MAPPING_NODE)
+		return yamlconf_error(y, v, field, "expected a mapping of labels, found %s",
+				      yamlconf_kind(v));
+	dst[0] = 0;
+	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = yamlconf_node(y, p->key), *val = yamlconf_node(y, p->value);
+		char kf[YAMLCONF_FIELD_MAX];
+		char key[VMT_FLEET_TOKEN_MAX + 1], value[VMT_FLEET_TOKEN_MAX + 1];
+		int r;
+
+		r = read_token(y, k, field, key);
+		if (r < 0)
+			return r;
+		yamlconf_join(kf, sizeof(kf), field, key);
+		r = read_token(y, val, kf, value);
+		if (r < 0)
+			return r;
+		r = snprintf(dst + o, size - o, "%s%s=%s", o ? "," : "", key, value);
+		if (r < 0 || (size_t)r >= size - o)
+			return yamlconf_error(y, v, field, "too many labels (%zu bytes at most)",
+					      size - 1);
+		o += (size_t)r;
+	}
+	return 0;
+}
+
+static void print_q(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+void config_fleet_print(const struct vmt_config *c, FILE *f)
+{
+	const struct vmt_fleet_conf *fl = &c->fleet;
+
+	if (!fl->enabled)
+		return;
+	fputs("fleet:\n  servers:\n", f);
+	for (uint32_t i = 0; i < fl->nservers; i++) {
+		fputs("    - ", f);
+		print_q(f, fl->servers[i]);
+		fputc('\n', f);
+	}
+	if (fl->user[0]) {
+		fputs("  user: ", f);
+		print_q(f, fl->user);
+		fputs("\n  password: \"(hidden)\"\n", f);	/* never printed */
+	}
+	if (fl->nkey_seed[0]) {
+		fputs("  nkey_seed: ", f);
+		print_q(f, fl->nkey_seed);
+		fputc('\n', f);
+	}
+	if (fl->creds[0]) {
+		fputs("  creds: ", f);
+		print_q(f, fl->creds);
+		fputc('\n', f);
+	}
+	if (fl->tls_ca[0] || fl->tls_cert[0]) {
+		fputs("  tls:\n", f);
+		if (fl->tls_ca[0]) {
+			fputs("    ca: ", f);
+			print_q(f, fl->tls_ca);
+			fputc('\n', f);
+		}
+		if (fl->tls_cert[0]) {
+			fputs("    cert: ", f);
+			print_q(f, fl->tls_cert);
+			fputs("\n    key: ", f);
+			print_q(f, fl->tls_key);
+			fputc('\n', f);
+		}
+	}
+	if (fl->host_id[0])
+		fprintf(f, "  host_id: %s\n", fl->host_id);
+	fprintf(f, "  subject_prefix: %s\n  bucket: %s\n  replicas: %" PRIu32 "\n",
+		fl->subject_prefix, fl->bucket, fl->replicas);
+	fprintf(f, "  accept: [%s%s%s]\n", fl->accept & VMT_FLEET_ACCEPT_HOST ? "host" : "",
+		fl->accept == (VMT_FLEET_ACCEPT_HOST | VMT_FLEET_ACCEPT_LABEL) ? ", " : "",
+		fl->accept & VMT_FLEET_ACCEPT_LABEL ? "label" : "");
+	fprintf(f, "  max_per_minute: %" PRIu32 "\n  queue_max: %" PRIu32 "\n", fl->max_per_minute,
+		fl->queue_max);
+}

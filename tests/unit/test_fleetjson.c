@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fleet-json: the strict parser of a fleet dump request. What NATS
+ * delivers is untrusted: every shape but {"reason": S, "window": N,
+ * "post": N} (keys optional, once each) is refused, and nothing it holds
+ * goes past its bounds.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "fleet.h"
+#include "testutil.h"
+
+static int parse(const char *s, struct vmt_fleet_req *r)
+{
+	return fleet_req_parse(s, strlen(s), r);
+}
+
+START_TEST(accepts_the_shape)
+{
+	struct vmt_fleet_req r;
+
+	ck_assert_int_eq(parse("{}", &r), 0);
+	ck_assert_str_eq(r.reason, "");
+	ck_assert_int_eq(parse(" { \"reason\" : \"disk \\\"stall\\\" \\\\ a/b\", \"window\": 30,"
+			       "\"post\":5 } \n", &r), 0);
+	ck_assert_str_eq(r.reason, "disk \"stall\" \\ a/b");
+	ck_assert_uint_eq(r.window_s, 30);
+	ck_assert_uint_eq(r.post_s, 5);
+	ck_assert_int_eq(parse("{\"window\":0,\"post\":3600}", &r), 0);
+	ck_assert_uint_eq(r.post_s, 3600);
+}
+END_TEST
+
+START_TEST(refuses_the_rest)
+{
+	static const char *bad[] = {
+		"", " ", "{", "}", "[]", "null", "\"x\"", "{}{}", "{},", "{\"reason\"}",
+		"{\"reason\":}", "{\"reason\":1}", "{\"reason\":\"a\",}", "{,}",
+		"{\"reason\":\"a\"\"window\":1}", "{\"window\":-1}", "{\"window\":1.5}",
+		"{\"window\":1e3}", "{\"window\":3601}", "{\"window\":01}",
+		"{\"window\":99999999999999999999999}", "{\"window\":\"1\"}",
+		"{\"reason\":\"a\",\"reason\":\"b\"}", "{\"Reason\":\"a\"}", "{\"x\":1}",
+		"{\"reason\":\"\\u0041\"}", "{\"reason\":\"\\n\"}", "{\"reason\":\"tab\there\"}",
+		"{\"reason\":\"\xc3\xa9\"}", "{\"reason\":\"unterminated}",
+		"{\"post\":1} x", "{\"post\":true}", "{\"reason\":null}",
+	};
+	struct vmt_fleet_req r;
+	char big[2000], longr[400];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(parse(bad[i], &r) < 0, "accepted: %s", bad[i]);
+	/* a NUL inside */
+	ck_assert_int_lt(fleet_req_parse("{}\0", 3, &r), 0);
+	/* too long as a whole, and a reason past its bound */
+	memset(big, ' ', sizeof(big));
+	big[0] = '{';
+	big[sizeof(big) - 1] = '}';
+	ck_assert_int_eq(fleet_req_parse(big, sizeof(big), &r), -E2BIG);
+	memset(longr, 'a', sizeof(longr));
+	memcpy(longr, "{\"reason\":\"", 11);
+	memcpy(longr + sizeof(longr) - 3, "\"}", 3);
+	ck_assert_int_lt(parse(longr, &r), 0);
+}
+END_TEST
+
+START_TEST(escape_for_answers)
+{
+	char out[64];
+
+	ck_assert_int_eq(fleet_json_escape(out, sizeof(out), "a\"b\\c\n\x01"), 0);
+	ck_assert_str_eq(out, "a\\\"b\\\\c\\u000a\\u0001");
+	ck_assert_int_eq(fleet_json_escape(out, 4, "abcdef"), -ENOSPC);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fleetjson");
+	TCase *t = tcase_create("fleetjson");
+
+	TEST_ADD(t, accepts_the_shape);
+	TEST_ADD(t, refuses_the_rest);
+	TEST_ADD(t, escape_for_answers);
+	suite_add_tcase(s, t);
+	return test_run_suite(s);
+}
