@@ -270,12 +270,14 @@ static const char *npm_dir(void)
 	return dir;
 }
 
+/* The npm client pinned to the release whose object store (lib/jetstream/
+ * objectstore.js) the layout was checked against. */
 static void need_tools(void)
 {
 	if (itest_sh("command -v nats-server >/dev/null && command -v node >/dev/null") != 0)
 		VMT_SKIP("nats-server or node missing (make deps installs them)");
-	if (itest_sh("test -e %s/node_modules/nats/package.json", npm_dir()) != 0 &&
-	    itest_sh("npm install --prefix %s nats@2 --no-audit --no-fund >/dev/null 2>&1",
+	if (itest_sh("grep -q '\"version\": \"2.29.3\"' %s/node_modules/nats/package.json", npm_dir()) != 0 &&
+	    itest_sh("npm install --prefix %s nats@2.29.3 --no-audit --no-fund >/dev/null 2>&1",
 		     npm_dir()) != 0)
 		VMT_SKIP("the npm package nats could not be installed");
 }
