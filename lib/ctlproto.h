@@ -56,7 +56,7 @@
 	T(RESERVE_USED) T(RESERVE_PEAK) T(DISCOVERY_REFUSED) T(COMPRESS_CPU_NS)       \
 	T(COMPRESS_BUSY) T(COMPRESS_BYTES_IN) T(COMPRESS_BYTES_OUT) T(RINGS_ADOPTED)  \
 	T(RINGS_REFUSED) T(RINGS_UNCLAIMED) T(UPGRADES) T(SESSIONS_ADOPTED)            \
-	T(SESSIONS_REFUSED)
+	T(SESSIONS_REFUSED) T(RESERVES_REFUSED)
 #define VMT_CTL_GUEST_TAGS(T)                                                       \
 	T(GUEST) T(STATE) T(UPTIME_NS) T(NCPUS) T(RELEASE) T(AUX_VERSION) T(PAGES)     \
 	T(CAPACITY) T(MEM_USED) T(BYTES_IN) T(PAGES_IN) T(EVENTS_IN)                   \
@@ -166,7 +166,8 @@ const char *ctl_msg_name(unsigned type);
 	X(LIFETIMES,       79, u32)           \
 	X(UPGRADES,        80, u32)           \
 	X(SESSIONS_ADOPTED, 81, u64)          \
-	X(SESSIONS_REFUSED, 82, u64)
+	X(SESSIONS_REFUSED, 82, u64)          \
+	X(RESERVES_REFUSED, 83, u64)
 
 enum vmt_ctl_tag {
 #define X(n, v, k) VMT_CTAG_##n = v,
