@@ -98,16 +98,17 @@ static void adopted_note(struct vmt_guest *g, uint32_t cpu, const struct vmt_rin
 {
 	g->env->recover->adopted++;
 	g->recovered_lifetimes = VMT_MAX(g->recovered_lifetimes, res->lifetimes);
-	char lost[80] = "";
+	char lost[96] = "";
 
+	/* said apart from the pages that failed their checks: a reason of its own */
 	if (res->pages_no_reserve)
-		snprintf(lost, sizeof(lost), " (%u in a dump reserve not handed back or refused)",
-			 res->pages_no_reserve);
+		snprintf(lost, sizeof(lost), ", %u pages lost with a dump reserve not handed back "
+			 "or refused", res->pages_no_reserve);
 	log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "cpu%u: window adopted from a previous daemon: %llu pages "
 		  "(%u in frames, %u brought home from the dump reserve), %u pages and %u frames "
 		  "dropped%s, held %.1f s across %u lifetimes",
 		  cpu, (unsigned long long)ring_window_pages(r), (unsigned)r->fr.pages, res->pages_home,
-		  res->pages_dropped, res->frames_dropped, lost,
+		  res->pages_dropped - res->pages_no_reserve, res->frames_dropped, lost,
 		  (double)(now_realtime_ns() - res->created_ns) / 1e9, res->lifetimes);
 }
 

@@ -615,12 +615,15 @@ void ring_settle_slots(struct vmt_ring *r)
 		if (r->pages[s] == home || r->rm->holds[s])
 			continue;
 		memcpy(home, r->pages[s], ps);
+		/* the page is whole in the memfd before its record says so, and
+		 * the record no longer names the reserve page before the free
+		 * list writes into it */
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		r->slots[s].flags &= ~VMT_SLOT_AWAY;
+		__atomic_thread_fence(__ATOMIC_RELEASE);
 		pagepool_unslot(r->pool, r->pages[s], ps);
 		r->pages[s] = home;
 		r->displaced--;
-		/* the page is whole in the memfd before its record says so */
-		__atomic_thread_fence(__ATOMIC_RELEASE);
-		r->slots[s].flags &= ~VMT_SLOT_AWAY;
 	}
 }
 
