@@ -174,9 +174,30 @@ static uint64_t brought_home;	/* over the run: kills during a dump kept their pa
 /* why the last guest started afresh, for the final assertion */
 static char last_refusal[512] = "(none)";
 
+/* Fds in the store whose name starts with prefix; the last name into last. */
+static unsigned store_count_prefix(struct sdstore *st, const char *prefix, char *last, size_t n)
+{
+	unsigned k = 0;
+
+	pthread_mutex_lock(&st->lock);
+	for (unsigned i = 0; i < st->n; i++)
+		if (!strncmp(st->name[i], prefix, strlen(prefix))) {
+			k++;
+			if (last)
+				snprintf(last, n, "%s", st->name[i]);
+		}
+	pthread_mutex_unlock(&st->lock);
+	return k;
+}
+
+/* Every ring in the store, and one dump reserve: the daemon's own, the
+ * one handed back let go once the rings were adopted. */
 static void expect_store_full(struct sdstore *st)
 {
 	char name[64];
+
+	ck_assert_msg(ITEST_WAIT(store_count_prefix(st, "reserve/", NULL, 0) == 1, 5000),
+		      "the store holds %u dump reserves", store_count_prefix(st, "reserve/", NULL, 0));
 
 	for (int g = 0; g < NG; g++)
 		for (unsigned c = 0; c < ncpu; c++) {
@@ -343,7 +364,7 @@ static void spoil_header(int fd)
 
 START_TEST(bad_rings_refused_and_counted)
 {
-	char names[SDSTORE_MAX * 256];
+	char names[SDSTORE_MAX * 256], old_reserve[256] = "";
 	int fds[SDSTORE_MAX];
 	struct itest_run r;
 	struct sdstore st;
@@ -371,10 +392,11 @@ START_TEST(bad_rings_refused_and_counted)
 	n = sdstore_listen(&st, fds, names, sizeof(names));
 	for (unsigned i = 0; i < n; i++)
 		close(fds[i]);
+	ck_assert_uint_eq(store_count_prefix(&st, "reserve/", old_reserve, sizeof(old_reserve)), 1);
 	pthread_mutex_lock(&st.lock);
 	for (unsigned i = 0; i < st.n; i++)
-		if (!strcmp(st.name[i], "ring/g1/0"))
-			spoil_header(st.fd[i]);
+		if (!strcmp(st.name[i], "ring/g1/0") || !strcmp(st.name[i], old_reserve))
+			spoil_header(st.fd[i]);	/* the reserve's too: its CRC */
 	pthread_mutex_unlock(&st.lock);
 	mfd = memfd_create("not-a-ring", MFD_CLOEXEC);
 	ck_assert_int_eq(ftruncate(mfd, 1 << 20), 0);
@@ -403,7 +425,12 @@ START_TEST(bad_rings_refused_and_counted)
 	ck_assert_int_eq(testd_log_count(&r.d, "guest g1: cpu1: ring handed back refused, starting "
 					 "afresh: not a sealed memfd"), 1);
 	ck_assert_int_eq(log_count2(&r.d, "guest g2: cpu0: ring handed back refused", "aux content id"), 1);
-	/* the daemon's own rings took their names in the store */
+	/* the dump reserve handed back: refused, counted, out of the store */
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserves_refused"), 1);
+	ck_assert_int_eq(log_count2(&r.d, "the dump reserve handed back", "is refused, the pages a dump had "
+				    "sent there are lost: header checksum mismatch"), 1);
+	ck_assert(ITEST_WAIT(sdstore_count(&st, old_reserve) == 0, 5000));
+	/* the daemon's own rings and reserve took their places in the store */
 	expect_store_full(&st);
 	/* the ring of no guest: closed, out of the store, at the first housekeeping */
 	ck_assert(itest_wait_num_ge(&r.d, NULL, "rings_unclaimed", 1, 15000));
