@@ -312,6 +312,24 @@ START_TEST(another_layout_version_is_refused)
 	ck_assert_int_eq(persist_adopt_ring(fd, &w, &a, NULL, why, sizeof(why)), -EPROTO);
 	ck_assert_msg(strstr(why, "another layout version"), "%s", why);
 	close(fd);
+	/* an older layout (1: a 400-byte header, 32-byte slot records without
+	 * a reserve offset) is refused as such, never read as this one */
+	fd = clone_fd(persist_ring_fd(&R));
+	m = mmap(NULL, VMT_RINGMEM_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	for (int c = 0; c < 2; c++) {
+		uint8_t *h = m + c * VMT_RINGMEM_COPY_OFF;
+		uint32_t one = 1, size = 400, crc;
+
+		memcpy(h + 8, &one, 4);
+		memcpy(h + 12, &size, 4);
+		crc = crc32c(0, h, 396);
+		memcpy(h + 396, &crc, 4);
+	}
+	munmap(m, VMT_RINGMEM_HDR_BYTES);
+	ck_assert_int_eq(persist_adopt_ring(fd, &w, &a, NULL, why, sizeof(why)), -EPROTO);
+	ck_assert_msg(strstr(why, "another layout version (1; this vmtraced reads 2)"), "%s", why);
+	close(fd);
 	/* not a ring's at all */
 	fd = memfd_create("x", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	ck_assert_int_eq(ftruncate(fd, 8192), 0);
