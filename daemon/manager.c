@@ -161,6 +161,8 @@ static bool known_guest(void *arg, const char *name)
  */
 static void manager_drop_unclaimed(struct vmt_manager *m, uint64_t after_ns)
 {
+	/* reserves handed back with no ring, or whose rings went otherwise */
+	recover_release_reserves(&m->recover);
 	if (!m->recover.n)
 		return;
 	if (m->housekeeping_runs == 1)

@@ -8,16 +8,16 @@
 #include "log.h"
 #include "recover.h"
 
-/* A reserve handed back: mapped if it checks out (its fd is not needed
- * then), else refused. Either way the fd is closed. */
+/* A reserve handed back: mapped if it checks out, else refused (and out
+ * of the store); its fd is closed with the others (recover_release_reserves). */
 static void take_reserve(struct vmt_recover *rc, struct vmt_fdstore_ring *e)
 {
 	struct vmt_persist_reserve *v = &rc->reserves[rc->nreserves];
 	char why[160];
 	int r = persist_reserve_open(e->fd, v, why, sizeof(why));
 
-	close(e->fd);
-	e->fd = -1;
+	rc->reserve_fds[rc->nreserves] = e->fd;
+	snprintf(rc->reserve_names[rc->nreserves++], VMT_PERSIST_FDNAME_MAX, "%s", e->name);
 	if (r < 0) {
 		rc->reserves_refused++;
 		fdstore_remove(e->name);
@@ -25,7 +25,6 @@ static void take_reserve(struct vmt_recover *rc, struct vmt_fdstore_ring *e)
 			    "there are lost: %s", e->name, why);
 		return;
 	}
-	snprintf(rc->reserve_names[rc->nreserves++], VMT_PERSIST_FDNAME_MAX, "%s", e->name);
 	log_info("a dump reserve handed back (%s, %llu KiB), kept until the rings are adopted", e->name,
 		 (unsigned long long)(v->bytes >> 10));
 }
@@ -41,7 +40,8 @@ int recover_init(struct vmt_recover *rc)
 		return r;
 	rc->reserves = calloc(rc->n, sizeof(*rc->reserves));
 	rc->reserve_names = calloc(rc->n, sizeof(*rc->reserve_names));
-	if (!rc->reserves || !rc->reserve_names) {
+	rc->reserve_fds = calloc(rc->n, sizeof(*rc->reserve_fds));
+	if (!rc->reserves || !rc->reserve_names || !rc->reserve_fds) {
 		recover_free(rc);
 		return -ENOMEM;
 	}
@@ -55,7 +55,6 @@ int recover_init(struct vmt_recover *rc)
 			  "until the guest's session settles", rc->v[i].cpu, rc->v[i].name);
 	}
 	rc->n = k;
-	recover_release_reserves(rc);	/* no ring: nothing to read them for */
 	return 0;
 }
 
@@ -65,6 +64,9 @@ void recover_release_reserves(struct vmt_recover *rc)
 		if (rc->v[i].fd >= 0)
 			return;
 	for (unsigned i = 0; i < rc->nreserves; i++) {
+		close(rc->reserve_fds[i]);
+		if (!rc->reserves[i].base)
+			continue;	/* refused: out of the store already */
 		persist_reserve_close(&rc->reserves[i]);
 		/* the store keeps its own copy until told */
 		fdstore_remove(rc->reserve_names[i]);
@@ -79,14 +81,18 @@ void recover_free(struct vmt_recover *rc)
 	for (unsigned i = 0; i < rc->n; i++)
 		if (rc->v[i].fd >= 0)
 			close(rc->v[i].fd);
-	for (unsigned i = 0; i < rc->nreserves; i++)
+	for (unsigned i = 0; i < rc->nreserves; i++) {
 		persist_reserve_close(&rc->reserves[i]);
+		close(rc->reserve_fds[i]);
+	}
 	free(rc->v);
 	free(rc->reserves);
 	free(rc->reserve_names);
+	free(rc->reserve_fds);
 	rc->v = NULL;
 	rc->reserves = NULL;
 	rc->reserve_names = NULL;
+	rc->reserve_fds = NULL;
 	rc->n = rc->nreserves = 0;
 }
 

@@ -27,10 +27,13 @@
 struct vmt_recover {
 	struct vmt_fdstore_ring *v;	/* fd < 0: claimed or dropped */
 	unsigned n;
-	/* the dump reserves handed back that checked out, mapped until no ring
-	 * waits any more (recover_release_reserves); their names in the store */
+	/* the dump reserves handed back, mapped until no ring waits any more
+	 * (recover_release_reserves); a refused one is all zeros (id 0 is
+	 * no ring's). Their fds stay open till then: sd_listen_fds() checks
+	 * every fd LISTEN_FDS names until control_new() clears it */
 	struct vmt_persist_reserve *reserves;
 	char (*reserve_names)[VMT_PERSIST_FDNAME_MAX];
+	int *reserve_fds;
 	unsigned nreserves;
 	uint64_t reserves_refused;	/* reserves handed back that did not check out */
 	uint64_t adopted;	/* rings taken over */
@@ -43,7 +46,8 @@ struct vmt_recover {
  * the store, logged and counted. -errno (logged by the caller). */
 int recover_init(struct vmt_recover *rc);
 /* Once no ring waits to be claimed, the reserves' pages are home or gone:
- * unmapped and removed from the store. Call after claims and drops. */
+ * unmapped, closed and removed from the store. Call after claims and
+ * drops, and not before control_new() (see above). */
 void recover_release_reserves(struct vmt_recover *rc);
 void recover_free(struct vmt_recover *rc);
 /* Is a ring of guest (any CPU) waiting to be claimed? */
