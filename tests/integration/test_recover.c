@@ -102,20 +102,29 @@ static uint64_t check_sample(const char *path, unsigned s, bool gaps_ok, uint32_
 	return in_slice;
 }
 
-/* The daemon, with what the store keeps passed as systemd passes it. */
-static void start_daemon(struct itest_run *r, struct sdstore *st, bool append)
+/* The daemon of configuration top, with what the store keeps passed as
+ * systemd passes it, and more environment (up to 3, NULL-ended) if any. */
+static void start_daemon_top(struct itest_run *r, struct sdstore *st, const char *top,
+			     const char *const *more, bool append)
 {
-	const char *env[2] = { st->env, NULL };
+	const char *env[5] = { st->env };
 	char names[SDSTORE_MAX * 256];
 	int fds[SDSTORE_MAX];
 	struct testd_opts o = { .env = env, .append_log = append };
 
+	for (unsigned i = 0; more && more[i] && i < 3; i++)
+		env[i + 1] = more[i];
 	o.npass = sdstore_listen(st, fds, names, sizeof(names));
 	o.pass_fds = fds;
 	o.pass_names = names;
-	itest_run_daemon_opts(r, TOP, NG, &o);
+	itest_run_daemon_opts(r, top, NG, &o);
 	for (unsigned i = 0; i < o.npass; i++)
 		close(fds[i]);
+}
+
+static void start_daemon(struct itest_run *r, struct sdstore *st, bool append)
+{
+	start_daemon_top(r, st, TOP, NULL, append);
 }
 
 static void kill_daemon(struct itest_run *r, struct sdstore *st)
@@ -353,6 +362,100 @@ START_TEST(sigkill_fd_store_recovery)
 }
 END_TEST
 
+/* The fault shim (tests/tools/faultshim.c), to make a dump's write slow. */
+static const char *shim_path(void)
+{
+	static char p[PATH_MAX];
+	const char *e = getenv("VMT_FAULTSHIM"), *b = test_builddir();
+
+	if (e)
+		return e;
+	if (b[0] == '/')
+		snprintf(p, sizeof(p), "%s/tests/tools/faultshim.so", b);
+	else
+		snprintf(p, sizeof(p), "%s/%s/tests/tools/faultshim.so", test_srcdir(), b);
+	return p;
+}
+
+#define SMALL_RING_PAGES 64
+static const char *SMALL_TOP = "record:\n  ring_size: 256KiB\n  compression: off\n";
+
+/*
+ * The kill comes while a dump holds the window for sure: its sample's
+ * first write stalls (the shim), the guests go on streaming into full raw
+ * rings, and the daemon dies once the reserve holds pages. The next one
+ * brings them home: the window is whole, byte-exact, nothing dropped.
+ */
+START_TEST(a_kill_during_a_dump_keeps_the_reserve_pages)
+{
+	char rule[1024], preload[PATH_MAX + 16], asan[1024], sample[PATH_MAX], name[8], who[32];
+	const char *a = getenv("ASAN_OPTIONS");
+	const char *more[4] = { preload, rule, asan, NULL };
+	uint64_t home = 0;
+	struct itest_run r;
+	struct sdstore st;
+	uint32_t lifetimes;
+	FILE *dump;
+
+	ITEST_NEED_INPUT(in);
+	if (access(shim_path(), R_OK))
+		VMT_SKIP("no %s: build it with make tests", shim_path());
+	itest_run_init(&r, &in, "recover-dump");
+	ck_assert_int_eq(sdstore_start(&st, r.dir), 0);
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", shim_path());
+	snprintf(rule, sizeof(rule), "VMT_FAULT=anywrite:delay=60000:count=1:name=.vmts.tmp-:path=%s/state/",
+		 r.dir);
+	/* the shim comes ahead of a sanitizer runtime, which then has to be told */
+	snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0", a ? a : "",
+		 a && *a ? ":" : "");
+	for (int g = 0; g < NG; g++) {
+		feed_slice(&r, g, 0);
+		r.fc[g].hold_first = 0;
+		r.fc[g].pages_per_sec = 200;	/* still streaming when the dump comes */
+		itest_run_guest(&r, g);
+	}
+	start_daemon_top(&r, &st, SMALL_TOP, more, false);
+	expect_store_full(&st);
+	/* full rings, then the dump: it holds every page, the write stalls */
+	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", (SMALL_RING_PAGES + 8) * ncpu, 20000));
+	ck_assert(itest_wait_num_ge(&r.d, "g2", "pages_in", (SMALL_RING_PAGES + 8) * ncpu, 20000));
+	dump = testd_ctl_begin(&r.d, "dump g1 g2 2>/dev/null");
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "faultshim: delay") == 1, 20000), "log: %s", r.d.log);
+	/* pages that came in since fill the reserve: the daemon dies now */
+	ck_assert(itest_wait_num_ge(&r.d, NULL, "reserve_used", 2 * ncpu * ITEST_PS, 20000));
+	kill_daemon(&r, &st);
+	testd_ctl_end(dump, NULL, 0);
+	for (int g = 0; g < NG; g++) {
+		itest_run_guest_stop(&r, g);
+		feed_slice(&r, g, 1);	/* held at its first page: the window is the dead daemon's */
+		r.fc[g].pages_per_sec = 0;
+		itest_run_guest(&r, g);
+	}
+	start_daemon_top(&r, &st, SMALL_TOP, NULL, false);
+	for (int g = 0; g < NG; g++) {
+		snprintf(who, sizeof(who), "guest g%d: ", g + 1);
+		snprintf(name, sizeof(name), "g%d", g + 1);
+		itest_expect_streaming(&r.d, name, 20000);
+		ck_assert_msg(log_count2(&r.d, who, ", 0 pages and 0 frames dropped") == (int)ncpu,
+			      "%spages dropped at the adoption (log: %s)", who, r.d.log);
+		home += (uint64_t)log_sum(&r.d, who, "dump reserve)");
+		itest_dump_one(&r.d, name, sample, sizeof(sample));
+		/* byte-exact, in order, no gap: the pages of the dump's time included */
+		ck_assert_uint_eq(check_sample(sample, 0, false, &lifetimes), SMALL_RING_PAGES * ncpu);
+		ck_assert_uint_eq(lifetimes, 2);
+	}
+	ck_assert_msg(home >= 2 * ncpu, "%llu pages brought home (log: %s)", (unsigned long long)home, r.d.log);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserves_refused"), 0);
+	expect_store_full(&st);	/* the old reserve let go, the new one in */
+	printf("a_kill_during_a_dump_keeps_the_reserve_pages: %llu pages brought home from the dump "
+	       "reserve, every window whole\n", (unsigned long long)home);
+	for (int g = 0; g < NG; g++)
+		ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
+	itest_run_end(&r);
+	sdstore_stop(&st);
+}
+END_TEST
+
 /* Spoil both header copies of a stored ring: the CRC no longer matches. */
 static void spoil_header(int fd)
 {
@@ -456,6 +559,7 @@ int main(void)
 		step_ns = itest_unique_step(&in);
 	TEST_ADD(t, bad_rings_refused_and_counted);
 	TEST_ADD(t, sigkill_fd_store_recovery);
+	TEST_ADD(t, a_kill_during_a_dump_keeps_the_reserve_pages);
 	tcase_set_timeout(t, 600);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);
