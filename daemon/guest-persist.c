@@ -96,10 +96,10 @@ static void expect_of(const struct vmt_guest *g, uint32_t cpu, struct vmt_persis
 static void adopted_note(struct vmt_guest *g, uint32_t cpu, const struct vmt_ring *r,
 			 const struct vmt_persist_adopted *res)
 {
-	g->env->recover->adopted++;
-	g->recovered_lifetimes = VMT_MAX(g->recovered_lifetimes, res->lifetimes);
 	char lost[96] = "";
 
+	g->env->recover->adopted++;
+	g->recovered_lifetimes = VMT_MAX(g->recovered_lifetimes, res->lifetimes);
 	/* said apart from the pages that failed their checks: a reason of its own */
 	if (res->pages_no_reserve)
 		snprintf(lost, sizeof(lost), ", %u pages lost with a dump reserve not handed back "
