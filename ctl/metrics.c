@@ -64,6 +64,7 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BYTES_OUT, "vmtraced_compress_output_bytes_total", COUNTER, false, "Bytes of the frames made." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_ADOPTED, "vmtraced_rings_adopted_total", COUNTER, false, "Rings a crashed predecessor left in systemd's fd store, taken over." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_REFUSED, "vmtraced_rings_refused_total", COUNTER, false, "Rings handed back that did not validate; their guest started afresh." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_RESERVES_REFUSED, "vmtraced_reserves_refused_total", COUNTER, false, "Dump reserves handed back that did not validate; the pages a dump had sent there were dropped." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_UNCLAIMED, "vmtraced_rings_unclaimed_total", COUNTER, false, "Rings handed back that no guest claimed, closed." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_UPGRADES, "vmtraced_upgrades_total", COUNTER, false, "Upgrade hand-overs (execve of the installed binary, same pid) this process went through." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_SESSIONS_ADOPTED, "vmtraced_upgrade_sessions_adopted_total", COUNTER, false, "Guest sessions taken over at the last upgrade hand-over." },

@@ -229,10 +229,11 @@ static void daemon_text(const struct rec *v)
 	       v->str[VMT_CTAG_PATH]);
 	printf("dump reserve %s: %s in use, at most %s so far\n", res, used, peak);
 	if (v->num[VMT_CTAG_RINGS_ADOPTED] || v->num[VMT_CTAG_RINGS_REFUSED] ||
-	    v->num[VMT_CTAG_RINGS_UNCLAIMED])
+	    v->num[VMT_CTAG_RINGS_UNCLAIMED] || v->num[VMT_CTAG_RESERVES_REFUSED])
 		printf("rings handed back after a crash: %" PRIu64 " adopted, %" PRIu64
-		       " refused, %" PRIu64 " unclaimed\n", v->num[VMT_CTAG_RINGS_ADOPTED],
-		       v->num[VMT_CTAG_RINGS_REFUSED], v->num[VMT_CTAG_RINGS_UNCLAIMED]);
+		       " refused, %" PRIu64 " unclaimed; dump reserves refused: %" PRIu64 "\n",
+		       v->num[VMT_CTAG_RINGS_ADOPTED], v->num[VMT_CTAG_RINGS_REFUSED],
+		       v->num[VMT_CTAG_RINGS_UNCLAIMED], v->num[VMT_CTAG_RESERVES_REFUSED]);
 	if (v->num[VMT_CTAG_UPGRADES])
 		printf("upgrades: %" PRIu64 " hand-over(s) of this process; at the last, %"
 		       PRIu64 " guest session(s) taken over, %" PRIu64 " started afresh\n",

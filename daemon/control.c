@@ -389,7 +389,8 @@ static int mkdir_parent(const char *path)
 
 static bool named_ring(const char *name)
 {
-	return name && !strncmp(name, VMT_FDSTORE_RING_PREFIX, strlen(VMT_FDSTORE_RING_PREFIX));
+	return name && (!strncmp(name, VMT_FDSTORE_RING_PREFIX, strlen(VMT_FDSTORE_RING_PREFIX)) ||
+			!strncmp(name, VMT_RESERVE_FDNAME_PREFIX, strlen(VMT_RESERVE_FDNAME_PREFIX)));
 }
 
 int control_fd(const struct vmt_control *c)
@@ -399,7 +400,7 @@ int control_fd(const struct vmt_control *c)
 
 /*
  * A socket passed by systemd (vmtraced.socket, FileDescriptorName=control),
- * or -1. The rings' fds ("ring/...", fdstore.h) are left alone; other
+ * or -1. The rings' and reserves' fds ("ring/...", "reserve/...", fdstore.h) are left alone; other
  * passed fds are not ours: closed.
  */
 static int control_activated_fd(void)

@@ -58,8 +58,12 @@ int fdstore_take_rings(struct vmt_fdstore_ring **out, unsigned *n)
 	for (int i = 0; i < k; i++) {
 		struct vmt_fdstore_ring *r = &v[*n];
 
-		if (!names || !names[i] ||
-		    persist_ring_name_parse(names[i], r->guest, sizeof(r->guest), &r->cpu) < 0)
+		if (!names || !names[i])
+			continue;
+		r->reserve = !strncmp(names[i], VMT_RESERVE_FDNAME_PREFIX, strlen(VMT_RESERVE_FDNAME_PREFIX));
+		if (r->reserve)
+			r->cpu = UINT32_MAX;
+		else if (persist_ring_name_parse(names[i], r->guest, sizeof(r->guest), &r->cpu) < 0)
 			continue;
 		snprintf(r->name, sizeof(r->name), "%s", names[i]);
 		r->fd = SD_LISTEN_FDS_START + i;

@@ -8,7 +8,8 @@
  * unit's sockets in LISTEN_FDS, named in LISTEN_FDNAMES.
  *
  * Names tell the passed fds apart: "control" is the control socket's
- * (control.c takes it and leaves "ring/..." alone), "ring/..." are taken
+ * (control.c takes it and leaves the rest alone), "ring/..." and the dump
+ * reserves' "reserve/..." (pagepool.h) are taken
  * here. At start-up fdstore_take_rings() runs before control_new(), which
  * clears LISTEN_FDS from the environment.
  *
@@ -18,7 +19,10 @@
 #ifndef VMT_FDSTORE_H
 #define VMT_FDSTORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "pagepool.h"	/* VMT_RESERVE_FDNAME_PREFIX */
 
 #define VMT_FDSTORE_RING_PREFIX "ring/"
 
@@ -30,14 +34,15 @@ int fdstore_remove(const char *name);
 
 struct vmt_fdstore_ring {
 	char name[256];
-	char guest[72];
+	char guest[72];		/* "" for a dump reserve */
 	uint32_t cpu;
 	int fd;			/* close-on-exec now; the caller's */
+	bool reserve;		/* "reserve/<id>": a dump reserve (pagepool.h), not a ring */
 };
 /*
- * The rings systemd passed (LISTEN_PID is ours, names from LISTEN_FDNAMES):
- * a malloc'd array of *n, NULL when none. Other fds are left where they are
- * and LISTEN_* stay set for control_new(). -errno.
+ * The rings and dump reserves systemd passed (LISTEN_PID is ours, names
+ * from LISTEN_FDNAMES): a malloc'd array of *n, NULL when none. Other fds
+ * are left where they are and LISTEN_* stay set for control_new(). -errno.
  */
 int fdstore_take_rings(struct vmt_fdstore_ring **out, unsigned *n);
 

@@ -96,12 +96,19 @@ static void expect_of(const struct vmt_guest *g, uint32_t cpu, struct vmt_persis
 static void adopted_note(struct vmt_guest *g, uint32_t cpu, const struct vmt_ring *r,
 			 const struct vmt_persist_adopted *res)
 {
+	char lost[96] = "";
+
 	g->env->recover->adopted++;
 	g->recovered_lifetimes = VMT_MAX(g->recovered_lifetimes, res->lifetimes);
+	/* said apart from the pages that failed their checks: a reason of its own */
+	if (res->pages_no_reserve)
+		snprintf(lost, sizeof(lost), ", %u pages lost with a dump reserve not handed back "
+			 "or refused", res->pages_no_reserve);
 	log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "cpu%u: window adopted from a previous daemon: %llu pages "
-		  "(%u in frames), %u pages and %u frames dropped, held %.1f s across %u lifetimes",
-		  cpu, (unsigned long long)ring_window_pages(r), (unsigned)r->fr.pages,
-		  res->pages_dropped, res->frames_dropped,
+		  "(%u in frames, %u brought home from the dump reserve), %u pages and %u frames "
+		  "dropped%s, held %.1f s across %u lifetimes",
+		  cpu, (unsigned long long)ring_window_pages(r), (unsigned)r->fr.pages, res->pages_home,
+		  res->pages_dropped - res->pages_no_reserve, res->frames_dropped, lost,
 		  (double)(now_realtime_ns() - res->created_ns) / 1e9, res->lifetimes);
 }
 
@@ -154,6 +161,8 @@ static int take_ring(struct vmt_guest *g, uint32_t cpu, uint32_t ncpus, bool han
 	expect_of(g, cpu, &want);
 	want.ncpus = ncpus;	/* while rings are made, g->nrings counts those so far */
 	want.handed_over = handed_over;
+	want.reserves = g->env->recover->reserves;
+	want.nreserves = g->env->recover->nreserves;
 	err = persist_adopt_ring(fd, &want, r, res, why, n);
 	close(fd);
 	if (err < 0) {
@@ -204,6 +213,7 @@ void guest_recover_rings(struct vmt_guest *g)
 		snprintf(why, sizeof(why), "CPU %u, and the guest has %u CPUs now", cpu, g->nrings);
 		refuse_one(g, cpu, why);
 	}
+	recover_release_reserves(rc);
 }
 
 

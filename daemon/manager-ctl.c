@@ -187,6 +187,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_RINGS_ADOPTED(&b, m->recover.adopted);
 		ctl_put_RINGS_REFUSED(&b, m->recover.refused);
 		ctl_put_RINGS_UNCLAIMED(&b, m->recover.unclaimed);
+		ctl_put_RESERVES_REFUSED(&b, m->recover.reserves_refused);
 		ctl_put_UPGRADES(&b, m->upgrade.upgrades);
 		ctl_put_SESSIONS_ADOPTED(&b, m->upgrade.adopted);
 		ctl_put_SESSIONS_REFUSED(&b, m->upgrade.refused);

@@ -20,6 +20,7 @@
 #include "control.h"
 #include "log.h"
 #include "manager-int.h"
+#include "persist.h"
 #include "upgrade.h"
 
 /* The installed binary: its path at start-up (after a package upgrade the
@@ -100,6 +101,15 @@ int manager_upgrade(struct vmt_manager *m)
 		r = guest_hand_over(m->guests.v[i], o);
 	if (r >= 0)
 		r = upgrade_add_fd(o, control_fd(m->control), "control");
+	if (r >= 0 && m->mem.reserve.fd >= 0) {
+		/* no page is in it (no dump runs, the compressor's batches are
+		 * back): handed over only for the successor to drop it from the
+		 * fd store, as after a crash (recover.h) */
+		char name[VMT_PERSIST_FDNAME_MAX];
+
+		pagepool_name(&m->mem.reserve, name, sizeof(name));
+		r = upgrade_add_fd(o, m->mem.reserve.fd, "%s", name);
+	}
 	if (r < 0) {
 		snprintf(why, sizeof(why), "cannot list what to hand over: %s", strerror(-r));
 	} else {
@@ -176,6 +186,7 @@ void manager_upgrade_adopt(struct vmt_manager *m)
 	for (uint32_t i = 0; in->state && i < m->guests.n; i++)
 		guest_adopt_session(m->guests.v[i], in);
 	upgrade_close_rest(in);
+	recover_release_reserves(&m->recover);
 	log_notice("upgrade: %llu guest session(s) taken over, %llu started afresh (process start "
 		   "at %llu ns monotonic, sessions taken from %llu to %llu ns)",
 		   (unsigned long long)in->adopted, (unsigned long long)in->refused,

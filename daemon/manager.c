@@ -15,6 +15,7 @@
 #include "priv.h"
 #include "sandbox.h"
 #include "discovery.h"
+#include "fdstore.h"
 #include "guest.h"
 #include "hostsrc.h"
 #include "log.h"
@@ -137,6 +138,22 @@ int manager_add_guest(struct vmt_manager *m, const struct vmt_guest_conf *gc, st
 	return 0;
 }
 
+/* The dump reserve into systemd's fd store, under a name of its own: the
+ * pages rings fill while a dump holds their own outlive a crash too. */
+static void manager_store_reserve(struct vmt_manager *m)
+{
+	char name[VMT_PERSIST_FDNAME_MAX];
+	int r;
+
+	if (m->mem.reserve.fd < 0)
+		return;
+	pagepool_name(&m->mem.reserve, name, sizeof(name));
+	r = fdstore_push(m->mem.reserve.fd, name);
+	if (r < 0)
+		log_warning_errno(r, "the dump reserve is not in systemd's fd store (a crash during a "
+				  "dump would lose the pages that came in meanwhile): %m");
+}
+
 static bool known_guest(void *arg, const char *name)
 {
 	return manager_find_guest(arg, name) != NULL;
@@ -150,6 +167,8 @@ static bool known_guest(void *arg, const char *name)
  */
 static void manager_drop_unclaimed(struct vmt_manager *m, uint64_t after_ns)
 {
+	/* reserves handed back with no ring, or whose rings went otherwise */
+	recover_release_reserves(&m->recover);
 	if (!m->recover.n)
 		return;
 	if (m->housekeeping_runs == 1)
@@ -391,6 +410,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 				(unsigned long long)(m->conf.dump_reserve >> 10));
 		goto fail;
 	}
+	manager_store_reserve(m);
 	m->dumps = (struct vmt_dumps){ .event = m->event, .conf = &m->conf, .guests = &m->guests,
 				       .writer = &m->writer, .samples = &m->samples,
 				       .hostname = m->hostname, .answer = on_dump_answer, .owner = m };

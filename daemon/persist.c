@@ -14,7 +14,7 @@
 #define SEALS_NEEDED (F_SEAL_SHRINK | F_SEAL_GROW)
 
 /* Map the whole memfd, once its size cannot change under the mapping. */
-static int map_fd(int fd, uint8_t **base, size_t *size, char *why, size_t n)
+static int map_fd(int fd, uint8_t **base, size_t *size, int prot, const char *what, char *why, size_t n)
 {
 	struct stat st;
 	int seals;
@@ -30,13 +30,13 @@ static int map_fd(int fd, uint8_t **base, size_t *size, char *why, size_t n)
 		return -EBADMSG;
 	}
 	if (st.st_size < VMT_RINGMEM_HDR_BYTES) {
-		snprintf(why, n, "%lld bytes: too small for a ring's memory", (long long)st.st_size);
+		snprintf(why, n, "%lld bytes: too small for %s", (long long)st.st_size, what);
 		return -EBADMSG;
 	}
 	/* not pre-faulted: the memfd's pages are all there (the predecessor
 	 * populated them); a page table for the whole ring before the first
 	 * read was most of an upgrade's take-over (bench upgrade) */
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	m = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		snprintf(why, n, "mmap: %s", strerror(errno));
 		return -errno;
@@ -131,7 +131,7 @@ static bool page_agrees(const struct vmt_page_layout *l, const uint8_t *p, const
 {
 	struct vmt_page_info info;
 
-	if (rec->flags & ~(uint32_t)VMT_SLOT_MISSED)	/* in a reserve page, or unknown */
+	if (rec->flags & ~(uint32_t)(VMT_SLOT_MISSED | VMT_SLOT_AWAY))	/* unknown */
 		return false;
 	if (!scan)
 		return true;
@@ -216,33 +216,65 @@ static uint64_t adopt_frames(struct vmt_ring *r, const struct vmt_ringmem_hdr *h
 	return end;
 }
 
+/* The reserve the ring's header names, if it was handed back and checked. */
+static const struct vmt_persist_reserve *reserve_of(const struct vmt_ringmem_hdr *h,
+						    const struct vmt_persist_expect *w)
+{
+	for (unsigned i = 0; h->reserve_id && i < w->nreserves; i++)
+		if (w->reserves[i].id == h->reserve_id)
+			return &w->reserves[i];
+	return NULL;
+}
+
+/* Where a slot's page is: its own, or (AWAY) the reserve's page it names,
+ * NULL when that reserve is not here or the page would be out of it. */
+static const uint8_t *page_of(const struct vmt_ring *r, uint32_t s, const struct vmt_ring_slot *rec,
+			      const struct vmt_persist_reserve *rv)
+{
+	uint32_t ps = r->layout.page_size;
+
+	if (!(rec->flags & VMT_SLOT_AWAY))
+		return r->pages[s];
+	if (!rv || rec->away % VMT_POOL_UNIT || rec->away > rv->bytes || ps > rv->bytes - rec->away)
+		return NULL;
+	return rv->pages + rec->away;
+}
+
 /*
  * The raw pages, newest first: those that check out, seqs decreasing and
- * not below min_seq, moved together towards the fill slot (page, then its
- * record: a crash meanwhile leaves a copy the next check refuses or a
- * duplicate seq it drops).
+ * not below min_seq, moved together towards the fill slot, those in a
+ * dump's reserve copied home (page, then its record: a crash meanwhile
+ * leaves a copy the next check refuses or a duplicate seq it drops).
  */
 static void adopt_pages(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, uint64_t min_seq,
-			bool scan, struct vmt_persist_adopted *res)
+			bool scan, const struct vmt_persist_reserve *rv, struct vmt_persist_adopted *res)
 {
 	uint32_t n = r->nr_pages + 1, ps = r->layout.page_size, keep = 0;
 	uint64_t below = h->next_seq;
 
 	for (uint32_t k = h->count; k-- > 0;) {
 		uint32_t s = (h->head + n - h->count + k) % n, dst = (h->head + n - 1 - keep) % n;
-		const struct vmt_ring_slot *rec = &r->slots[s];
+		struct vmt_ring_slot rec = r->slots[s];
+		const uint8_t *p = page_of(r, s, &rec, rv);
+		bool away = rec.flags & VMT_SLOT_AWAY;
 
-		if (rec->seq >= below || rec->seq < min_seq ||
-		    !page_agrees(&r->layout, r->pages[s], rec, scan)) {
+		/* a reserve page is scanned even when handed over: it is
+		 * another memfd, outside what the ring's header vouches for */
+		if (rec.seq >= below || rec.seq < min_seq || !p ||
+		    !page_agrees(&r->layout, p, &rec, scan || away)) {
 			res->pages_dropped++;
+			res->pages_no_reserve += away && !p;
 			continue;
 		}
-		below = rec->seq;
-		if (dst != s) {
-			memcpy(r->pages[dst], r->pages[s], ps);
+		below = rec.seq;
+		if (dst != s || away) {
+			memcpy(r->pages[dst], p, ps);
 			__atomic_thread_fence(__ATOMIC_RELEASE);
-			r->slots[dst] = *rec;
+			rec.flags &= ~(uint32_t)VMT_SLOT_AWAY;
+			rec.away = 0;
+			r->slots[dst] = rec;
 		}
+		res->pages_home += away;
 		keep++;
 	}
 	r->count = keep;
@@ -251,13 +283,13 @@ static void adopt_pages(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, uin
 
 /* The ring's state from the header, what checks out of its pages and frames. */
 static void adopt_state(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, bool scan,
-			struct vmt_persist_adopted *res)
+			const struct vmt_persist_reserve *rv, struct vmt_persist_adopted *res)
 {
 	memcpy(&r->c, h->counters, sizeof(r->c));
 	r->head = h->head;
 	r->next_seq = h->next_seq;
 	r->last_ts = h->last_ts;
-	adopt_pages(r, h, adopt_frames(r, h, scan, res), scan, res);
+	adopt_pages(r, h, adopt_frames(r, h, scan, res), scan, rv, res);
 	r->fill = h->fill;
 	if (r->fill && (r->slots[r->head].flags & VMT_SLOT_AWAY)) {
 		/* the partial page was in a reserve page: as a torn stream */
@@ -282,7 +314,7 @@ int persist_adopt_ring(int memfd, const struct vmt_persist_expect *want, struct 
 
 	res = res ? res : &none;
 	memset(res, 0, sizeof(*res));
-	err = map_fd(memfd, &base, &size, why, n);
+	err = map_fd(memfd, &base, &size, PROT_READ | PROT_WRITE, "a ring's memory", why, n);
 	if (err < 0)
 		return err;
 	err = ringmem_read_hdr(base, size, &h, why, n);
@@ -310,11 +342,41 @@ int persist_adopt_ring(int memfd, const struct vmt_persist_expect *want, struct 
 		return err;
 	}
 	r->mem_pages = want->ring_pages;	/* ring_size's, as a fresh ring of it */
-	adopt_state(r, &h, !want->handed_over, res);
+	adopt_state(r, &h, !want->handed_over, reserve_of(&h, want), res);
 	rm->shadow.lifetimes = res->lifetimes;
 	ringmem_fixed_changed(rm);
 	ring_publish(r);
 	return 0;
+}
+
+int persist_reserve_open(int memfd, struct vmt_persist_reserve *v, char *why, size_t n)
+{
+	struct vmt_reserve_hdr h;
+	uint8_t *base = NULL;
+	size_t size = 0;
+	int err;
+
+	memset(v, 0, sizeof(*v));
+	/* read-only: its pages are copied home, never written here */
+	err = map_fd(memfd, &base, &size, PROT_READ, "a dump reserve", why, n);
+	if (err < 0)
+		return err;
+	err = pagepool_read_hdr(base, size, &h, why, n);
+	if (err < 0) {
+		munmap(base, size);
+		return err;
+	}
+	*v = (struct vmt_persist_reserve){ .base = base, .size = size,
+					   .pages = base + VMT_RESERVE_HDR_BYTES, .bytes = h.bytes,
+					   .id = h.id };
+	return 0;
+}
+
+void persist_reserve_close(struct vmt_persist_reserve *v)
+{
+	if (v->base)
+		munmap(v->base, v->size);
+	memset(v, 0, sizeof(*v));
 }
 
 int persist_ring_fd(const struct vmt_ring *r)

@@ -13,10 +13,13 @@
  *     CPU count, page size and layout, and the geometry the successor's
  *     own ring_size would make (raw pages, batch, arena, descriptors);
  *     -EPROTO when they differ: the caller starts that guest afresh;
- *   - each page the header covers: not in a dump's reserve
- *     (VMT_SLOT_AWAY), page_scan() passes and its record agrees (first
- *     and last time, events, the missed flag), seqs increase and stay
- *     below the header's next_seq; each frame: its header checks
+ *   - each page the header covers: page_scan() passes and its record
+ *     agrees (first and last time, events, the missed flag), seqs
+ *     increase and stay below the header's next_seq; a page a dump had
+ *     sent to the reserve (VMT_SLOT_AWAY) is read from the reserve the
+ *     header names (reserve_id) if it was handed back and checked
+ *     (persist_reserve_open), within its bounds, always scanned, and
+ *     copied home; each frame: its header checks
  *     (frame_hdr_get), its payload lies in the arena, a compressed one's
  *     CRC32C matches its descriptor, a stored one's pages scan and add up
  *     to its header. What fails is dropped (the rest is compacted, in
@@ -36,6 +39,20 @@
 #include "page.h"
 #include "ring.h"
 
+/* A predecessor's dump reserve (pagepool.h), mapped read-only once its
+ * seals and header check out. */
+struct vmt_persist_reserve {
+	uint8_t *base;
+	size_t size;
+	const uint8_t *pages;	/* after the header page */
+	uint64_t bytes;		/* of pages */
+	uint64_t id;
+};
+/* Map and check memfd (the caller keeps fd): 0, or -EBADMSG / -EPROTO /
+ * -errno with why, and nothing mapped. */
+int persist_reserve_open(int memfd, struct vmt_persist_reserve *v, char *why, size_t n);
+void persist_reserve_close(struct vmt_persist_reserve *v);
+
 /* What the successor would make for this guest CPU itself. */
 struct vmt_persist_expect {
 	const char *guest;
@@ -53,11 +70,17 @@ struct vmt_persist_expect {
 	 * are scanned: the writer may have died mid-page.
 	 */
 	bool handed_over;
+	/* reserves handed back and checked: an AWAY slot's page is read from
+	 * the one its ring's header names */
+	const struct vmt_persist_reserve *reserves;
+	unsigned nreserves;
 };
 
 struct vmt_persist_adopted {
 	uint32_t pages, pages_dropped;
 	uint32_t frames, frames_dropped;
+	uint32_t pages_home;	/* of pages, those brought home from a dump reserve */
+	uint32_t pages_no_reserve;	/* of pages_dropped, those in a reserve not handed back or refused */
 	uint32_t fill_dropped;	/* bytes of a partial page that were not in the memfd */
 	uint32_t lifetimes;	/* daemons that have held the ring, this one included */
 	uint64_t created_ns;	/* CLOCK_REALTIME the ring was made */

@@ -8,7 +8,7 @@
 #include "sample.h"
 #include "util.h"
 
-_Static_assert(sizeof(struct vmt_ring_slot) == VMT_RINGMEM_SLOT_BYTES, "a slot record is version 1's");
+_Static_assert(sizeof(struct vmt_ring_slot) == VMT_RINGMEM_SLOT_BYTES, "a slot record is version 2's");
 _Static_assert(sizeof(struct vmt_ring_counters) == VMT_RINGMEM_COUNTERS * sizeof(uint64_t),
 	       "the header holds every ring counter");
 
@@ -110,6 +110,7 @@ void ring_publish(struct vmt_ring *r)
 	h->fr_count = r->fr.count;
 	h->fr_head = r->fr.head;
 	memcpy(h->counters, &r->c, sizeof(h->counters));
+	h->reserve_id = r->pool ? r->pool->id : 0;
 	ringmem_publish(r->rm);
 }
 
@@ -420,6 +421,7 @@ uint8_t *ring_fill_space(struct vmt_ring *r, uint32_t *room)
 			pagepool_unslot(r->pool, *page, r->layout.page_size);
 		*page = p;
 		/* a hand-over's fill is not in the memfd either */
+		r->slots[r->head].away = pagepool_offset(r->pool, p);
 		r->slots[r->head].flags |= VMT_SLOT_AWAY;
 	}
 	*room = r->layout.page_size - r->fill;
@@ -447,6 +449,7 @@ static int ring_complete(struct vmt_ring *r)
 	s->first_ts = info.first_ts;
 	s->last_ts = info.last_ts;
 	s->events = info.events;
+	s->away = page != home_page(r, r->head) ? pagepool_offset(r->pool, page) : 0;
 	s->flags = (info.missed_flag ? VMT_SLOT_MISSED : 0) |
 		   (page != home_page(r, r->head) ? VMT_SLOT_AWAY : 0);
 	if (r->c.pages_in && info.first_ts < r->last_ts)
@@ -612,12 +615,15 @@ void ring_settle_slots(struct vmt_ring *r)
 		if (r->pages[s] == home || r->rm->holds[s])
 			continue;
 		memcpy(home, r->pages[s], ps);
+		/* the page is whole in the memfd before its record says so, and
+		 * the record no longer names the reserve page before the free
+		 * list writes into it */
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		r->slots[s].flags &= ~VMT_SLOT_AWAY;
+		__atomic_thread_fence(__ATOMIC_RELEASE);
 		pagepool_unslot(r->pool, r->pages[s], ps);
 		r->pages[s] = home;
 		r->displaced--;
-		/* the page is whole in the memfd before its record says so */
-		__atomic_thread_fence(__ATOMIC_RELEASE);
-		r->slots[s].flags &= ~VMT_SLOT_AWAY;
 	}
 }
 

@@ -73,9 +73,11 @@ struct vmt_ring_slot {
 	uint64_t first_ts, last_ts;
 	uint32_t events;
 	uint32_t flags;		/* VMT_SLOT_* */
+	uint64_t away;		/* VMT_SLOT_AWAY: its page's offset in the reserve (pagepool_offset) */
 };
 #define VMT_SLOT_MISSED 0x1
-/* its page is a reserve page while a dump holds its own: not in the memfd */
+/* its page is a reserve page while a dump holds its own: in the reserve's
+ * memfd (the header's reserve_id), at away */
 #define VMT_SLOT_AWAY 0x2
 
 struct vmt_ring {

@@ -11,7 +11,7 @@
 #include "ringmem.h"
 #include "util.h"
 
-_Static_assert(sizeof(struct vmt_ringmem_hdr) == 400, "the header's layout is version 1's");
+_Static_assert(sizeof(struct vmt_ringmem_hdr) == 408, "the header's layout is version 2's");
 _Static_assert(sizeof(struct vmt_ringmem_hdr) <= VMT_RINGMEM_COPY_OFF, "two copies fit the header page");
 _Static_assert(VMT_RINGMEM_FIXED_BYTES % 8 == 0, "the changing part starts aligned");
 

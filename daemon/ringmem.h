@@ -21,15 +21,15 @@
  * the frame store publishes the frames it pushed out before it writes
  * over their bytes. So a valid header only ever describes pages and frames
  * that were complete when it was published; the successor still checks
- * each of them (persist.c), since a dump's reserve page is outside the
- * memfd (VMT_SLOT_AWAY) and memory may be damaged. The cost: one publish
+ * each of them (persist.c), since a dump's reserve page is in another
+ * memfd (VMT_SLOT_AWAY, pagepool.h) and memory may be damaged. The cost: one publish
  * per page, about a hundred nanoseconds (a CRC32C of the header's changing
  * part only: its fixed part's CRC is kept and continued).
  *
  * What a crash loses: the page being filled (its bytes since the last
- * publish; the stream resumes at an unknown position), and the pages a
- * dump had moved to its reserve (VMT_SLOT_AWAY). Every completed page in
- * the memfd is kept.
+ * publish; the stream resumes at an unknown position). Every completed
+ * page is kept: in the memfd, or in the dump reserve's memfd where a dump
+ * held its slot's own page (VMT_SLOT_AWAY; the successor copies it home).
  *
  * The memory outlives its ring while a dump holds part of it (refs).
  */
@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 /* Bump when anything in the memfd's layout or meaning changes. */
-#define VMT_PERSIST_LAYOUT 1u
+#define VMT_PERSIST_LAYOUT 2u	/* 2: a slot says where its reserve page is */
 #define VMT_PERSIST_MAGIC 0x474e4952544d5600ull	/* "\0VMTRING" read little-endian */
 #define VMT_RINGMEM_HDR_BYTES 4096u	/* the header page: copy A at 0, copy B at 2048 */
 #define VMT_RINGMEM_COPY_OFF 2048u
@@ -79,6 +79,7 @@ struct vmt_ringmem_hdr {
 	uint32_t fr_first, fr_dead, fr_count, pad1;
 	uint64_t fr_head;
 	uint64_t counters[VMT_RINGMEM_COUNTERS];
+	uint64_t reserve_id;	/* the dump reserve VMT_SLOT_AWAY slots' pages are in (pagepool.h) */
 	uint32_t pad2;
 	uint32_t crc;		/* CRC32C (lib/util.h) of every byte before it */
 };
@@ -97,7 +98,7 @@ struct vmt_ringmem_layout {
 };
 void ringmem_layout(const struct vmt_ringmem_geom *g, struct vmt_ringmem_layout *l);
 /* Bytes per slot record and per frame descriptor in the memfd (ring.h, frames.h). */
-#define VMT_RINGMEM_SLOT_BYTES 32u
+#define VMT_RINGMEM_SLOT_BYTES 40u
 #define VMT_RINGMEM_DESC_BYTES 56u
 
 struct vmt_ringmem {

@@ -62,8 +62,10 @@ static void feed_slice(struct itest_run *r, int g, unsigned s)
 /*
  * Every page of the sample is one that was fed, byte for byte, in order;
  * a run breaks only where a slice starts (the stand-in of the dead
- * daemon's lifetime stopped there), unless pages were dropped at an
- * adoption (gaps_ok). Returns the pages of slice s (over its CPUs).
+ * daemon's lifetime stopped there), unless a ring was refused (gaps_ok:
+ * what is left is another lifetime's). A kill during a dump excuses
+ * nothing: the pages that came in meanwhile are in the dump reserve,
+ * which is in the store too. Returns the pages of slice s (over its CPUs).
  */
 static uint64_t check_sample(const char *path, unsigned s, bool gaps_ok, uint32_t *lifetimes)
 {
@@ -100,20 +102,29 @@ static uint64_t check_sample(const char *path, unsigned s, bool gaps_ok, uint32_
 	return in_slice;
 }
 
-/* The daemon, with what the store keeps passed as systemd passes it. */
-static void start_daemon(struct itest_run *r, struct sdstore *st, bool append)
+/* The daemon of configuration top, with what the store keeps passed as
+ * systemd passes it, and more environment (up to 3, NULL-ended) if any. */
+static void start_daemon_top(struct itest_run *r, struct sdstore *st, const char *top,
+			     const char *const *more, bool append)
 {
-	const char *env[2] = { st->env, NULL };
+	const char *env[5] = { st->env };
 	char names[SDSTORE_MAX * 256];
 	int fds[SDSTORE_MAX];
 	struct testd_opts o = { .env = env, .append_log = append };
 
+	for (unsigned i = 0; more && more[i] && i < 3; i++)
+		env[i + 1] = more[i];
 	o.npass = sdstore_listen(st, fds, names, sizeof(names));
 	o.pass_fds = fds;
 	o.pass_names = names;
-	itest_run_daemon_opts(r, TOP, NG, &o);
+	itest_run_daemon_opts(r, top, NG, &o);
 	for (unsigned i = 0; i < o.npass; i++)
 		close(fds[i]);
+}
+
+static void start_daemon(struct itest_run *r, struct sdstore *st, bool append)
+{
+	start_daemon_top(r, st, TOP, NULL, append);
 }
 
 static void kill_daemon(struct itest_run *r, struct sdstore *st)
@@ -147,12 +158,57 @@ static int log_count2(const struct testd *d, const char *a, const char *b)
 	return log_find2(d, a, b, NULL, 0);
 }
 
+/* Pages brought home from the dump reserve, over the adoption lines of who. */
+static long log_sum(const struct testd *d, const char *who, const char *tail)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[4096];
+	long sum = 0;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, " brought home from the ");
+		char *q = p;
+
+		if (!p || !strstr(line, who) || !strstr(line, tail))
+			continue;
+		while (q > line && q[-1] >= '0' && q[-1] <= '9')
+			q--;
+		sum += strtol(q, NULL, 10);
+	}
+	if (f)
+		fclose(f);
+	return sum;
+}
+
+static uint64_t brought_home;	/* over the run: kills during a dump kept their pages */
+
 /* why the last guest started afresh, for the final assertion */
 static char last_refusal[512] = "(none)";
 
+/* Fds in the store whose name starts with prefix; the last name into last. */
+static unsigned store_count_prefix(struct sdstore *st, const char *prefix, char *last, size_t n)
+{
+	unsigned k = 0;
+
+	pthread_mutex_lock(&st->lock);
+	for (unsigned i = 0; i < st->n; i++)
+		if (!strncmp(st->name[i], prefix, strlen(prefix))) {
+			k++;
+			if (last)
+				snprintf(last, n, "%s", st->name[i]);
+		}
+	pthread_mutex_unlock(&st->lock);
+	return k;
+}
+
+/* Every ring in the store, and one dump reserve: the daemon's own, the
+ * one handed back let go once the rings were adopted. */
 static void expect_store_full(struct sdstore *st)
 {
 	char name[64];
+
+	ck_assert_msg(ITEST_WAIT(store_count_prefix(st, "reserve/", NULL, 0) == 1, 5000),
+		      "the store holds %u dump reserves", store_count_prefix(st, "reserve/", NULL, 0));
 
 	for (int g = 0; g < NG; g++)
 		for (unsigned c = 0; c < ncpu; c++) {
@@ -198,8 +254,14 @@ static bool check_restart(struct itest_run *r, int g, unsigned s, uint64_t seen,
 	/* counters continue: at least what status said just before the kill */
 	ck_assert_msg(now >= seen, "%spages_in %llu after the restart, %llu before", who,
 		      (unsigned long long)now, (unsigned long long)seen);
-	if (log_count2(&r->d, who, ", 0 pages and 0 frames dropped") != (int)ncpu)
-		*gaps_ok = true;	/* pages in a dump's reserve were lost: said, allowed */
+	/* nothing fails its checks, a kill during a dump included: the pages
+	 * that came in meanwhile are brought home from the reserve handed back */
+	ck_assert_msg(log_count2(&r->d, who, ", 0 pages and 0 frames dropped") == (int)ncpu,
+		      "%spages or frames dropped at an adoption (log: %s)", who, r->d.log);
+	/* and the reserve was in the store: none of its pages is lost either */
+	ck_assert_msg(log_count2(&r->d, who, "lost with a dump reserve") == 0,
+		      "%spages lost with the dump reserve (log: %s)", who, r->d.log);
+	brought_home += (uint64_t)log_sum(&r->d, who, "dump reserve)");
 	itest_dump_one(&r->d, name, sample, sizeof(sample));
 	in_slice = check_sample(sample, s, *gaps_ok, &lifetimes);
 	ck_assert_msg(lifetimes >= 2, "%s: INFO says no recovery (%u)", sample, lifetimes);
@@ -289,10 +351,106 @@ START_TEST(sigkill_fd_store_recovery)
 			itest_run_guest_stop(&r, g);
 	}
 	printf("sigkill_fd_store_recovery: %u kills, guests adopted %u times, started afresh %u "
-	       "times, %.1f s\n", KILLS, adopted, refused, (double)(itest_now_ms() - t0) / 1000);
+	       "times, %llu pages brought home from a dump reserve, %.1f s\n", KILLS, adopted, refused,
+	       (unsigned long long)brought_home, (double)(itest_now_ms() - t0) / 1000);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserves_refused"), 0);
 	/* the same boot each time: nothing gives a reason to refuse */
 	ck_assert_msg(refused == 0, "started afresh %u times (seed %u); the last: %s", refused, seed,
 		      last_refusal);
+	itest_run_end(&r);
+	sdstore_stop(&st);
+}
+END_TEST
+
+/* The fault shim (tests/tools/faultshim.c), to make a dump's write slow. */
+static const char *shim_path(void)
+{
+	static char p[PATH_MAX];
+	const char *e = getenv("VMT_FAULTSHIM"), *b = test_builddir();
+
+	if (e)
+		return e;
+	if (b[0] == '/')
+		snprintf(p, sizeof(p), "%s/tests/tools/faultshim.so", b);
+	else
+		snprintf(p, sizeof(p), "%s/%s/tests/tools/faultshim.so", test_srcdir(), b);
+	return p;
+}
+
+#define SMALL_RING_PAGES 64
+static const char *SMALL_TOP = "record:\n  ring_size: 256KiB\n  compression: off\n";
+
+/*
+ * The kill comes while a dump holds the window for sure: its sample's
+ * first write stalls (the shim), the guests go on streaming into full raw
+ * rings, and the daemon dies once the reserve holds pages. The next one
+ * brings them home: the window is whole, byte-exact, nothing dropped.
+ */
+START_TEST(a_kill_during_a_dump_keeps_the_reserve_pages)
+{
+	char rule[1024], preload[PATH_MAX + 16], asan[1024], sample[PATH_MAX], name[8], who[32];
+	const char *a = getenv("ASAN_OPTIONS");
+	const char *more[4] = { preload, rule, asan, NULL };
+	uint64_t home = 0;
+	struct itest_run r;
+	struct sdstore st;
+	uint32_t lifetimes;
+	FILE *dump;
+
+	ITEST_NEED_INPUT(in);
+	if (access(shim_path(), R_OK))
+		VMT_SKIP("no %s: build it with make tests", shim_path());
+	itest_run_init(&r, &in, "recover-dump");
+	ck_assert_int_eq(sdstore_start(&st, r.dir), 0);
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", shim_path());
+	snprintf(rule, sizeof(rule), "VMT_FAULT=anywrite:delay=60000:count=1:name=.vmts.tmp-:path=%s/state/",
+		 r.dir);
+	/* the shim comes ahead of a sanitizer runtime, which then has to be told */
+	snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0", a ? a : "",
+		 a && *a ? ":" : "");
+	for (int g = 0; g < NG; g++) {
+		feed_slice(&r, g, 0);
+		r.fc[g].hold_first = 0;
+		r.fc[g].pages_per_sec = 200;	/* still streaming when the dump comes */
+		itest_run_guest(&r, g);
+	}
+	start_daemon_top(&r, &st, SMALL_TOP, more, false);
+	expect_store_full(&st);
+	/* full rings, then the dump: it holds every page, the write stalls */
+	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", (SMALL_RING_PAGES + 8) * ncpu, 20000));
+	ck_assert(itest_wait_num_ge(&r.d, "g2", "pages_in", (SMALL_RING_PAGES + 8) * ncpu, 20000));
+	dump = testd_ctl_begin(&r.d, "dump g1 g2 2>/dev/null");
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "faultshim: delay") == 1, 20000), "log: %s", r.d.log);
+	/* pages that came in since fill the reserve: the daemon dies now */
+	ck_assert(itest_wait_num_ge(&r.d, NULL, "reserve_used", 2 * ncpu * ITEST_PS, 20000));
+	kill_daemon(&r, &st);
+	testd_ctl_end(dump, NULL, 0);
+	for (int g = 0; g < NG; g++) {
+		itest_run_guest_stop(&r, g);
+		feed_slice(&r, g, 1);	/* held at its first page: the window is the dead daemon's */
+		r.fc[g].pages_per_sec = 0;
+		itest_run_guest(&r, g);
+	}
+	start_daemon_top(&r, &st, SMALL_TOP, NULL, false);
+	for (int g = 0; g < NG; g++) {
+		snprintf(who, sizeof(who), "guest g%d: ", g + 1);
+		snprintf(name, sizeof(name), "g%d", g + 1);
+		itest_expect_streaming(&r.d, name, 20000);
+		ck_assert_msg(log_count2(&r.d, who, ", 0 pages and 0 frames dropped") == (int)ncpu,
+			      "%spages dropped at the adoption (log: %s)", who, r.d.log);
+		home += (uint64_t)log_sum(&r.d, who, "dump reserve)");
+		itest_dump_one(&r.d, name, sample, sizeof(sample));
+		/* byte-exact, in order, no gap: the pages of the dump's time included */
+		ck_assert_uint_eq(check_sample(sample, 0, false, &lifetimes), SMALL_RING_PAGES * ncpu);
+		ck_assert_uint_eq(lifetimes, 2);
+	}
+	ck_assert_msg(home >= 2 * ncpu, "%llu pages brought home (log: %s)", (unsigned long long)home, r.d.log);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserves_refused"), 0);
+	expect_store_full(&st);	/* the old reserve let go, the new one in */
+	printf("a_kill_during_a_dump_keeps_the_reserve_pages: %llu pages brought home from the dump "
+	       "reserve, every window whole\n", (unsigned long long)home);
+	for (int g = 0; g < NG; g++)
+		ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
 	itest_run_end(&r);
 	sdstore_stop(&st);
 }
@@ -311,7 +469,7 @@ static void spoil_header(int fd)
 
 START_TEST(bad_rings_refused_and_counted)
 {
-	char names[SDSTORE_MAX * 256];
+	char names[SDSTORE_MAX * 256], old_reserve[256] = "";
 	int fds[SDSTORE_MAX];
 	struct itest_run r;
 	struct sdstore st;
@@ -339,10 +497,11 @@ START_TEST(bad_rings_refused_and_counted)
 	n = sdstore_listen(&st, fds, names, sizeof(names));
 	for (unsigned i = 0; i < n; i++)
 		close(fds[i]);
+	ck_assert_uint_eq(store_count_prefix(&st, "reserve/", old_reserve, sizeof(old_reserve)), 1);
 	pthread_mutex_lock(&st.lock);
 	for (unsigned i = 0; i < st.n; i++)
-		if (!strcmp(st.name[i], "ring/g1/0"))
-			spoil_header(st.fd[i]);
+		if (!strcmp(st.name[i], "ring/g1/0") || !strcmp(st.name[i], old_reserve))
+			spoil_header(st.fd[i]);	/* the reserve's too: its CRC */
 	pthread_mutex_unlock(&st.lock);
 	mfd = memfd_create("not-a-ring", MFD_CLOEXEC);
 	ck_assert_int_eq(ftruncate(mfd, 1 << 20), 0);
@@ -371,7 +530,12 @@ START_TEST(bad_rings_refused_and_counted)
 	ck_assert_int_eq(testd_log_count(&r.d, "guest g1: cpu1: ring handed back refused, starting "
 					 "afresh: not a sealed memfd"), 1);
 	ck_assert_int_eq(log_count2(&r.d, "guest g2: cpu0: ring handed back refused", "aux content id"), 1);
-	/* the daemon's own rings took their names in the store */
+	/* the dump reserve handed back: refused, counted, out of the store */
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserves_refused"), 1);
+	ck_assert_int_eq(log_count2(&r.d, "the dump reserve handed back", "is refused, the pages a dump had "
+				    "sent there are lost: header checksum mismatch"), 1);
+	ck_assert(ITEST_WAIT(sdstore_count(&st, old_reserve) == 0, 5000));
+	/* the daemon's own rings and reserve took their places in the store */
 	expect_store_full(&st);
 	/* the ring of no guest: closed, out of the store, at the first housekeeping */
 	ck_assert(itest_wait_num_ge(&r.d, NULL, "rings_unclaimed", 1, 15000));
@@ -395,6 +559,7 @@ int main(void)
 		step_ns = itest_unique_step(&in);
 	TEST_ADD(t, bad_rings_refused_and_counted);
 	TEST_ADD(t, sigkill_fd_store_recovery);
+	TEST_ADD(t, a_kill_during_a_dump_keeps_the_reserve_pages);
 	tcase_set_timeout(t, 600);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

@@ -312,6 +312,24 @@ START_TEST(another_layout_version_is_refused)
 	ck_assert_int_eq(persist_adopt_ring(fd, &w, &a, NULL, why, sizeof(why)), -EPROTO);
 	ck_assert_msg(strstr(why, "another layout version"), "%s", why);
 	close(fd);
+	/* an older layout (1: a 400-byte header, 32-byte slot records without
+	 * a reserve offset) is refused as such, never read as this one */
+	fd = clone_fd(persist_ring_fd(&R));
+	m = mmap(NULL, VMT_RINGMEM_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	for (int c = 0; c < 2; c++) {
+		uint8_t *h = m + c * VMT_RINGMEM_COPY_OFF;
+		uint32_t one = 1, size = 400, crc;
+
+		memcpy(h + 8, &one, 4);
+		memcpy(h + 12, &size, 4);
+		crc = crc32c(0, h, 396);
+		memcpy(h + 396, &crc, 4);
+	}
+	munmap(m, VMT_RINGMEM_HDR_BYTES);
+	ck_assert_int_eq(persist_adopt_ring(fd, &w, &a, NULL, why, sizeof(why)), -EPROTO);
+	ck_assert_msg(strstr(why, "another layout version (1; this vmtraced reads 2)"), "%s", why);
+	close(fd);
 	/* not a ring's at all */
 	fd = memfd_create("x", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	ck_assert_int_eq(ftruncate(fd, 8192), 0);
@@ -455,39 +473,235 @@ START_TEST(a_damaged_frame_is_dropped)
 }
 END_TEST
 
-START_TEST(pages_in_the_dump_reserve_are_not_taken)
+/*
+ * A ring of RAW_PAGES full, held whole by a dump, then five pages more:
+ * the first into the free fill slot, the next four into reserve pages.
+ */
+static void ring_with_away_pages(struct vmt_pagepool *pool, struct vmt_ring_hold *h)
+{
+	ck_assert_int_eq(pagepool_init(pool, 16 * PS), 0);
+	init_ring(&R, RAW_PAGES, false);
+	R.pool = pool;
+	for (uint64_t k = 0; k < RAW_PAGES; k++)
+		push(&R, k, false);
+	ck_assert_int_eq(ring_hold(&R, 0, R.count, h), 0);
+	for (uint64_t k = RAW_PAGES; k < RAW_PAGES + 5; k++)
+		push(&R, k, false);
+	ck_assert_uint_eq(R.displaced, 4);
+}
+
+/* A clone of the pool's memfd, mapped as a successor maps it. */
+static void open_reserve_clone(const struct vmt_pagepool *pool, struct vmt_persist_reserve *v)
+{
+	char why[160] = "";
+	int fd = clone_fd(pool->fd);
+
+	ck_assert_msg(persist_reserve_open(fd, v, why, sizeof(why)) == 0, "%s", why);
+	close(fd);	/* the mapping stays */
+	ck_assert_uint_eq(v->id, pool->id);
+	ck_assert_uint_eq(v->bytes, 16 * PS);
+}
+
+START_TEST(pages_in_the_dump_reserve_are_brought_home)
 {
 	struct vmt_persist_expect w = want(RAW_PAGES, false);
 	struct vmt_persist_adopted res;
+	struct vmt_persist_reserve v;
 	struct vmt_pagepool pool;
 	struct vmt_ring_hold h;
 	struct vmt_ring a;
 	uint64_t first, last;
 	char why[160] = "";
 
-	ck_assert_int_eq(pagepool_init(&pool, 16 * PS), 0);
-	init_ring(&R, RAW_PAGES, false);
-	R.pool = &pool;
-	for (uint64_t k = 0; k < RAW_PAGES; k++)
-		push(&R, k, false);
-	ck_assert_int_eq(ring_hold(&R, 0, R.count, &h), 0);
-	/* the first goes into the free fill slot, the next four into reserve pages */
-	for (uint64_t k = RAW_PAGES; k < RAW_PAGES + 5; k++)
-		push(&R, k, false);
-	ck_assert_uint_eq(R.displaced, 4);
+	ring_with_away_pages(&pool, &h);
+	/* no reserve handed back: those pages are dropped, and said why */
 	ck_assert_msg(adopt_clone(&R, &w, &a, &res, why, sizeof(why)) == 0, "%s", why);
 	ck_assert_uint_eq(res.pages_dropped, 4);
+	ck_assert_uint_eq(res.pages_no_reserve, 4);
+	ck_assert_uint_eq(res.pages_home, 0);
 	ck_assert_uint_eq(check_window(&a, &first, &last), RAW_PAGES - 4);
-	ck_assert_uint_eq(last, RAW_PAGES);
 	ring_free(&a);
-	/* once the dump is written the pages go home, and a successor takes them */
+	/* with it (as after a crash during the dump): home, byte-exact, in order */
+	open_reserve_clone(&pool, &v);
+	w.reserves = &v;
+	w.nreserves = 1;
+	ck_assert_msg(adopt_clone(&R, &w, &a, &res, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_eq(res.pages_dropped, 0);
+	ck_assert_uint_eq(res.pages_home, 4);
+	ck_assert_uint_eq(check_window(&a, &first, &last), RAW_PAGES);
+	ck_assert_uint_eq(first, 5);
+	ck_assert_uint_eq(last, RAW_PAGES + 4);
+	for (uint32_t i = 0; i < a.count; i++)
+		ck_assert_uint_eq(ring_slot(&a, i)->flags & VMT_SLOT_AWAY, 0);
+	for (uint32_t i = 0; i < a.count; i++) {	/* the dead daemon's window as it saw it */
+		ck_assert_uint_eq(ring_slot(&a, i)->seq, ring_slot(&R, i)->seq);
+		ck_assert_mem_eq(ring_page(&a, i), ring_page(&R, i), PS);
+	}
+	ring_free(&a);
+	/* a handed-over ring's reserve pages are checked too (scanned) */
+	w.handed_over = true;
+	ck_assert_msg(adopt_clone(&R, &w, &a, &res, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_eq(res.pages_home, 4);
+	ring_free(&a);
+	persist_reserve_close(&v);
+	/* once the dump is written the pages go home in the ring's own memfd */
 	ring_release(&h);
 	ring_settle(&R);
+	w.reserves = NULL;
+	w.nreserves = 0;
+	w.handed_over = false;
 	ck_assert_msg(adopt_clone(&R, &w, &a, &res, why, sizeof(why)) == 0, "%s", why);
 	ck_assert_uint_eq(res.pages_dropped, 0);
 	ck_assert_uint_eq(check_window(&a, &first, &last), RAW_PAGES);
 	ck_assert_uint_eq(last, RAW_PAGES + 4);
 	ring_free(&a);
+	ring_free(&R);
+	pagepool_free(&pool);
+}
+END_TEST
+
+/* The reserve's memfd, its header damaged one way; what the refusal says. */
+START_TEST(a_bad_reserve_is_refused)
+{
+	struct vmt_persist_reserve v;
+	struct vmt_pagepool pool;
+	struct vmt_reserve_hdr *hd;
+	char why[160] = "";
+	uint8_t *m;
+	int fd;
+
+	ck_assert_int_eq(pagepool_init(&pool, 16 * PS), 0);
+	for (int c = 0; c < 4; c++) {
+		fd = clone_fd(pool.fd);
+		m = mmap(NULL, VMT_RESERVE_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		ck_assert_ptr_ne(m, MAP_FAILED);
+		hd = (struct vmt_reserve_hdr *)m;
+		if (c == 0) {
+			m[20] ^= 0x40;	/* the id: the CRC no longer matches */
+		} else if (c == 1) {
+			hd->layout = VMT_RESERVE_LAYOUT + 1;
+			hd->crc = crc32c(0, hd, offsetof(struct vmt_reserve_hdr, crc));
+		} else if (c == 2) {
+			hd->bytes += 2 * PS;	/* more pages than the memfd holds */
+			hd->crc = crc32c(0, hd, offsetof(struct vmt_reserve_hdr, crc));
+		} else {
+			memcpy(m, &(uint64_t){ VMT_PERSIST_MAGIC }, 8);	/* a ring's */
+		}
+		munmap(m, VMT_RESERVE_HDR_BYTES);
+		ck_assert_int_eq(persist_reserve_open(fd, &v, why, sizeof(why)), c == 1 ? -EPROTO : -EBADMSG);
+		ck_assert_msg(strstr(why, (const char *[]){ "checksum", "another layout version",
+							  "do not add up", "not a dump reserve" }[c]),
+			      "%d: %s", c, why);
+		ck_assert_ptr_null(v.base);
+		close(fd);
+	}
+	/* not sealed: its size could change under the mapping */
+	fd = memfd_create("x", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_eq(ftruncate(fd, 8 * PS), 0);
+	ck_assert_int_eq(persist_reserve_open(fd, &v, why, sizeof(why)), -EBADMSG);
+	ck_assert_msg(strstr(why, "sealed"), "%s", why);
+	close(fd);
+	pagepool_free(&pool);
+}
+END_TEST
+
+/* The ring's AWAY records in a clone of its memfd, for a test to change. */
+static struct vmt_ring_slot *away_records(uint8_t *m, uint32_t *idx, uint32_t *n)
+{
+	struct vmt_ringmem_hdr h;
+	struct vmt_ring_slot *sl;
+	char why[96];
+
+	ck_assert_int_eq(ringmem_read_hdr(m, VMT_RINGMEM_HDR_BYTES, &h, why, sizeof(why)), 0);
+	sl = (struct vmt_ring_slot *)(m + h.slots_off);
+	*n = 0;
+	for (uint32_t s = 0; s <= h.nr_pages; s++)
+		if (sl[s].flags & VMT_SLOT_AWAY)
+			idx[(*n)++] = s;
+	return sl;
+}
+
+START_TEST(an_away_slot_out_of_the_reserve_or_disagreeing_is_dropped)
+{
+	struct vmt_persist_expect w = want(RAW_PAGES, false);
+	struct vmt_persist_adopted res;
+	struct vmt_persist_reserve v, other;
+	struct vmt_pagepool pool, pool2;
+	struct vmt_ring_slot *sl;
+	struct vmt_ring_hold h;
+	struct vmt_ring a;
+	uint32_t idx[8], n;
+	uint64_t first, last;
+	char why[160] = "";
+	struct stat st;
+	uint8_t *m, *rm;
+	int fd, rfd;
+
+	ring_with_away_pages(&pool, &h);
+	fd = clone_fd(persist_ring_fd(&R));
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	sl = away_records(m, idx, &n);
+	ck_assert_uint_eq(n, 4);
+	/* past the end, wrapping past it, not on a unit; the fourth stays good
+	 * (the reserve is mapped read-only: a bad offset would fault, not read
+	 * another's memory) */
+	sl[idx[3]].away = (uint64_t)16 * PS;
+	sl[idx[2]].away = UINT64_MAX - PS / 2;
+	sl[idx[1]].away = 100;
+	rfd = clone_fd(pool.fd);
+	ck_assert_int_eq(persist_reserve_open(rfd, &v, why, sizeof(why)), 0);
+	close(rfd);
+	w.reserves = &v;
+	w.nreserves = 1;
+	ck_assert_msg(persist_adopt_ring(fd, &w, &a, &res, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_eq(res.pages_dropped, 3);
+	ck_assert_uint_eq(res.pages_home, 1);
+	ck_assert_uint_eq(res.pages_no_reserve, 3);
+	ring_free(&a);
+	persist_reserve_close(&v);
+	munmap(m, (size_t)st.st_size);
+	close(fd);
+
+	/* a page in the reserve that does not agree with its record */
+	fd = clone_fd(persist_ring_fd(&R));
+	rfd = clone_fd(pool.fd);
+	rm = mmap(NULL, VMT_RESERVE_HDR_BYTES + 16 * PS, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+	ck_assert_ptr_ne(rm, MAP_FAILED);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	sl = away_records(m, idx, &n);
+	make(rm + VMT_RESERVE_HDR_BYTES + sl[idx[0]].away, 1000);	/* a good page, another one */
+	memset(rm + VMT_RESERVE_HDR_BYTES + sl[idx[1]].away + 16, 0xff, 64);	/* torn */
+	munmap(rm, VMT_RESERVE_HDR_BYTES + 16 * PS);
+	munmap(m, (size_t)st.st_size);
+	ck_assert_int_eq(persist_reserve_open(rfd, &v, why, sizeof(why)), 0);
+	close(rfd);
+	ck_assert_msg(persist_adopt_ring(fd, &w, &a, &res, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_eq(res.pages_dropped, 2);
+	ck_assert_uint_eq(res.pages_no_reserve, 0);
+	ck_assert_uint_eq(res.pages_home, 2);
+	ck_assert_uint_eq(check_window(&a, &first, &last), RAW_PAGES - 2);
+	ring_free(&a);
+	persist_reserve_close(&v);
+
+	/* another daemon's reserve (its id is not the one the ring names); the
+	 * adoption above wrote into its clone: a fresh one */
+	close(fd);
+	fd = clone_fd(persist_ring_fd(&R));
+	ck_assert_int_eq(pagepool_init(&pool2, 16 * PS), 0);
+	open_reserve_clone(&pool2, &other);
+	w.reserves = &other;
+	ck_assert_msg(persist_adopt_ring(fd, &w, &a, &res, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_eq(res.pages_no_reserve, 4);
+	ck_assert_uint_eq(res.pages_home, 0);
+	ring_free(&a);
+	persist_reserve_close(&other);
+	pagepool_free(&pool2);
+	close(fd);
+	ring_release(&h);
 	ring_free(&R);
 	pagepool_free(&pool);
 }
@@ -722,7 +936,9 @@ int main(void)
 	tcase_add_test(t, a_page_not_yet_committed_is_not_taken);
 	tcase_add_test(t, a_page_damaged_after_its_record_is_dropped);
 	tcase_add_test(t, a_damaged_frame_is_dropped);
-	tcase_add_test(t, pages_in_the_dump_reserve_are_not_taken);
+	tcase_add_test(t, pages_in_the_dump_reserve_are_brought_home);
+	tcase_add_test(t, a_bad_reserve_is_refused);
+	tcase_add_test(t, an_away_slot_out_of_the_reserve_or_disagreeing_is_dropped);
 	tcase_add_test(t, a_writer_killed_at_random_leaves_what_it_committed);
 	tcase_add_test(t, fd_names_are_valid_for_systemd);
 	tcase_add_test(t, the_fd_store_gets_the_memfd_and_its_name);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* ring: overwrite order, page boundaries, counters; pages held by dumps
  * and the reserve that fills in for them. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pagegen.h"
 #include "ring.h"
@@ -341,6 +343,15 @@ START_TEST(held_pages_outlive_the_ring)
 }
 END_TEST
 
+/* 512-byte blocks the memfd holds in memory */
+static long long memfd_blocks(int fd)
+{
+	struct stat st;
+
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	return (long long)st.st_blocks;
+}
+
 START_TEST(pool_hands_out_what_it_has)
 {
 	struct vmt_pagepool pool;
@@ -362,13 +373,19 @@ START_TEST(pool_hands_out_what_it_has)
 	ck_assert_uint_eq(pagepool_available(&pool, PS), 1);
 	ck_assert_ptr_eq(pg[4] = pagepool_get(&pool, PS), pg[0]);
 	for (int i = 1; i < 5; i++)
+		memset(pg[i], 0x5a, PS);	/* in the memfd now */
+	ck_assert_int_ge(memfd_blocks(pool.fd), 5 * PS / 512);
+	for (int i = 1; i < 5; i++)
 		pagepool_unslot(&pool, pg[i], PS);
+	/* nothing borrowed: the memfd holds its header page only */
+	ck_assert_int_eq(memfd_blocks(pool.fd), VMT_RESERVE_HDR_BYTES / 512);
 	ck_assert_uint_eq(pool.in_use, 0);
 	ck_assert_uint_eq(pool.top, 0);
 	ck_assert_uint_eq(pool.borrowed, 5);
 	pagepool_free(&pool);
-	/* no reserve at all */
+	/* no reserve at all: no memfd either */
 	ck_assert_int_eq(pagepool_init(&pool, 0), 0);
+	ck_assert_int_eq(pool.fd, -1);
 	ck_assert_uint_eq(pagepool_available(&pool, PS), 0);
 	ck_assert_ptr_null(pagepool_get(&pool, PS));
 	pagepool_free(&pool);
