@@ -39,22 +39,11 @@ static int pool_memfd(struct vmt_pagepool *p, size_t bytes)
 {
 	size_t size = VMT_RESERVE_HDR_BYTES + bytes;
 	struct vmt_reserve_hdr h;
-	void *m;
-	int fd = memfd_create("vmtraced-reserve", MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
+	uint8_t *m;
+	int fd, err = sealed_memfd("vmtraced-reserve", size, MAP_NORESERVE, &fd, &m);
 
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		err = errno == ENOSPC || errno == EFBIG ? -ENOMEM : -errno;
-		close(fd);
+	if (err < 0)
 		return err;
-	}
-	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-	if (m == MAP_FAILED) {
-		close(fd);
-		return -ENOMEM;
-	}
 	h = (struct vmt_reserve_hdr){ .magic = VMT_RESERVE_MAGIC, .layout = VMT_RESERVE_LAYOUT,
 				      .hdr_size = sizeof(h), .id = new_id(), .created_ns = realtime_ns(),
 				      .bytes = bytes, .size = size, .unit = VMT_POOL_UNIT };

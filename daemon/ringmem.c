@@ -35,30 +35,6 @@ static uint64_t realtime_ns(void)
 }
 
 /* A sealed memfd of size bytes, mapped shared and pre-faulted. */
-static int memfd_map(size_t size, int *fd_out, uint8_t **base)
-{
-	int fd = memfd_create("vmtraced-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
-	void *m;
-
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		err = errno == ENOSPC || errno == EFBIG ? -ENOMEM : -errno;
-		close(fd);
-		return err;
-	}
-	/* pre-faulted: the ring's memory is spent now, not when a guest gets busy */
-	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-	if (m == MAP_FAILED) {
-		close(fd);
-		return -ENOMEM;
-	}
-	*fd_out = fd;
-	*base = m;
-	return 0;
-}
-
 static struct vmt_ringmem *ringmem_alloc(int fd, uint8_t *base, size_t size, uint32_t nslots,
 					 uint32_t page_size, size_t pages_off)
 {
@@ -86,7 +62,8 @@ int ringmem_new(struct vmt_ringmem **out, const struct vmt_ringmem_geom *g)
 
 	*out = NULL;
 	ringmem_layout(g, &l);
-	err = memfd_map(l.size, &fd, &base);
+	/* pre-faulted: the ring's memory is spent now, not when a guest gets busy */
+	err = sealed_memfd("vmtraced-ring", l.size, MAP_POPULATE, &fd, &base);
 	if (err < 0)
 		return err;
 	rm = ringmem_alloc(fd, base, l.size, g->nslots, g->page_size, l.pages_off);

@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -330,5 +331,28 @@ int parse_duration_ms(const char *s, uint64_t *ms)
 	if (errno || v > UINT64_MAX / units[i].ms)
 		return -ERANGE;
 	*ms = v * units[i].ms;
+	return 0;
+}
+
+int sealed_memfd(const char *name, size_t size, int map_flags, int *fd_out, uint8_t **base)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
+	void *m;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		err = errno == ENOSPC || errno == EFBIG ? -ENOMEM : -errno;
+		close(fd);
+		return err;
+	}
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | map_flags, fd, 0);
+	if (m == MAP_FAILED) {
+		close(fd);
+		return -ENOMEM;
+	}
+	*fd_out = fd;
+	*base = m;
 	return 0;
 }

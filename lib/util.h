@@ -102,4 +102,10 @@ int parse_size(const char *s, uint64_t *out);
  * is seconds. -EINVAL for anything else, -ERANGE past UINT64_MAX ms. */
 int parse_duration_ms(const char *s, uint64_t *ms);
 
+/* A memfd of size bytes whose size is sealed (shrink, grow, the seals
+ * themselves), mapped shared with map_flags added (MAP_POPULATE, ...):
+ * what a successor may map and trust the size of. -ENOMEM when the memory
+ * is not there. */
+int sealed_memfd(const char *name, size_t size, int map_flags, int *fd_out, uint8_t **base);
+
 #endif

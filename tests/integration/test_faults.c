@@ -51,24 +51,11 @@ static struct itest_input in;
 
 /* ---- the shim ---------------------------------------------------------------- */
 
-static const char *shim_path(void)
-{
-	static char p[PATH_MAX];
-	const char *e = getenv("VMT_FAULTSHIM"), *b = test_builddir();
-
-	if (e)
-		return e;
-	if (b[0] == '/')
-		snprintf(p, sizeof(p), "%s/tests/tools/faultshim.so", b);
-	else
-		snprintf(p, sizeof(p), "%s/%s/tests/tools/faultshim.so", test_srcdir(), b);
-	return p;
-}
 
 #define NEED_SHIM()                                                                        \
 	do {                                                                               \
-		if (access(shim_path(), R_OK))                                             \
-			VMT_SKIP("no %s: build it with make tests", shim_path());          \
+		if (access(test_shim_path(), R_OK))                                             \
+			VMT_SKIP("no %s: build it with make tests", test_shim_path());          \
 	} while (0)
 
 /* The environment that preloads the shim with rule: static, one daemon at a time. */
@@ -79,7 +66,7 @@ static const struct testd_opts *fault_opts(const char *rule, int append_log)
 	static struct testd_opts o;
 	const char *a = getenv("ASAN_OPTIONS");
 
-	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", shim_path());
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", test_shim_path());
 	snprintf(fault, sizeof(fault), "VMT_FAULT=%s", rule);
 	/* the shim comes ahead of a sanitizer runtime, which then has to be told */
 	snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0", a ? a : "",
@@ -658,7 +645,7 @@ int main(void)
 	int rc;
 
 	itest_input_prepare(&in);
-	printf("input: %s, %u CPUs; shim: %s\n", in.source, in.ncpus, shim_path());
+	printf("input: %s, %u CPUs; shim: %s\n", in.source, in.ncpus, test_shim_path());
 	fflush(stdout);
 
 	if (!getenv("VMT_TEST") || strstr("injected", getenv("VMT_TEST")))

@@ -362,20 +362,6 @@ START_TEST(sigkill_fd_store_recovery)
 }
 END_TEST
 
-/* The fault shim (tests/tools/faultshim.c), to make a dump's write slow. */
-static const char *shim_path(void)
-{
-	static char p[PATH_MAX];
-	const char *e = getenv("VMT_FAULTSHIM"), *b = test_builddir();
-
-	if (e)
-		return e;
-	if (b[0] == '/')
-		snprintf(p, sizeof(p), "%s/tests/tools/faultshim.so", b);
-	else
-		snprintf(p, sizeof(p), "%s/%s/tests/tools/faultshim.so", test_srcdir(), b);
-	return p;
-}
 
 #define SMALL_RING_PAGES 64
 static const char *SMALL_TOP = "record:\n  ring_size: 256KiB\n  compression: off\n";
@@ -398,11 +384,11 @@ START_TEST(a_kill_during_a_dump_keeps_the_reserve_pages)
 	FILE *dump;
 
 	ITEST_NEED_INPUT(in);
-	if (access(shim_path(), R_OK))
-		VMT_SKIP("no %s: build it with make tests", shim_path());
+	if (access(test_shim_path(), R_OK))
+		VMT_SKIP("no %s: build it with make tests", test_shim_path());
 	itest_run_init(&r, &in, "recover-dump");
 	ck_assert_int_eq(sdstore_start(&st, r.dir), 0);
-	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", shim_path());
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", test_shim_path());
 	snprintf(rule, sizeof(rule), "VMT_FAULT=anywrite:delay=60000:count=1:name=.vmts.tmp-:path=%s/state/",
 		 r.dir);
 	/* the shim comes ahead of a sanitizer runtime, which then has to be told */

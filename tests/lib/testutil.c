@@ -170,3 +170,17 @@ uint8_t *test_slurp(int fd, size_t *len)
 	*len = (size_t)n;
 	return b;
 }
+
+const char *test_shim_path(void)
+{
+	static char p[PATH_MAX];
+	const char *e = getenv("VMT_FAULTSHIM"), *b = test_builddir();
+
+	if (e)
+		return e;
+	if (b[0] == '/')
+		snprintf(p, sizeof(p), "%s/tests/tools/faultshim.so", b);
+	else
+		snprintf(p, sizeof(p), "%s/%s/tests/tools/faultshim.so", test_srcdir(), b);
+	return p;
+}

@@ -47,6 +47,9 @@ uint64_t test_now_ms(void);
 const char *test_srcdir(void);
 /* Build directory holding the programs (VMT_BUILD, else "build"). */
 const char *test_builddir(void);
+/* The fault shim (tests/tools/faultshim.c) to LD_PRELOAD: $VMT_FAULTSHIM, or
+ * the build folder's. */
+const char *test_shim_path(void);
 /* VMT_CORPUS, or BUILD/corpus/guest-6.1 (make unpacks tests/corpus/ there), or
  * ../shared/corpus/guest-6.1 beside the source tree; NULL if none is there. */
 const char *test_corpus_dir(void);
