@@ -484,21 +484,6 @@ END_TEST
 
 /* ---- issue 5: clock points from KVM's TSC offsets ------------------------------ */
 
-/* in's bundle with trace_clock saying x86-tsc is in force */
-static void bundle_with_clock(struct vmt_buf *b, const char *clock_file)
-{
-	struct vmt_meta_entry e;
-	size_t pos = 0;
-
-	while (meta_next(in.bundle.data, in.bundle.len, &pos, &e) > 0) {
-		char name[256];
-		snprintf(name, sizeof(name), "%.*s", (int)e.name_len, e.name);
-		if (!strcmp(name, "trace_clock"))
-			ck_assert_int_eq(meta_add(b, name, clock_file, (uint32_t)strlen(clock_file)), 0);
-		else
-			ck_assert_int_eq(meta_add(b, name, e.data, e.data_len), 0);
-	}
-}
 
 START_TEST(kvm_tsc_offsets_become_clock_points)
 {
@@ -511,7 +496,7 @@ START_TEST(kvm_tsc_offsets_become_clock_points)
 
 	NEED_INPUT();
 	itest_run_init(&r, &in, "kvmtsc");
-	bundle_with_clock(&b, "local global counter [x86-tsc]\n");
+	itest_bundle_with_clock(&in, &b, "local global counter [x86-tsc]\n");
 	r.fc[0].bundle = b.data;
 	r.fc[0].bundle_len = b.len;
 	itest_run_guest(&r, 0);

@@ -79,6 +79,27 @@ static void check_sample(const char *path)
 	sample_free(sm);
 }
 
+/* The stand-ins let go of the rest of their pages; every page reaches the
+ * rings; the first ndump guests' samples hold all of them, byte-exact. */
+static void release_and_check(struct itest_run *r, int ndump)
+{
+	char sample[PATH_MAX], name[8];
+
+	for (int g = 0; g < NG; g++) {
+		ck_assert_int_eq(fakeguest_release(&r->fg[g]), 0);
+		ck_assert_int_eq(fakeguest_wait_sent(&r->fg[g], 20000), 0);
+	}
+	for (int g = 0; g < NG; g++) {
+		snprintf(name, sizeof(name), "g%d", g + 1);
+		itest_expect_pages_in(&r->d, name, NPAGES * ncpu);
+	}
+	for (int g = 0; g < ndump; g++) {
+		snprintf(name, sizeof(name), "g%d", g + 1);
+		itest_dump_one(&r->d, name, sample, sizeof(sample));
+		check_sample(sample);
+	}
+}
+
 static int guest_samples(struct itest_run *r, const char *guest, char ***list)
 {
 	char dir[400];
@@ -134,7 +155,7 @@ static void expect_keeper_reaped(struct itest_run *r)
 static void keeps_sessions(bool by_signal)
 {
 	unsigned hellos[NG];
-	char bin[PATH_MAX], out[256], sample[PATH_MAX];
+	char bin[PATH_MAX], out[256];
 	struct itest_run r;
 	pid_t pid;
 
@@ -156,16 +177,7 @@ static void keeps_sessions(bool by_signal)
 	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "detectors and host source set up after "
 						 "the take-over") == 1, 20000), "log: %s", r.d.log);
 	expect_keeper_reaped(&r);
-	for (int g = 0; g < NG; g++) {
-		ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
-		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[g], 20000), 0);
-	}
-	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
-	itest_expect_pages_in(&r.d, "g2", NPAGES * ncpu);
-	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
-	check_sample(sample);
-	itest_dump_one(&r.d, "g2", sample, sizeof(sample));
-	check_sample(sample);
+	release_and_check(&r, NG);
 	for (int g = 0; g < NG; g++) {
 		fakeguest_poll(&r.fg[g]);
 		ck_assert_msg(r.fg[g].host_hellos == hellos[g] && r.fg[g].starts == 1,
@@ -380,22 +392,6 @@ START_TEST(reload_hands_over)
 }
 END_TEST
 
-/* in's bundle with trace_clock saying x86-tsc is in force (as test_daemon) */
-static void bundle_with_clock(struct vmt_buf *b, const char *clock_file)
-{
-	struct vmt_meta_entry e;
-	size_t pos = 0;
-
-	while (meta_next(in.bundle.data, in.bundle.len, &pos, &e) > 0) {
-		char name[256];
-
-		snprintf(name, sizeof(name), "%.*s", (int)e.name_len, e.name);
-		if (!strcmp(name, "trace_clock"))
-			ck_assert_int_eq(meta_add(b, name, clock_file, (uint32_t)strlen(clock_file)), 0);
-		else
-			ck_assert_int_eq(meta_add(b, name, e.data, e.data_len), 0);
-	}
-}
 
 /* KVM's debugfs as the kernel lays it out, for the stand-in's pid: each
  * vCPU c's tsc-offset base + c. */
@@ -431,7 +427,7 @@ START_TEST(upgrade_keeps_clock_points)
 	snprintf(bin, sizeof(bin), "%s/vmtraced", r.dir);
 	ck_assert_int_eq(itest_sh("cp %s/%s/vmtraced %s", test_srcdir(), test_builddir(), bin), 0);
 	o.bin = bin;
-	bundle_with_clock(&bundle, "local global counter [x86-tsc]\n");
+	itest_bundle_with_clock(&in, &bundle, "local global counter [x86-tsc]\n");
 	feed(&r, 0);
 	r.fc[0].bundle = bundle.data;
 	r.fc[0].bundle_len = bundle.len;
@@ -484,7 +480,7 @@ END_TEST
  */
 START_TEST(upgrade_failed_exec_goes_on)
 {
-	char bin[PATH_MAX], out[256], sample[PATH_MAX];
+	char bin[PATH_MAX], out[256];
 	struct itest_run r;
 
 	ITEST_NEED_INPUT(in);
@@ -495,14 +491,7 @@ START_TEST(upgrade_failed_exec_goes_on)
 	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
 	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade failed, going on: execve") == 1,
 				 20000), "log: %s", r.d.log);
-	for (int g = 0; g < NG; g++) {
-		ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
-		ck_assert_int_eq(fakeguest_wait_sent(&r.fg[g], 20000), 0);
-	}
-	itest_expect_pages_in(&r.d, "g1", NPAGES * ncpu);
-	itest_expect_pages_in(&r.d, "g2", NPAGES * ncpu);
-	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
-	check_sample(sample);
+	release_and_check(&r, 1);
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 0);
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
 	itest_run_end(&r);

@@ -19,6 +19,7 @@
 
 #include "corpus.h"
 #include "ctlproto.h"
+#include "meta.h"
 #include "itest.h"
 #include "page.h"
 #include "sample.h"
@@ -1000,4 +1001,20 @@ void itest_unique_page(const struct itest_input *in, uint64_t step, unsigned cpu
 {
 	memcpy(out, in->pages[cpu] + (k % in->npages[cpu]) * ITEST_PS, ITEST_PS);
 	put_le64(out, ITEST_UNIQUE_BASE + k * step);
+}
+
+void itest_bundle_with_clock(const struct itest_input *in, struct vmt_buf *b, const char *clock_file)
+{
+	struct vmt_meta_entry e;
+	size_t pos = 0;
+
+	while (meta_next(in->bundle.data, in->bundle.len, &pos, &e) > 0) {
+		char name[256];
+
+		snprintf(name, sizeof(name), "%.*s", (int)e.name_len, e.name);
+		if (!strcmp(name, "trace_clock"))
+			ck_assert_int_eq(meta_add(b, name, clock_file, (uint32_t)strlen(clock_file)), 0);
+		else
+			ck_assert_int_eq(meta_add(b, name, e.data, e.data_len), 0);
+	}
 }

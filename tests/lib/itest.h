@@ -54,6 +54,9 @@ uint64_t itest_unique_step(const struct itest_input *in);
 void itest_unique_page(const struct itest_input *in, uint64_t step, unsigned cpu, uint64_t k,
 		       uint8_t *out);
 void itest_input_free(struct itest_input *in);
+/* in's bundle into b, its trace_clock file replaced by clock_file (e.g. one
+ * saying x86-tsc is in force). */
+void itest_bundle_with_clock(const struct itest_input *in, struct vmt_buf *b, const char *clock_file);
 /* Events in n pages, as page_scan() counts them. */
 uint64_t itest_events_of(const uint8_t *p, size_t n);
 /* A fakeguest that sends in's pages (the caller may change them after). */
