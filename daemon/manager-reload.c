@@ -6,7 +6,8 @@
  * their sessions and rings, new ones start, removed ones stop; discovered
  * guests stay unless a configured one takes their name; the host source
  * stays if host: did not change; the detectors load again if theirs did.
- * What only a new process can take (user, sandbox, dump_reserve) is
+ * What only a new process can take (user, sandbox, dump_reserve, the
+ * fleet's connection and the label subjects it subscribes to) is
  * taken by handing over to one that reads the file, as an upgrade does;
  * what only a restart can change (control_socket; the detectors and the
  * host source when not running as root) is said and kept.
@@ -45,6 +46,27 @@ static bool host_conf_equal(const struct vmt_host_conf *a, const struct vmt_host
 	return a->enabled == b->enabled && !strcmp(a->events, b->events) &&
 	       !strcmp(a->clock, b->clock) && a->ring_size == b->ring_size &&
 	       a->buffer_kb == b->buffer_kb && a->qemu_only == b->qemu_only;
+}
+
+/* Whether every configured guest carries the same fleet labels in a and b
+ * (the subjects a fleet host subscribes to). */
+static const char *labels_of(const struct vmt_config *c, const char *name)
+{
+	for (uint32_t i = 0; i < c->nguests; i++)
+		if (!strcmp(c->guests[i].name, name))
+			return c->guests[i].labels;
+	return "";
+}
+
+static bool labels_equal(const struct vmt_config *a, const struct vmt_config *b)
+{
+	for (uint32_t i = 0; i < a->nguests; i++)
+		if (strcmp(a->guests[i].labels, labels_of(b, a->guests[i].name)))
+			return false;
+	for (uint32_t i = 0; i < b->nguests; i++)
+		if (strcmp(b->guests[i].labels, labels_of(a, b->guests[i].name)))
+			return false;
+	return true;
 }
 
 /* Read and resolve the file into nc; what takes a restart stays as it is. */
@@ -88,9 +110,11 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct relo
 		memcpy(nc->detectors, m->conf.detectors, sizeof(nc->detectors));
 		nc->host = m->conf.host;
 	}
-	/* the fleet keeps its connection and subscriptions (fleet.h) */
-	if (memcmp(&nc->fleet, &m->conf.fleet, sizeof(nc->fleet))) {
-		log_warning("fleet changed: it takes effect at the next start");
+	/* the fleet keeps its connection and subscriptions (fleet.h): a new
+	 * fleet: or new labels are a new process's, handed over to */
+	if (memcmp(&nc->fleet, &m->conf.fleet, sizeof(nc->fleet)) ||
+	    (nc->fleet.enabled && !labels_equal(nc, &m->conf))) {
+		add_later(c, "fleet");
 		nc->fleet = m->conf.fleet;
 		nc->retention.hold_unuploaded = m->conf.retention.hold_unuploaded;
 	}

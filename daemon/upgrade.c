@@ -255,6 +255,12 @@ static int move_and_exec(struct vmt_upgrade_out *o, const char *exe, char *const
 		snprintf(num, sizeof(num), "%d", keeper);
 		setenv(VMT_UPGRADE_KEEPER_ENV, num, 1);
 	}
+	/* the successor gets what LISTEN_FDS lists and nothing else: a
+	 * library's fd without O_CLOEXEC (libnats' socket, whose server would
+	 * go on routing the old subscriptions to it) is closed by the execve */
+	if (close_range(3 + n, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		log_warning("upgrade: fds past the hand-over's kept open: close_range: %s",
+			    strerror(errno));
 	execv(exe, argv);
 	r = -errno;
 	keeper_end(keeper, keeper_w);

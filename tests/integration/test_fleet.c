@@ -581,6 +581,67 @@ START_TEST(hostile_requests_refused)
 END_TEST
 
 /* NATS unreachable, max_samples: 1: retention keeps what is not uploaded. */
+/*
+ * A reload that gives the guest another label: the fleet takes it by
+ * handing over to a new process (the sessions kept), which subscribes to
+ * the new label's subject and to the old one no more.
+ */
+START_TEST(reload_new_labels_hand_over)
+{
+	struct cluster c;
+	struct itest_run r;
+	char fl[600], url[64], body[sizeof(r.body)], out[512], *at;
+	natsConnection *nc = NULL;
+	natsMsg *m = NULL;
+	natsStatus s;
+
+	ITEST_NEED_INPUT(in);
+	need_tools();
+	cluster_start(&c, "fleetreload", 1);
+	snprintf(fl, sizeof(fl), "fleet:\n  servers: [nats://127.0.0.1:%d]\n  user: vmt\n"
+		 "  password: good\n  host_id: hostE\n", c.n[0].port);
+	host_start(&r, "hostE", fl, "{tenant: t1}");
+	wait_fleet_state(&r.d, "connected");
+	snprintf(url, sizeof(url), "nats://vmt:good@127.0.0.1:%d", c.n[0].port);
+	ck_assert_int_eq(natsConnection_ConnectTo(&nc, url), NATS_OK);
+	ck_assert_int_eq(natsConnection_RequestString(&m, nc, "vmtrace.dump.label.tenant.t1", "{}",
+						      test_deadline_ms(20000)), NATS_OK);
+	ck_assert_msg(strstr(natsMsg_GetData(m), "\"samples\":[{"), "%s", natsMsg_GetData(m));
+	natsMsg_Destroy(m);
+
+	snprintf(body, sizeof(body), "%s", r.body);
+	at = strstr(body, "{tenant: t1}");
+	ck_assert_ptr_nonnull(at);
+	at[10] = '2';
+	ck_assert_int_eq(itest_write_conf(&r.d, body), 0);
+	ck_assert_msg(itest_ctl(&r.d, out, sizeof(out), "reload") == 0, "reload: %s", out);
+	ck_assert_msg(ITEST_WAIT(itest_num(&r.d, NULL, "upgrades") == 1, 20000),
+		      "no hand-over after the labels changed (log: %s)", r.d.log);
+	ck_assert_int_eq(testd_log_count(&r.d, "fleet changed: handing over"), 1);
+	wait_fleet_state(&r.d, "connected");
+	ck_assert_uint_eq(itest_num(&r.d, "g1", "sessions"), 1);
+	/* the new label answers (its subscription is made once connected:
+	 * asked until it is there, the deadline only catches a hang) */
+	for (uint64_t end = test_now_ms() + (uint64_t)test_deadline_ms(20000);;) {
+		s = natsConnection_RequestString(&m, nc, "vmtrace.dump.label.tenant.t2", "{}",
+						 test_deadline_ms(20000));
+		if (s != NATS_NO_RESPONDERS)
+			break;
+		ck_assert_msg(test_now_ms() < end, "nobody subscribes to tenant.t2 (log: %s)", r.d.log);
+		usleep(20000);
+	}
+	ck_assert_int_eq(s, NATS_OK);
+	ck_assert_msg(strstr(natsMsg_GetData(m), "\"samples\":[{"), "%s", natsMsg_GetData(m));
+	natsMsg_Destroy(m);
+	/* the old one nobody holds: the old process's connection went with it */
+	ck_assert_int_eq(natsConnection_RequestString(&m, nc, "vmtrace.dump.label.tenant.t1", "{}",
+						      test_deadline_ms(10000)), NATS_NO_RESPONDERS);
+	natsConnection_Destroy(nc);
+	itest_run_end(&r);
+	cluster_stop(&c);
+}
+END_TEST
+
 START_TEST(retention_keeps_unuploaded)
 {
 	struct itest_run r;
@@ -611,6 +672,7 @@ int main(void)
 	TEST_ADD(t, wrong_credentials_local_goes_on);
 	TEST_ADD(t, hostile_requests_refused);
 	TEST_ADD(t, retention_keeps_unuploaded);
+	TEST_ADD(t, reload_new_labels_hand_over);
 	TEST_ADD(t, label_dump_two_hosts_bucket_outages);
 	tcase_set_timeout(t, 600);
 	suite_add_tcase(s, t);
