@@ -562,13 +562,37 @@ static int names_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* One guest folder: aux files first, so a sample's aux is there before its
- * announcement; then samples, oldest first. */
+/* Another name into *v (grown as needed, up to cap names): false when full. */
+static bool names_add(char ***v, size_t *nv, size_t *room, size_t cap, const char *name)
+{
+	if (*nv >= cap)
+		return false;
+	if (*nv == *room) {
+		size_t more = *room ? *room * 2 : 64;
+		char **nvv = realloc(*v, more * sizeof(**v));
+
+		if (!nvv)
+			return false;
+		*v = nvv;
+		*room = more;
+	}
+	(*v)[*nv] = strdup(name);
+	*nv += (*v)[*nv] != NULL;
+	return true;
+}
+
+/*
+ * One guest folder: aux files first, so a sample's aux is there before its
+ * announcement; then samples, oldest first. Every file not uploaded counts
+ * in *waiting; a pass takes every aux file (retention.max_aux bounds them)
+ * and up to queue_max samples in the order the folder lists them (oldest
+ * first among those), the rest wait on disk for the next pass.
+ */
 static int scan_guest(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int sfd,
 		      const char *guest, uint64_t *waiting, bool upload_now)
 {
-	char *v[4096];
-	size_t nv = 0;
+	char **v = NULL;
+	size_t nv = 0, room = 0, over = 0;
 	DIR *d;
 	int gfd, r = 0;
 	struct dirent *de;
@@ -581,7 +605,7 @@ static int scan_guest(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int sf
 		close(gfd);
 		return 0;
 	}
-	while ((de = readdir(d)) && nv < ARRAY_SIZE(v)) {
+	while ((de = readdir(d))) {
 		char mk[300];
 		struct stat st;
 		size_t l = strlen(de->d_name);
@@ -600,12 +624,16 @@ static int scan_guest(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int sf
 		snprintf(mk, sizeof(mk), "%s.uploaded", de->d_name);
 		if (faccessat(gfd, mk, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 			continue;
-		v[nv] = strdup(de->d_name);
-		if (v[nv])
-			nv++;
+		if (!names_add(&v, &nv, &room, is_aux(de->d_name) ? nv + 1 : f->conf.queue_max,
+			       de->d_name))
+			over++;	/* waits on disk: a later pass takes it */
 	}
-	qsort(v, nv, sizeof(*v), names_cmp);	/* "aux-" sorts apart; samples by time */
-	*waiting += nv;
+	if (nv)
+		qsort(v, nv, sizeof(*v), names_cmp);	/* "aux-" sorts apart; samples by time */
+	*waiting += nv + over;
+	if (over && upload_now)
+		log_debug("fleet: guest %s: %zu files this pass, %zu wait for the next (queue_max %u)",
+			  guest, nv, over, f->conf.queue_max);
 	for (int pass = 0; pass < 2 && upload_now && r == 0; pass++)
 		for (size_t i = 0; i < nv && r == 0; i++) {
 			bool aux = is_aux(v[i]);
@@ -622,6 +650,7 @@ static int scan_guest(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int sf
 		}
 	for (size_t i = 0; i < nv; i++)
 		free(v[i]);
+	free(v);
 	closedir(d);
 	return r;
 }
@@ -813,6 +842,10 @@ static void *uploader(void *arg)
 				wait_ms = backoff;
 			} else if (ensured) {
 				backoff = 0;
+				pthread_mutex_lock(&f->lock);
+				if (f->st.queue)
+					wait_ms = 0;	/* a pass took queue_max: the next at once */
+				pthread_mutex_unlock(&f->lock);
 			}
 		} else {
 			scan(f, NULL, NULL);	/* the queue's length, while down */

@@ -642,6 +642,46 @@ START_TEST(reload_new_labels_hand_over)
 }
 END_TEST
 
+/*
+ * queue_max: 1 and a backlog of four samples made while the server was
+ * down: each pass takes one, the next follows at once, all are uploaded;
+ * the queue's length counted the whole backlog meanwhile.
+ */
+START_TEST(queue_max_backlog_in_passes)
+{
+	struct cluster c;
+	struct itest_run r;
+	char fl[600], sample[600];
+	uint64_t up;
+
+	ITEST_NEED_INPUT(in);
+	need_tools();
+	cluster_start(&c, "fleetqueue", 1);
+	snprintf(fl, sizeof(fl), "fleet:\n  servers: [nats://127.0.0.1:%d]\n  user: vmt\n"
+		 "  password: good\n  host_id: hostF\n  queue_max: 1\n", c.n[0].port);
+	host_start(&r, "hostF", fl, NULL);
+	wait_fleet_state(&r.d, "connected");
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	wait_fleet_drained(&r.d, 2);	/* the aux file and the sample */
+	up = itest_num(&r.d, NULL, "fleet_uploaded");
+	node_signal(&c, 0, SIGTERM);
+	wait_fleet_state(&r.d, "connecting");
+	for (int i = 0; i < 4; i++)
+		itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	ck_assert(itest_wait_num_ge(&r.d, NULL, "fleet_queue", 4, test_deadline_ms(20000)));
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "fleet_queue"), 4);
+	node_start(&c, 0);
+	node_wait(&c, 0);
+	wait_fleet_drained(&r.d, up + 4);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "fleet_uploaded"), up + 4);
+	/* 1 file a pass: 3 of the 4 waited at the first, 2 at the second... */
+	ck_assert_int_ge(testd_log_count(&r.d, "files this pass, 3 wait for the next (queue_max 1)"), 1);
+	ck_assert_int_ge(testd_log_count(&r.d, "files this pass, 1 wait for the next (queue_max 1)"), 1);
+	itest_run_end(&r);
+	cluster_stop(&c);
+}
+END_TEST
+
 START_TEST(retention_keeps_unuploaded)
 {
 	struct itest_run r;
@@ -673,6 +713,7 @@ int main(void)
 	TEST_ADD(t, hostile_requests_refused);
 	TEST_ADD(t, retention_keeps_unuploaded);
 	TEST_ADD(t, reload_new_labels_hand_over);
+	TEST_ADD(t, queue_max_backlog_in_passes);
 	TEST_ADD(t, label_dump_two_hosts_bucket_outages);
 	tcase_set_timeout(t, 600);
 	suite_add_tcase(s, t);
