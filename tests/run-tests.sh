@@ -80,7 +80,7 @@ run_suite() {	# name binary
 	pass=$((pass + c - f - e - s)); fail=$((fail + f + e)); skip=$((skip + s))
 	if [ "$rc" != 0 ] || [ $((f + e)) != 0 ]; then
 		# Check's failure lines (and a random test's seed) again at the end, where a CI log's tail shows them
-		grep -E ':[FE]:|VMT_TEST_SEED|started afresh' "$out" | cut -c1-600 | sed "s/^/$name: /" >>"$log/failures"
+		grep -E ':[FE]:|^FAIL: |VMT_TEST_SEED|started afresh' "$out" | cut -c1-600 | sed "s/^/$name: /" >>"$log/failures"
 		failed_suites="$failed_suites $name"
 		[ $((f + e)) = 0 ] && fail=$((fail + 1))
 		return

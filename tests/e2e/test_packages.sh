@@ -223,7 +223,7 @@ else
 		echo "$st" | grep -q '^upgrades: 1 hand-over' ||
 			why="$why; status says no upgrade"
 		grep -q "vmtraced: handed over to $v2" "$WORK/install2.log" ||
-			why="$why; the postinst did not say it handed over"
+			why="$why; the postinst did not say it handed over (it said: $(grep '^vmtraced: ' "$WORK/install2.log" | tr '\n' ' '))"
 		grep -q "upgrade: handing over to /usr/sbin/vmtraced" "$WORK/daemon.log" ||
 			why="$why; the daemon did not exec /usr/sbin/vmtraced"
 		kill "$daemon" && wait "$daemon" || why="$why; the daemon exited with $? after a SIGTERM"
