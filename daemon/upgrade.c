@@ -365,8 +365,17 @@ int upgrade_take(struct vmt_upgrade_in *in)
 			continue;
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 		if (!strcmp(nm, VMT_UPGRADE_STATE)) {
+			int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
 			take_state(in, fd);
-			close(fd);
+			/* its memory let go, its number kept open: sd_listen_fds()
+			 * checks every fd LISTEN_FDS names until control_new() takes
+			 * the control socket, and a closed one would make that fail
+			 * (a new socket bound, the clients queued on the old one lost) */
+			if (nul < 0 || dup2(nul, fd) < 0)
+				close(fd);
+			if (nul >= 0)
+				close(nul);
 			continue;
 		}
 		snprintf(in->fds[in->nfds].name, sizeof(in->fds[0].name), "%s", nm);

@@ -171,6 +171,9 @@ static void keeps_sessions(bool by_signal)
 	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade: 2 guest session(s) taken over, 0 "
 						 "started afresh") == 1, 20000), "log: %s", r.d.log);
 	ck_assert_int_eq(r.d.pid, pid);	/* the same process, another program */
+	/* the control socket itself taken over, not bound anew: a client that
+	 * connected during the hand-over is answered by the successor */
+	ck_assert_int_eq(testd_log_count(&r.d, "control socket passed by systemd"), 1);
 	ck_assert_int_eq(testd_log_count(&r.d, "running:"), 2);
 	/* the sessions first, then the detectors and host source; the old
 	 * address space let go beside it, by a keeper the successor reaps */
