@@ -276,7 +276,7 @@ static void need_tools(void)
 {
 	if (itest_sh("command -v nats-server >/dev/null && command -v node >/dev/null") != 0)
 		VMT_SKIP("nats-server or node missing (make deps installs them)");
-	if (itest_sh("grep -q '\"version\": \"2.29.3\"' %s/node_modules/nats/package.json", npm_dir()) != 0 &&
+	if (itest_sh("grep -qs '\"version\": \"2.29.3\"' %s/node_modules/nats/package.json", npm_dir()) != 0 &&
 	    itest_sh("npm install --prefix %s nats@2.29.3 --no-audit --no-fund >/dev/null 2>&1",
 		     npm_dir()) != 0)
 		VMT_SKIP("the npm package nats could not be installed");
@@ -381,7 +381,7 @@ START_TEST(label_dump_two_hosts_bucket_outages)
 	snprintf(got, sizeof(got), "%s/npm-got.vmts", c.dir);
 	ck_assert_msg(npm_get(&c, 0, objc, got) == 0, "npm reader failed: see %s.node", got);
 	ck_assert_msg(itest_sh("cmp -s '%s' '%s'", path, got) == 0, "%s differs from %s", got, path);
-	ck_assert_msg(itest_sh("grep -q 'guest=g1' %s.node", got) == 0, "headers: no Vmt-Guest");
+	ck_assert_msg(itest_sh("grep -qs 'guest=g1' %s.node", got) == 0, "headers: no Vmt-Guest");
 
 	/* vmtracectl fleet fetch: the sample and its aux, merge-able */
 	snprintf(got, sizeof(got), "%s/fetched", c.dir);
