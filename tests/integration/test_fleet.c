@@ -512,11 +512,30 @@ START_TEST(wrong_credentials_local_goes_on)
 END_TEST
 
 /* Garbage on the dump subjects: refused, counted, answered; no crash. */
+/* One NATS server and one host on it (user vmt), connected; extra: more
+ * fleet: lines. Returns the client connection when nc is given. */
+static void one_node_host(struct cluster *c, struct itest_run *r, const char *tag,
+			  const char *host, const char *extra, const char *labels, natsConnection **nc)
+{
+	char fl[600], url[64];
+
+	need_tools();
+	cluster_start(c, tag, 1);
+	snprintf(fl, sizeof(fl), "fleet:\n  servers: [nats://127.0.0.1:%d]\n  user: vmt\n"
+		 "  password: good\n  host_id: %s\n%s", c->n[0].port, host, extra);
+	host_start(r, host, fl, labels);
+	wait_fleet_state(&r->d, "connected");
+	if (nc) {
+		snprintf(url, sizeof(url), "nats://vmt:good@127.0.0.1:%d", c->n[0].port);
+		ck_assert_int_eq(natsConnection_ConnectTo(nc, url), NATS_OK);
+	}
+}
+
 START_TEST(hostile_requests_refused)
 {
 	struct cluster c;
 	struct itest_run r;
-	char fl[600], url[64], big[3000], obj[400], got[600];
+	char big[3000], obj[400], got[600];
 	natsConnection *nc = NULL;
 	natsMsg *m = NULL;
 	static const char *bad[] = {
@@ -526,14 +545,7 @@ START_TEST(hostile_requests_refused)
 	};
 
 	ITEST_NEED_INPUT(in);
-	need_tools();
-	cluster_start(&c, "fleethostile", 1);
-	snprintf(fl, sizeof(fl), "fleet:\n  servers: [nats://127.0.0.1:%d]\n  user: vmt\n"
-		 "  password: good\n  host_id: hostD\n  max_per_minute: 1\n", c.n[0].port);
-	host_start(&r, "hostD", fl, "{tenant: t1}");
-	wait_fleet_state(&r.d, "connected");
-	snprintf(url, sizeof(url), "nats://vmt:good@127.0.0.1:%d", c.n[0].port);
-	ck_assert_int_eq(natsConnection_ConnectTo(&nc, url), NATS_OK);
+	one_node_host(&c, &r, "fleethostile", "hostD", "  max_per_minute: 1\n", "{tenant: t1}", &nc);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		ck_assert_int_eq(natsConnection_Request(&m, nc, "vmtrace.dump.hostD._all", bad[i],
 							(int)strlen(bad[i]), test_deadline_ms(10000)),
@@ -590,20 +602,13 @@ START_TEST(reload_new_labels_hand_over)
 {
 	struct cluster c;
 	struct itest_run r;
-	char fl[600], url[64], body[sizeof(r.body)], out[512], *at;
+	char body[sizeof(r.body)], out[512], *at;
 	natsConnection *nc = NULL;
 	natsMsg *m = NULL;
 	natsStatus s;
 
 	ITEST_NEED_INPUT(in);
-	need_tools();
-	cluster_start(&c, "fleetreload", 1);
-	snprintf(fl, sizeof(fl), "fleet:\n  servers: [nats://127.0.0.1:%d]\n  user: vmt\n"
-		 "  password: good\n  host_id: hostE\n", c.n[0].port);
-	host_start(&r, "hostE", fl, "{tenant: t1}");
-	wait_fleet_state(&r.d, "connected");
-	snprintf(url, sizeof(url), "nats://vmt:good@127.0.0.1:%d", c.n[0].port);
-	ck_assert_int_eq(natsConnection_ConnectTo(&nc, url), NATS_OK);
+	one_node_host(&c, &r, "fleetreload", "hostE", "", "{tenant: t1}", &nc);
 	ck_assert_int_eq(natsConnection_RequestString(&m, nc, "vmtrace.dump.label.tenant.t1", "{}",
 						      test_deadline_ms(20000)), NATS_OK);
 	ck_assert_msg(strstr(natsMsg_GetData(m), "\"samples\":[{"), "%s", natsMsg_GetData(m));
@@ -651,16 +656,11 @@ START_TEST(queue_max_backlog_in_passes)
 {
 	struct cluster c;
 	struct itest_run r;
-	char fl[600], sample[600];
+	char sample[600];
 	uint64_t up;
 
 	ITEST_NEED_INPUT(in);
-	need_tools();
-	cluster_start(&c, "fleetqueue", 1);
-	snprintf(fl, sizeof(fl), "fleet:\n  servers: [nats://127.0.0.1:%d]\n  user: vmt\n"
-		 "  password: good\n  host_id: hostF\n  queue_max: 1\n", c.n[0].port);
-	host_start(&r, "hostF", fl, NULL);
-	wait_fleet_state(&r.d, "connected");
+	one_node_host(&c, &r, "fleetqueue", "hostF", "  queue_max: 1\n", NULL, NULL);
 	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
 	wait_fleet_drained(&r.d, 2);	/* the aux file and the sample */
 	up = itest_num(&r.d, NULL, "fleet_uploaded");
