@@ -22,6 +22,7 @@
 #include <nats/nats.h>
 #include <openssl/evp.h>
 
+#include "b64url.h"
 #include "aux.h"
 #include "commands.h"
 #include "config.h"
@@ -231,13 +232,6 @@ static bool meta_field(const char *meta, const char *key, char *out, size_t n)
 	return o > 0;
 }
 
-static void b64url(char *out, const uint8_t *in, size_t len)
-{
-	EVP_EncodeBlock((unsigned char *)out, in, (int)len);
-	for (char *q = out; *q; q++)
-		*q = *q == '+' ? '-' : *q == '/' ? '_' : *q;
-}
-
 /* One object into path; 0, or -errno with a message printed. */
 static int fetch_one(jsCtx *js, const char *bucket, const char *name, const char *path)
 {
@@ -257,7 +251,11 @@ static int fetch_one(jsCtx *js, const char *bucket, const char *name, const char
 	if (strlen(name) > 400)
 		return fprintf(stderr, "fetch: %s: name too long\n", name), -EINVAL;
 	snprintf(stream, sizeof(stream), "OBJ_%s", bucket);
-	b64url(enc, (const uint8_t *)name, strlen(name));
+	b64url(enc, sizeof(enc), (const uint8_t *)name, strlen(name));
+	if (!enc[0]) {
+		fprintf(stderr, "fetch: %s: not an object name (empty or too long)\n", name);
+		return -EINVAL;
+	}
 	snprintf(subj, sizeof(subj), "$O.%s.M.%s", bucket, enc);
 	if (js_GetLastMsg(&m, js, stream, subj, NULL, &jerr) != NATS_OK) {
 		fprintf(stderr, "fetch: %s: not in bucket %s\n", name, bucket);
@@ -313,7 +311,7 @@ static int fetch_one(jsCtx *js, const char *bucket, const char *name, const char
 		m = NULL;
 	}
 	EVP_DigestFinal_ex(md, sha, &shalen);
-	b64url(want, sha, shalen);
+	b64url(want, sizeof(want), sha, shalen);
 	if (got != size || strcmp(want, dg + 8)) {
 		fprintf(stderr, "fetch: %s: size or digest does not match its meta\n", name);
 		r = -EBADMSG;

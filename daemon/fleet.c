@@ -28,6 +28,7 @@
 #include <nats/nats.h>
 #include <openssl/evp.h>
 
+#include "b64url.h"
 #include "fleet.h"
 #include "log.h"
 #include "sample.h"
@@ -89,14 +90,6 @@ struct vmt_fleet {
 	uint32_t budget_used;
 	uint64_t last_log_ns;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- libnats' threads: queue and wake, nothing else ------------------- */
 
@@ -179,8 +172,8 @@ static void refuse(struct vmt_fleet *f, const char *reply, const char *why)
 	pthread_mutex_lock(&f->lock);
 	f->st.refused++;
 	pthread_mutex_unlock(&f->lock);
-	if (now_ns() - f->last_log_ns > LOG_EVERY_NS || !f->last_log_ns) {
-		f->last_log_ns = now_ns();
+	if (now_monotonic_ns() - f->last_log_ns > LOG_EVERY_NS || !f->last_log_ns) {
+		f->last_log_ns = now_monotonic_ns();
 		log_warning("fleet: refused a dump request: %s (logged once a minute)", why);
 	}
 }
@@ -241,7 +234,7 @@ bool fleet_answer(struct vmt_fleet *f, const void *token, char *const *files, ui
 /* The fleet's own budget: max_per_minute dumps in any minute-long window. */
 static bool budget_take(struct vmt_fleet *f)
 {
-	uint64_t now = now_ns();
+	uint64_t now = now_monotonic_ns();
 
 	if (!f->conf.max_per_minute)
 		return true;
@@ -370,20 +363,6 @@ static int on_wake(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 }
 
 /* ---- the uploader thread ---------------------------------------------- */
-
-static void b64url(char *out, size_t n, const uint8_t *in, size_t len)
-{
-	char tmp[((CHUNK + 2) / 3) * 4 + 1];
-
-	if (len > CHUNK || ((len + 2) / 3) * 4 + 1 > n) {
-		out[0] = 0;
-		return;
-	}
-	EVP_EncodeBlock((unsigned char *)tmp, in, (int)len);
-	for (char *q = tmp; *q; q++)
-		*q = *q == '+' ? '-' : *q == '/' ? '_' : *q;
-	strcpy(out, tmp);
-}
 
 static void nuid(char out[23])
 {
@@ -803,8 +782,8 @@ static void *uploader(void *arg)
 				pthread_mutex_lock(&f->lock);
 				if (auth)
 					f->st.auth_failures++;
-				if (!last_log || now_ns() - last_log > LOG_EVERY_NS) {
-					last_log = now_ns();
+				if (!last_log || now_monotonic_ns() - last_log > LOG_EVERY_NS) {
+					last_log = now_monotonic_ns();
 					log_error("fleet: %s (retrying; logged once a minute; local "
 						  "recording goes on)", f->st.error);
 				}
