@@ -64,6 +64,12 @@ run_suite() {	# name binary
 		# what a failed suite left (its daemon's logs) is kept to read
 		rm -rf "$B/failed/$name" && mkdir -p "$B/failed" && mv "$tmp" "$B/failed/$name" &&
 			echo "!! $name: its files are kept in $B/failed/$name"
+		# the last lines of its daemons' logs, newest log first, for a CI log's tail
+		find "$B/failed/$name" -name vmtraced.log -printf '%T@ %p\n' 2>/dev/null |
+			sort -rn | head -2 | while read -r _ l; do
+				echo "$name: --- the end of ${l#"$B/failed/$name/"}:"
+				tail -25 "$l" | cut -c1-300 | sed "s/^/$name:   /"
+			done >>"$log/failures.logs"
 	fi
 	rm -rf "$tmp"
 	line=$(grep -E '^[0-9]+%: Checks: ' "$out" | tail -1)
@@ -111,6 +117,11 @@ for k in $kinds; do
 	*) echo "unknown kind $k"; exit 2 ;;
 	esac
 done
+# the failed suites' daemon logs, then the failure lines: last, where a tail shows them
+if [ -s "$log/failures.logs" ]; then
+	echo "the daemon logs of failed suites (their ends):"
+	sed 's/^/  /' "$log/failures.logs"
+fi
 if [ -s "$log/failures" ]; then
 	echo "failures:"
 	sed 's/^/  /' "$log/failures"

@@ -403,8 +403,15 @@ START_TEST(a_kill_during_a_dump_keeps_the_reserve_pages)
 	start_daemon_top(&r, &st, SMALL_TOP, more, false);
 	expect_store_full(&st);
 	/* full rings, then the dump: it holds every page, the write stalls */
-	ck_assert(itest_wait_num_ge(&r.d, "g1", "pages_in", (SMALL_RING_PAGES + 8) * ncpu, 20000));
-	ck_assert(itest_wait_num_ge(&r.d, "g2", "pages_in", (SMALL_RING_PAGES + 8) * ncpu, 20000));
+	for (int g = 0; g < NG; g++) {
+		snprintf(name, sizeof(name), "g%d", g + 1);
+		ck_assert_msg(itest_wait_num_ge(&r.d, name, "pages_in", (SMALL_RING_PAGES + 8) * ncpu,
+						20000),
+			      "guest %s: pages_in %llu, state %s (log: %s)", name,
+			      (unsigned long long)itest_num(&r.d, name, "pages_in"),
+			      itest_state_is(&r.d, name, "streaming") ? "streaming" : "not streaming",
+			      r.d.log);
+	}
 	dump = testd_ctl_begin(&r.d, "dump g1 g2 2>/dev/null");
 	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "faultshim: delay") == 1, 20000), "log: %s", r.d.log);
 	/* pages that came in since fill the reserve: the daemon dies now */
