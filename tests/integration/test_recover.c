@@ -397,7 +397,9 @@ START_TEST(a_kill_during_a_dump_keeps_the_reserve_pages)
 	for (int g = 0; g < NG; g++) {
 		feed_slice(&r, g, 0);
 		r.fc[g].hold_first = 0;
-		r.fc[g].pages_per_sec = 200;	/* still streaming when the dump comes */
+		/* full rings and a few pages more, then held until the dump
+		 * holds the window: the rest of the slice comes during it */
+		r.fc[g].hold_after = SMALL_RING_PAGES + 8;
 		itest_run_guest(&r, g);
 	}
 	start_daemon_top(&r, &st, SMALL_TOP, more, false);
@@ -414,6 +416,8 @@ START_TEST(a_kill_during_a_dump_keeps_the_reserve_pages)
 	}
 	dump = testd_ctl_begin(&r.d, "dump g1 g2 2>/dev/null");
 	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "faultshim: delay") == 1, 20000), "log: %s", r.d.log);
+	for (int g = 0; g < NG; g++)
+		ck_assert_int_eq(fakeguest_release(&r.fg[g]), 0);
 	/* pages that came in since fill the reserve: the daemon dies now */
 	ck_assert(itest_wait_num_ge(&r.d, NULL, "reserve_used", 2 * ncpu * ITEST_PS, 20000));
 	kill_daemon(&r, &st);
@@ -421,7 +425,7 @@ START_TEST(a_kill_during_a_dump_keeps_the_reserve_pages)
 	for (int g = 0; g < NG; g++) {
 		itest_run_guest_stop(&r, g);
 		feed_slice(&r, g, 1);	/* held at its first page: the window is the dead daemon's */
-		r.fc[g].pages_per_sec = 0;
+		r.fc[g].hold_after = 0;
 		itest_run_guest(&r, g);
 	}
 	start_daemon_top(&r, &st, SMALL_TOP, NULL, false);
