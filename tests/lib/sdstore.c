@@ -43,26 +43,37 @@ static int take_one(struct sdstore *s, int flags)
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
 	int fds[16], nfd = 0;
-	ssize_t n = recvmsg(s->sock, &mh, flags | MSG_CMSG_CLOEXEC);
+	bool store = false, drop = false;
+	ssize_t n;
 
-	if (n < 0)
-		return -errno;
+	/* one datagram at a time, in order, under the lock: the thread and
+	 * sdstore_sync() both take them (flags: MSG_DONTWAIT, never blocks) */
+	pthread_mutex_lock(&s->lock);
+	n = recvmsg(s->sock, &mh, flags | MSG_CMSG_CLOEXEC);
+	if (n < 0) {
+		n = -errno;
+		pthread_mutex_unlock(&s->lock);
+		return (int)n;
+	}
 	buf[n] = 0;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			nfd = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 			memcpy(fds, CMSG_DATA(c), (size_t)nfd * sizeof(int));
 		}
-	for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+	/* a field on any line, as systemd reads them */
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		if (!strncmp(l, "FDNAME=", 7))
 			snprintf(name, sizeof(name), "%s", l + 7);
-	pthread_mutex_lock(&s->lock);
-	if (strstr(buf, "FDSTORE=1") && nfd) {
+		store |= !strcmp(l, "FDSTORE=1");
+		drop |= !strcmp(l, "FDSTOREREMOVE=1");
+	}
+	if (store && nfd) {
 		s->stored++;
 		for (int i = 0; i < nfd; i++)
 			put_locked(s, fds[i], name);
 		nfd = 0;
-	} else if (strstr(buf, "FDSTOREREMOVE=1")) {
+	} else if (drop) {
 		s->removed++;
 		remove_locked(s, name);
 	}
