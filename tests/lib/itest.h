@@ -106,16 +106,19 @@ void itest_state(struct testd *d, const char *name, char *out, size_t n);
 int itest_nguests(struct testd *d);
 
 /* Poll every 50 ms until the condition holds or timeout_ms (a deadline,
- * test_deadline_ms()) passes. */
+ * test_deadline_ms()) passes. Every use waits for what must come, so the
+ * deadline only catches a hang: never under 30 s (itest_hang_ms()). */
 #define ITEST_WAIT(cond, timeout_ms)                                           \
 	({                                                                     \
-		uint64_t _end = itest_now_ms() + test_deadline_ms(timeout_ms); \
+		uint64_t _end = itest_now_ms() +                               \
+				test_deadline_ms(itest_hang_ms(timeout_ms));   \
 		bool _ok;                                                      \
 		while (!(_ok = (cond)) && itest_now_ms() < _end)               \
 			usleep(50000);                                         \
 		_ok;                                                           \
 	})
-/* The same, polling every poll_ms. */
+/* Polling every poll_ms, with the caller's deadline as it is (a wait that
+ * may end without its condition, e.g. to place a kill). */
 #define ITEST_WAIT_MS(cond, timeout_ms, poll_ms)                               \
 	({                                                                     \
 		uint64_t _end = itest_now_ms() + test_deadline_ms(timeout_ms); \
@@ -125,6 +128,8 @@ int itest_nguests(struct testd *d);
 		_ok;                                                           \
 	})
 uint64_t itest_now_ms(void);
+/* timeout_ms, or 30 s if that is more: a deadline that only catches hangs. */
+int itest_hang_ms(int timeout_ms);
 bool itest_state_is(struct testd *d, const char *name, const char *state);
 /* Wait for a guest's state; false (and the last state in last) on timeout. */
 bool itest_wait_state(struct testd *d, const char *name, const char *state, int timeout_ms,
