@@ -308,6 +308,29 @@ static size_t count_lines(const char *s)
 	return n;
 }
 
+/*
+ * Lines of s holding needle (at its start only, if at_start) and, if also
+ * is not NULL, also before it. One pass over the lines: strstr() on the
+ * rest of a report of megabytes, once per hit, is quadratic under ASan
+ * (its strstr reads the whole rest each call): minutes for one case.
+ */
+static size_t count_line_hits(const char *s, const char *needle, bool at_start, const char *also)
+{
+	size_t n = 0, nl = strlen(needle);
+
+	while (*s) {
+		const char *end = strchr(s, '\n');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+		const char *hit = at_start ? (len >= nl && !memcmp(s, needle, nl) ? s : NULL)
+					   : memmem(s, len, needle, nl);
+
+		if (hit && (!also || memmem(s, (size_t)(hit - s) + 1, also, strlen(also))))
+			n++;
+		s += len + (end != NULL);
+	}
+	return n;
+}
+
 struct tcount {
 	uint64_t t, before, after;
 };
@@ -789,14 +812,9 @@ START_TEST(crafted_formats)
 	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
 	ck_assert_uint_eq(count_lines(out), expected_total);
 	{
-		size_t bad_sw = 0, bad_irq = 0;
-		for (const char *p = out; (p = strstr(p, ": [invalid ")); p++) {
-			const char *line = p;
-			while (line > out && line[-1] != '\n')
-				line--;
-			bad_sw += !!memmem(line, (size_t)(p - line) + 1, " sched_switch:", 14);
-			bad_irq += !!memmem(line, (size_t)(p - line) + 1, " irq_handler_entry:", 19);
-		}
+		size_t bad_sw = count_line_hits(out, ": [invalid ", false, " sched_switch:");
+		size_t bad_irq = count_line_hits(out, ": [invalid ", false, " irq_handler_entry:");
+
 		ck_assert_msg(bad_sw == sw, "%zu of %llu sched_switch shown invalid", bad_sw,
 			      (unsigned long long)sw);
 		ck_assert_msg(bad_irq == irq, "%zu of %llu irq_handler_entry shown invalid", bad_irq,
@@ -1080,11 +1098,9 @@ START_TEST(merge_crafted_formats)
 		ck_assert_uint_eq(count_lines(out), expected_total + 1);
 		ck_assert_ptr_null(strstr(out, " sched_switch:"));
 		{
-			size_t unknown = 0, wakeups = 0;
-			for (const char *p = out; (p = strstr(p, "[UNKNOWN EVENT]")); p += 15)
-				unknown += p == out || p[-1] == '\n';
-			for (const char *p = out; (p = strstr(p, " sched_wakeup: ")); p++)
-				wakeups++;
+			size_t unknown = count_line_hits(out, "[UNKNOWN EVENT]", true, NULL);
+			size_t wakeups = count_line_hits(out, " sched_wakeup: ", false, NULL);
+
 			ck_assert_msg(unknown == sw, "merge %d: %zu unknown events, %llu sched_switch", i,
 				      unknown, (unsigned long long)sw);
 			ck_assert_uint_eq(wakeups, swake);
