@@ -46,7 +46,7 @@ struct vmt_lvmeta_guest {
 
 struct vmt_lvmeta_status {
 	const char *state;	/* idle (nothing to read), connecting, connected */
-	char error[200];	/* the last connection error, "" if none */
+	char error[512];	/* the last connection error, "" if none */
 	uint64_t reads;		/* metadata read and its labels handed to the loop */
 	uint64_t refused;	/* metadata refused (size, XML, a key or value) */
 	uint64_t connect_failures;

@@ -226,9 +226,11 @@ static void reload_apply(struct vmt_manager *m, struct vmt_config *nc, const str
 	if (!c->host_kept)
 		manager_start_host(m);	/* logs why it cannot */
 	if (m->conf.ndiscovery && !m->discovery &&
-	    discovery_new(&m->discovery, m->event, &m->conf, &m->guests, manager_on_discovered, m) < 0)
+	    discovery_new(&m->discovery, m->event, &m->conf, &m->guests, &manager_discovery_ops,
+			  m) < 0)
 		log_error("cannot watch the discovery folders");
 	discovery_rescan(m->discovery);
+	manager_fleet_sync(m);	/* a discovered guest a configured one replaced */
 	control_forget_access(m->control);	/* the control groups may have changed */
 }
 
