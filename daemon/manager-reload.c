@@ -7,7 +7,8 @@
  * guests stay unless a configured one takes their name; the host source
  * stays if host: did not change; the detectors load again if theirs did.
  * What only a new process can take (user, sandbox, dump_reserve, the
- * fleet's connection and the label subjects it subscribes to) is
+ * fleet's connection and the configuration's label subjects it subscribes
+ * to; libvirt's labels it follows in place, lvmeta.h) is
  * taken by handing over to one that reads the file, as an upgrade does;
  * what only a restart can change (control_socket; the detectors and the
  * host source when not running as root) is said and kept.

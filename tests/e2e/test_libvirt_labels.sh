@@ -26,7 +26,8 @@
 #   labels_user     a daemon started with user: vmtraced reads it after
 #                   dropping to that user, through libvirt's read-only
 #                   socket (the test gives the guest's channel folder to
-#                   group vmtraced): red answered
+#                   group vmtraced), under the unit's system call filter:
+#                   red answered
 # Every wait is on a status counter, a log line or the NATS server's
 # subscription list; deadlines only catch hangs. Skipped with the reason
 # where libvirt or nats-server is missing.
@@ -286,7 +287,9 @@ run() {
 		[ -d "$d" ] && chgrp -R vmtraced "$d" && chmod -R g+rwx "$d"
 	done
 	config vmtraced
-	"$B/vmtraced" -c "$VMT_DIR/vmtraced.yaml" 2>"$VMT_DIR/vmtraced-user.log" &
+	# under the shipped unit's SystemCallFilter= too, as systemd runs it
+	"$B/tests/tools/unitfilter" units/vmtraced.service "$B/vmtraced" -c "$VMT_DIR/vmtraced.yaml" \
+		2>"$VMT_DIR/vmtraced-user.log" &
 	VMT_DAEMON_PID=$!
 	if ! wait_for 30 grep -q "privilege: running as vmtraced" "$VMT_DIR/vmtraced-user.log"; then
 		fail labels_user "not running as vmtraced: $(tail -3 "$VMT_DIR/vmtraced-user.log")"
@@ -296,7 +299,7 @@ run() {
 	     ! ask_label "$red"; then
 		fail labels_user "tenant=red: no answer: $(guest_json) $(cat "$WORK/answer" "$WORK/answer.err")"
 	else
-		pass "labels_user (as $(ps -o user= -p "$VMT_DAEMON_PID"): $(vmt_ctl status | grep 'labels from libvirt' | cut -c1-100))"
+		pass "labels_user (as $(ps -o user= -p "$VMT_DAEMON_PID"), the unit's filter: $(vmt_ctl status | grep 'labels from libvirt' | cut -c1-100))"
 	fi
 }
 
