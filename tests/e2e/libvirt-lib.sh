@@ -1,9 +1,24 @@
 # SPDX-License-Identifier: MIT
 # Sourced by the e2e suites that run a real libvirtd (test_libvirt.sh,
-# test_libvirt_labels.sh), after tests/guest/vmt-lib.sh. The caller sets
-# ROOT, B, TDCOUNT, DOM, VIRSH and WORK; libvirt_down undefines $DOM and
-# stops what libvirt_up started.
+# test_libvirt_labels.sh); brings tests/guest/vmt-lib.sh. The caller sets
+# ROOT, TESTS (its test names, for skip_rest), DOM, VIRSH and WORK;
+# libvirt_down undefines $DOM and stops what libvirt_up started.
+B=${VMT_BUILD:-build}
+AGENT=${VMT_AGENT:-$B/vmtrace-agent}
+CACHE=${VMT_CACHE:-build/guest}
+TDCOUNT=${VMT_TDCOUNT:-$B/tests/tools/tdcount}
+. "$ROOT/tests/guest/vmt-lib.sh"
 started_virtlogd="" started_libvirtd=""
+
+# Check's way of counting, for run-tests.sh: PASS/FAIL/SKIP lines; ran
+# marks a test begun, skip_rest skips those that were not
+checks=0 failures=0 done=""
+pass() { echo "PASS: $1"; checks=$((checks + 1)); }
+fail() { echo "FAIL: $1: $2"; checks=$((checks + 1)); failures=$((failures + 1)); }
+skip() { echo "SKIP: $1: $2"; checks=$((checks + 1)); }
+skip_rest() { local t; for t in $TESTS; do [[ " $done " == *" $t "* ]] || skip "$t" "$1"; done; }
+done=""
+ran() { done="$done $1"; }
 
 # stop a daemon this script started, by its pid file, and wait for it
 stop_pidfile() {
@@ -65,6 +80,26 @@ libvirt_up() {
 	done
 }
 
+# libvirt_work NAME: WORK, a folder of the test's (others reach into it:
+# QEMU runs the guest from there), and VMT_DIR in it for the daemon
+libvirt_work() {
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+	chmod 0711 "$WORK"
+	VMT_DIR=$WORK/d
+}
+
+# At exit: the daemon the test started (VMT_DAEMON_PID) stopped, then
+# libvirt_down, and WORK removed unless VMT_KEEP is set.
+libvirt_cleanup() {
+	if [ -n "${VMT_DAEMON_PID:-}" ]; then
+		kill "$VMT_DAEMON_PID" 2>/dev/null
+		wait "$VMT_DAEMON_PID" 2>/dev/null
+		VMT_DAEMON_PID=""
+	fi
+	libvirt_down
+	[ -n "${VMT_KEEP:-}" ] || rm -rf "$WORK"
+}
+
 # The domain gone, and the daemons libvirt_up started stopped.
 libvirt_down() {
 	if [ -n "$started_libvirtd" ] || pgrep -x libvirtd >/dev/null 2>&1; then
@@ -87,6 +122,10 @@ wait_for() {
 	done
 }
 
+# $DOM's status record as JSON ("" while not listed)
+guest_json() {
+	vmt_ctl --json status 2>/dev/null | grep -o "{[^{}]*\"guest\": \"$DOM\"[^{}]*}"
+}
 num() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p"; }
 
 # define_domain KERNEL INITRD [METADATA]: $DOM, 2 vCPUs booted directly,

@@ -24,43 +24,14 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-B=${VMT_BUILD:-build}
-AGENT=${VMT_AGENT:-$B/vmtrace-agent}
-CACHE=${VMT_CACHE:-build/guest}
-TDCOUNT=${VMT_TDCOUNT:-$B/tests/tools/tdcount}
-. "$ROOT/tests/guest/vmt-lib.sh"
 . "$ROOT/tests/e2e/libvirt-lib.sh"
 
 TESTS="libvirt_stream libvirt_destroy libvirt_restart libvirt_clean_exit"
 DOM=vmt-lv-$$
 VIRSH="virsh -q -c qemu:///system"
-checks=0 failures=0
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/vmt-libvirt.XXXXXX")
-chmod 0711 "$WORK"
-VMT_DIR=$WORK/d
+libvirt_work vmt-libvirt
+trap libvirt_cleanup EXIT
 
-pass() { echo "PASS: $1"; checks=$((checks + 1)); }
-fail() { echo "FAIL: $1: $2"; checks=$((checks + 1)); failures=$((failures + 1)); }
-skip() { echo "SKIP: $1: $2"; checks=$((checks + 1)); }
-skip_rest() { local t; for t in $TESTS; do [[ " $done " == *" $t "* ]] || skip "$t" "$1"; done; }
-done=""
-ran() { done="$done $1"; }
-
-cleanup() {
-	if [ -n "${VMT_DAEMON_PID:-}" ]; then
-		kill "$VMT_DAEMON_PID" 2>/dev/null
-		wait "$VMT_DAEMON_PID" 2>/dev/null
-		VMT_DAEMON_PID=""
-	fi
-	libvirt_down
-	[ -n "${VMT_KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# The guest's status record as JSON ("" while not listed).
-guest_json() {
-	vmt_ctl --json status 2>/dev/null | grep -o "{[^{}]*\"guest\": \"$DOM\"[^{}]*}"
-}
 death_json() {
 	vmt_ctl --json status 2>/dev/null | grep -o '{[^{}]*"name": "process_death"[^{}]*}'
 }

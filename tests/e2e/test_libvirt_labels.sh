@@ -35,11 +35,6 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-B=${VMT_BUILD:-build}
-AGENT=${VMT_AGENT:-$B/vmtrace-agent}
-CACHE=${VMT_CACHE:-build/guest}
-TDCOUNT=${VMT_TDCOUNT:-$B/tests/tools/tdcount}
-. "$ROOT/tests/guest/vmt-lib.sh"
 . "$ROOT/tests/e2e/libvirt-lib.sh"
 
 TESTS="labels_blue labels_live labels_refused labels_libvirtd labels_upgrade labels_user"
@@ -47,29 +42,16 @@ DOM=vmt-lbl-$$
 VIRSH="virsh -q -c qemu:///system"
 NS=https://vmtrace.dev/xmlns/labels/1
 HOST=lvhost
-checks=0 failures=0 NATS_PID=""
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/vmt-labels.XXXXXX")
-chmod 0711 "$WORK"
-VMT_DIR=$WORK/d
+NATS_PID=""
+libvirt_work vmt-labels
 
-pass() { echo "PASS: $1"; checks=$((checks + 1)); }
-fail() { echo "FAIL: $1: $2"; checks=$((checks + 1)); failures=$((failures + 1)); }
-skip() { echo "SKIP: $1: $2"; checks=$((checks + 1)); }
-skip_rest() { local t; for t in $TESTS; do [[ " $done " == *" $t "* ]] || skip "$t" "$1"; done; }
-done=""
-ran() { done="$done $1"; }
-
+# nats-server too, before libvirt_cleanup
 cleanup() {
-	if [ -n "${VMT_DAEMON_PID:-}" ]; then
-		kill "$VMT_DAEMON_PID" 2>/dev/null
-		wait "$VMT_DAEMON_PID" 2>/dev/null
-	fi
-	libvirt_down
 	if [ -n "$NATS_PID" ]; then
 		kill "$NATS_PID" 2>/dev/null
 		wait "$NATS_PID" 2>/dev/null
 	fi
-	[ -n "${VMT_KEEP:-}" ] || rm -rf "$WORK"
+	libvirt_cleanup
 }
 trap cleanup EXIT
 
@@ -102,9 +84,6 @@ nats_up() {
 	wait_for 30 nats_healthy
 }
 
-guest_json() {
-	vmt_ctl --json status 2>/dev/null | grep -o "{[^{}]*\"guest\": \"$DOM\"[^{}]*}"
-}
 daemon_num() { vmt_ctl --json status 2>/dev/null | grep -o "\"$1\": [0-9]*" | head -1 | grep -o '[0-9]*$'; }
 labels_are() { guest_json | grep -q "\"labels\": \"$1\""; }
 no_labels() { local j; j=$(guest_json) && [ -n "$j" ] && ! echo "$j" | grep -q '"labels"'; }
