@@ -66,7 +66,8 @@ LIBVMT      := $(O)/libvmt.a
 # program with the rest of its folder, and archived apart for the tests,
 # which link them ahead of libvmt.
 DAEMON_PURE_SRCS := daemon/ring.c daemon/frames.c daemon/ringmem.c daemon/persist.c daemon/fdstore.c \
-	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c daemon/fleet-json.c
+	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c daemon/fleet-json.c \
+	daemon/lvmeta-xml.c
 CTL_PURE_SRCS := ctl/tracedat.c
 LIBVMTD     := $(O)/libvmtd.a
 LIBVMTCTL   := $(O)/libvmtctl.a
@@ -112,7 +113,16 @@ $(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 # calls (libseccomp)
 # the fleet (daemon/fleet.c, ctl/fleet.c): NATS, and SHA-256 for the object store's digest
 FLEET_LIBS  := $(shell $(PKG_CONFIG) --libs libnats libcrypto 2>/dev/null)
-DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null) $(FLEET_LIBS)
+# the fleet's labels from libvirt domain metadata (daemon/lvmeta*.c): the
+# libvirt client library, and libxml2 to read the element; the daemon alone
+XML_CFLAGS  := $(shell $(PKG_CONFIG) --cflags libxml-2.0 2>/dev/null)
+XML_LIBS    := $(shell $(PKG_CONFIG) --libs libxml-2.0 2>/dev/null)
+LIBVIRT_CFLAGS := $(shell $(PKG_CONFIG) --cflags libvirt 2>/dev/null)
+LIBVIRT_LIBS := $(shell $(PKG_CONFIG) --libs libvirt 2>/dev/null)
+$(O)/daemon/lvmeta-xml.o: ALL_CFLAGS += $(XML_CFLAGS)
+$(O)/daemon/lvmeta.o: ALL_CFLAGS += $(LIBVIRT_CFLAGS)
+DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null) $(FLEET_LIBS) \
+	$(LIBVIRT_LIBS) $(XML_LIBS)
 $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
@@ -149,8 +159,10 @@ $(O)/vmtrace-agent: $(AGENT_SRCS:%.c=$(O)/agent-objs/%.o) $(AGENT_LIB_SRCS:%.c=$
 # the programs' pure modules; those that test one find its folder's headers.
 TEST_INC    := -Itests/lib
 $(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/test_retention \
-	$(O)/tests/test_daemon $(O)/tests/test_hostile $(O)/tests/test_fleetjson: \
-	TEST_INC += -Idaemon
+	$(O)/tests/test_daemon $(O)/tests/test_hostile $(O)/tests/test_fleetjson \
+	$(O)/tests/test_lvmeta: TEST_INC += -Idaemon
+# the labels element's parser reads it with libxml2
+$(O)/tests/test_lvmeta: CHECK_LIBS += $(XML_LIBS)
 $(O)/tests/test_tracedat: TEST_INC += -Ictl
 # the compressor's sharing, driven by hand (no thread)
 $(O)/tests/test_cring: $(O)/daemon/compress.o

@@ -77,6 +77,10 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_TRIGGERS, "vmtraced_fleet_triggers_total", COUNTER, false, "Dumps asked for over NATS and taken." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_REFUSED, "vmtraced_fleet_refused_total", COUNTER, false, "Dump requests over NATS refused: malformed, over budget, unknown guest, or a flood." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_AUTH_FAILURES, "vmtraced_fleet_auth_failures_total", COUNTER, false, "Connections to NATS refused for their credentials." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_SUBJECTS, "vmtraced_fleet_subjects", GAUGE, false, "NATS subjects this host is subscribed to (its host subject and one per label)." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_LIBVIRT_READS, "vmtraced_fleet_libvirt_reads_total", COUNTER, false, "Guests' labels metadata read from libvirt." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_LIBVIRT_REFUSED, "vmtraced_fleet_libvirt_refused_total", COUNTER, false, "Guests' labels metadata from libvirt refused (size, XML, a key or value)." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_LIBVIRT_CONNECT_FAILURES, "vmtraced_fleet_libvirt_connect_failures_total", COUNTER, false, "Failed connections to libvirt for the guests' labels." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_DISCOVERY_REFUSED, "vmtraced_discovery_refused_total", COUNTER, false, "Guest folders found by discovery whose name cannot be a guest's." },
 
 	{ VMT_CTL_GUEST, VMT_CTAG_UPTIME_NS, "vmtraced_guest_state_seconds", GAUGE, true, "Time the guest has been in its state." },

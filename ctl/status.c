@@ -249,6 +249,16 @@ static void daemon_text(const struct rec *v)
 		       v->num[VMT_CTAG_FLEET_TRIGGERS], v->num[VMT_CTAG_FLEET_REFUSED]);
 		if (v->str[VMT_CTAG_FLEET_ERROR][0])
 			printf("! fleet: %s\n", v->str[VMT_CTAG_FLEET_ERROR]);
+		printf("fleet subjects subscribed: %" PRIu64 "; labels from libvirt: %s",
+		       v->num[VMT_CTAG_FLEET_SUBJECTS],
+		       v->str[VMT_CTAG_LIBVIRT_STATE][0] ? v->str[VMT_CTAG_LIBVIRT_STATE] : "off");
+		if (v->have[VMT_CTAG_LIBVIRT_READS])
+			printf(", %" PRIu64 " read, %" PRIu64 " refused, %" PRIu64
+			       " failed connection(s)", v->num[VMT_CTAG_LIBVIRT_READS],
+			       v->num[VMT_CTAG_LIBVIRT_REFUSED], v->num[VMT_CTAG_LIBVIRT_CONNECT_FAILURES]);
+		printf("\n");
+		if (v->str[VMT_CTAG_LIBVIRT_ERROR][0])
+			printf("! libvirt: %s\n", v->str[VMT_CTAG_LIBVIRT_ERROR]);
 	} else {
 		printf("fleet: off\n");
 	}
@@ -341,6 +351,8 @@ static int show_status(const struct vmt_ctl_opts *o, int argc, unsigned type, co
 			guest_problems(v);
 			guest_frames(v);
 			guest_held(v);
+			if (v->have[VMT_CTAG_LABELS])
+				printf("  labels %s\n", v->str[VMT_CTAG_LABELS]);
 		}
 	}
 	if (r == 0 && !started)

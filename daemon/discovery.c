@@ -35,7 +35,7 @@
 struct vmt_discovery {
 	const struct vmt_config *conf;	/* the daemon's, as reloads change it */
 	struct vmt_guest_list *guests;
-	struct vmt_guest *(*add)(void *owner, const struct vmt_guest_conf *gc);
+	const struct vmt_discovery_ops *ops;
 	void *owner;
 	int ifd;
 	sd_event_source *io;
@@ -161,7 +161,7 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 		struct vmt_guest_conf gc = { .transport = dc->transport, .rec = d->conf->rec };
 		snprintf(gc.name, sizeof(gc.name), "%s", name);
 		snprintf(gc.path, sizeof(gc.path), "%s", path);
-		g = d->add(d->owner, &gc);
+		g = d->ops->add(d->owner, &gc);
 		if (!g)
 			continue;
 		g->discovered = true;
@@ -190,6 +190,32 @@ void discovery_rescan(struct vmt_discovery *d)
 		if (g->discovered && !g->present && g->state != GUEST_OFFLINE)
 			guest_vanished(g);
 	}
+	if (d->ops->rescanned)
+		d->ops->rescanned(d->owner);
+}
+
+int discovery_libvirt_id(const struct vmt_discovery *d, const struct vmt_guest *g)
+{
+	const char *slash = strrchr(g->conf.path, '/');
+	char name[VMT_NAME_MAX];
+	long id;
+
+	if (!d || !g->discovered || !slash)
+		return 0;
+	for (uint32_t i = 0; i < d->conf->ndiscovery; i++) {
+		const struct vmt_discovery_conf *dc = &d->conf->discovery[i];
+		size_t n = strlen(dc->path);
+
+		if (dc->layout != VMT_LAYOUT_LIBVIRT || (size_t)(slash - g->conf.path) != n ||
+		    strncmp(g->conf.path, dc->path, n))
+			continue;
+		/* domain-<id>-<name>, as discovery_guest_name() took it */
+		if (discovery_guest_name(dc->layout, slash + 1, name, sizeof(name)) != 1)
+			return 0;
+		id = strtol(slash + 1 + 7, NULL, 10);
+		return id > 0 && id <= INT32_MAX ? (int)id : 0;
+	}
+	return 0;
 }
 
 static int discovery_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
@@ -216,8 +242,7 @@ static int discovery_io_cb(sd_event_source *s, int fd, uint32_t revents, void *u
 }
 
 int discovery_new(struct vmt_discovery **out, sd_event *e, const struct vmt_config *conf,
-		  struct vmt_guest_list *guests,
-		  struct vmt_guest *(*add)(void *owner, const struct vmt_guest_conf *gc), void *owner)
+		  struct vmt_guest_list *guests, const struct vmt_discovery_ops *ops, void *owner)
 {
 	struct vmt_discovery *d = calloc(1, sizeof(*d));
 	int r;
@@ -226,7 +251,7 @@ int discovery_new(struct vmt_discovery **out, sd_event *e, const struct vmt_conf
 		return -ENOMEM;
 	d->conf = conf;
 	d->guests = guests;
-	d->add = add;
+	d->ops = ops;
 	d->owner = owner;
 	d->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (d->ifd < 0) {

@@ -11,14 +11,21 @@
 
 struct vmt_discovery;
 
+struct vmt_discovery_ops {
+	/* a guest folder guests does not hold yet: the owner makes the guest
+	 * and puts it in the list, or says NULL */
+	struct vmt_guest *(*add)(void *owner, const struct vmt_guest_conf *gc);
+	/* a rescan ended: guests found, gone (present) or moved are as it saw */
+	void (*rescanned)(void *owner);
+};
+
 /*
  * Watch conf's discovery folders. A guest found there that guests does not
- * hold yet is made with add (the owner puts it in the list, or says NULL);
- * discovery marks it discovered, connects it, and says when it is gone.
+ * hold yet is made with ops->add; discovery marks it discovered, connects
+ * it, and says when it is gone.
  */
 int discovery_new(struct vmt_discovery **out, sd_event *e, const struct vmt_config *conf,
-		  struct vmt_guest_list *guests,
-		  struct vmt_guest *(*add)(void *owner, const struct vmt_guest_conf *gc), void *owner);
+		  struct vmt_guest_list *guests, const struct vmt_discovery_ops *ops, void *owner);
 void discovery_free(struct vmt_discovery *d);
 /* Look at every discovery folder now. */
 void discovery_rescan(struct vmt_discovery *d);
@@ -29,6 +36,9 @@ void discovery_rescan(struct vmt_discovery *d);
  * other characters than a guest name's.
  */
 int discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, size_t n);
+/* The libvirt domain id of a discovered guest whose folder is a libvirt-
+ * layout one (domain-<id>-<name>), as of the last rescan; 0 otherwise. */
+int discovery_libvirt_id(const struct vmt_discovery *d, const struct vmt_guest *g);
 /* Guest folders passed over for their names (each rescan counts again). */
 uint64_t discovery_names_refused(const struct vmt_discovery *d);
 

@@ -37,12 +37,14 @@
 #define CHUNK (128 * 1024)
 #define REQ_MAX 1024		/* bytes of a dump request */
 #define REQ_QUEUE_MAX 64	/* requests waiting for the loop */
-#define MAX_SUBS 64
+#define MAX_SUBS 256		/* subjects this host subscribes to */
+#define DYN_MAX VMT_CONFIG_MAX_GUESTS	/* guests with labels from libvirt */
 #define SCAN_MS 1000		/* the state folder is scanned at least this often */
 #define BACKOFF_MIN_MS 200
 #define BACKOFF_MAX_MS 10000
 #define PENDING_MAX 64		/* fleet dumps waiting for their files */
 #define LOG_EVERY_NS (60ull * 1000000000ull)
+#define VMT_LABELS_MAX 256	/* "k=v,k=v", as vmt_guest_conf.labels */
 
 struct fleet_req {
 	struct fleet_req *next;
@@ -50,6 +52,11 @@ struct fleet_req {
 	char reply[256];
 	size_t len;
 	char data[REQ_MAX];
+};
+
+struct fleet_labeled {
+	char name[VMT_NAME_MAX];
+	char labels[VMT_LABELS_MAX];
 };
 
 struct fleet_pending {
@@ -64,10 +71,21 @@ struct vmt_fleet {
 	char host[VMT_FLEET_TOKEN_MAX + 1];
 	const struct vmt_fleet_ops *ops;
 	void *owner;
-	uint32_t nsubjects;
-	char subjects[MAX_SUBS][256];
-	uint32_t nlabeled;	/* the configuration's guests with labels */
-	struct { char name[VMT_NAME_MAX]; char labels[256]; } *labeled;
+	/* the guests with labels, the configuration's first (nconf), then
+	 * those libvirt's metadata gives (fleet_set_labels): the loop's */
+	uint32_t nlabeled, nconf, room;
+	struct fleet_labeled *labeled;
+	uint64_t over_log_ns;
+	/* the subjects the loop wants subscribed, bumped want_gen (the lock) */
+	uint32_t nwant;
+	char (*want)[256];
+	char (*want_next)[256];	/* the loop's scratch */
+	uint64_t want_gen;
+	/* the uploader's own: what it is subscribed to, as of have_gen */
+	uint32_t nhave;
+	struct { char subject[256]; natsSubscription *sub; } *have;
+	uint64_t have_gen;
+	char (*want_copy)[256];
 
 	int efd;
 	sd_event_source *src;
@@ -273,7 +291,7 @@ static void handle_req(struct vmt_fleet *f, struct fleet_req *rq)
 			d.n = 1;
 		}
 	} else {
-		/* a label: its guests, as the configuration gives them */
+		/* a label: its guests, as the configuration or libvirt gives them */
 		char kv[2 * VMT_FLEET_TOKEN_MAX + 2], *dot;
 		size_t kl;
 
@@ -363,6 +381,82 @@ static int on_wake(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 }
 
 /* ---- the uploader thread ---------------------------------------------- */
+
+/* Every subscription gone (the connection closed, or we stop). */
+static void subs_drop(struct vmt_fleet *f)
+{
+	for (uint32_t i = 0; i < f->nhave; i++)
+		natsSubscription_Destroy(f->have[i].sub);
+	f->nhave = 0;
+	f->have_gen = 0;	/* all to make again */
+	pthread_mutex_lock(&f->lock);
+	f->st.subjects = 0;
+	pthread_mutex_unlock(&f->lock);
+}
+
+static bool in_want(char (*want)[256], uint32_t n, const char *s)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (!strcmp(want[i], s))
+			return true;
+	return false;
+}
+
+/*
+ * What the loop wants subscribed, made so: subjects it no longer wants
+ * are unsubscribed, new ones subscribed. Between upload passes and files,
+ * so a label that changes is followed within one file's upload.
+ */
+static void subs_apply(struct vmt_fleet *f, natsConnection *nc)
+{
+	char (*want)[256] = f->want_copy;
+	uint32_t nwant, k = 0;
+	uint64_t gen;
+
+	if (natsConnection_Status(nc) == NATS_CONN_STATUS_CLOSED)
+		return;
+	pthread_mutex_lock(&f->lock);
+	gen = f->want_gen;
+	if (gen == f->have_gen) {
+		pthread_mutex_unlock(&f->lock);
+		return;
+	}
+	nwant = f->nwant;
+	memcpy(want, f->want, nwant * sizeof(want[0]));
+	pthread_mutex_unlock(&f->lock);
+	for (uint32_t i = 0; i < f->nhave; i++) {
+		if (in_want(want, nwant, f->have[i].subject)) {
+			f->have[k++] = f->have[i];
+			continue;
+		}
+		natsSubscription_Unsubscribe(f->have[i].sub);
+		natsSubscription_Destroy(f->have[i].sub);
+	}
+	f->nhave = k;
+	for (uint32_t i = 0; i < nwant; i++) {
+		bool have = false;
+		natsSubscription *sub = NULL;
+
+		for (uint32_t j = 0; j < f->nhave && !have; j++)
+			have = !strcmp(f->have[j].subject, want[i]);
+		if (have || f->nhave >= MAX_SUBS)
+			continue;
+		if (natsConnection_Subscribe(&sub, nc, want[i], on_msg, f) != NATS_OK) {
+			gen = 0;	/* tried again at the next pass */
+			continue;
+		}
+		natsSubscription_SetPendingLimits(sub, REQ_QUEUE_MAX, REQ_QUEUE_MAX * REQ_MAX);
+		snprintf(f->have[f->nhave].subject, sizeof(f->have[0].subject), "%s", want[i]);
+		f->have[f->nhave++].sub = sub;
+	}
+	/* the server has them before status says so */
+	if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED)
+		natsConnection_FlushTimeout(nc, 2000);
+	f->have_gen = gen;
+	pthread_mutex_lock(&f->lock);
+	f->st.subjects = f->nhave;
+	pthread_mutex_unlock(&f->lock);
+}
 
 static void nuid(char out[23])
 {
@@ -620,6 +714,7 @@ static int scan_guest(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int sf
 			if (aux != (pass == 0))
 				continue;
 			r = upload(f, nc, js, gfd, guest, v[i], !aux);
+			subs_apply(f, nc);	/* a label that changed meanwhile */
 			if (r == 0) {
 				pthread_mutex_lock(&f->lock);
 				if (f->st.queue)
@@ -706,7 +801,6 @@ static void *uploader(void *arg)
 {
 	struct vmt_fleet *f = arg;
 	natsConnection *nc = NULL;
-	natsSubscription *subs[MAX_SUBS] = { 0 };
 	jsCtx *js = NULL;
 	bool ensured = false;
 	uint32_t backoff = 0;
@@ -727,8 +821,7 @@ static void *uploader(void *arg)
 			f->nc = NULL;
 			f->st.connected = false;
 			pthread_mutex_unlock(&f->lock);
-			for (uint32_t i = 0; i < f->nsubjects; i++)
-				natsSubscription_Destroy(subs[i]), subs[i] = NULL;
+			subs_drop(f);
 			jsCtx_Destroy(js);
 			js = NULL;
 			natsConnection_Destroy(nc);
@@ -794,13 +887,7 @@ static void *uploader(void *arg)
 				goto wait;
 			}
 			backoff = 0;
-			for (uint32_t i = 0; i < f->nsubjects; i++) {
-				if (natsConnection_Subscribe(&subs[i], nc, f->subjects[i], on_msg, f) ==
-				    NATS_OK)
-					natsSubscription_SetPendingLimits(subs[i], REQ_QUEUE_MAX,
-									  REQ_QUEUE_MAX * REQ_MAX);
-			}
-			natsConnection_Flush(nc);
+			subs_apply(f, nc);
 			natsConnection_JetStream(&js, nc, NULL);
 			pthread_mutex_lock(&f->lock);
 			f->nc = nc;
@@ -810,6 +897,7 @@ static void *uploader(void *arg)
 			pthread_mutex_unlock(&f->lock);
 			log_info("fleet: connected to %s as %s", f->st.server, f->host);
 		}
+		subs_apply(f, nc);
 		if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED && js) {
 			if (!ensured)
 				ensured = ensure_stream(f, js) == 0;
@@ -845,8 +933,7 @@ wait:
 	pthread_mutex_lock(&f->lock);
 	f->nc = NULL;
 	pthread_mutex_unlock(&f->lock);
-	for (uint32_t i = 0; i < f->nsubjects; i++)
-		natsSubscription_Destroy(subs[i]);
+	subs_drop(f);
 	jsCtx_Destroy(js);
 	natsConnection_Destroy(nc);
 	return NULL;
@@ -854,20 +941,117 @@ wait:
 
 /* ---- the module -------------------------------------------------------- */
 
-static void add_subject(struct vmt_fleet *f, const char *s)
+static void add_subject(char (*v)[256], uint32_t *n, const char *s, uint32_t *over)
 {
-	for (uint32_t i = 0; i < f->nsubjects; i++)
-		if (!strcmp(f->subjects[i], s))
+	for (uint32_t i = 0; i < *n; i++)
+		if (!strcmp(v[i], s))
 			return;
-	if (f->nsubjects < MAX_SUBS)
-		snprintf(f->subjects[f->nsubjects++], sizeof(f->subjects[0]), "%s", s);
+	if (*n < MAX_SUBS)
+		snprintf(v[(*n)++], sizeof(v[0]), "%s", s);
+	else
+		(*over)++;
+}
+
+/* The subjects the labels in force ask for, handed to the uploader. */
+static void subjects_update(struct vmt_fleet *f)
+{
+	char (*v)[256] = f->want_next;
+	char subj[256];
+	uint32_t n = 0, over = 0;
+
+	if (f->conf.accept & VMT_FLEET_ACCEPT_HOST) {
+		snprintf(subj, sizeof(subj), "%s.dump.%s.*", f->conf.subject_prefix, f->host);
+		add_subject(v, &n, subj, &over);
+	}
+	for (uint32_t i = 0; i < f->nlabeled && (f->conf.accept & VMT_FLEET_ACCEPT_LABEL); i++) {
+		char l[VMT_LABELS_MAX], *save = NULL;
+
+		snprintf(l, sizeof(l), "%s", f->labeled[i].labels);
+		for (char *kv = strtok_r(l, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(kv, '=');
+
+			if (!eq)
+				continue;
+			*eq = 0;
+			snprintf(subj, sizeof(subj), "%s.dump.label.%s.%s", f->conf.subject_prefix, kv,
+				 eq + 1);
+			add_subject(v, &n, subj, &over);
+		}
+	}
+	if (over && (!f->over_log_ns || now_monotonic_ns() - f->over_log_ns > LOG_EVERY_NS)) {
+		f->over_log_ns = now_monotonic_ns();
+		log_warning("fleet: %u label subject(s) past the %d this host subscribes to are not "
+			    "subscribed (logged once a minute)", over, MAX_SUBS);
+	}
+	pthread_mutex_lock(&f->lock);
+	if (n != f->nwant || memcmp(v, f->want, n * sizeof(v[0]))) {
+		memcpy(f->want, v, n * sizeof(v[0]));
+		f->nwant = n;
+		f->want_gen++;
+		f->kick = true;
+		pthread_cond_signal(&f->cond);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+static struct fleet_labeled *labeled_find(struct vmt_fleet *f, const char *guest)
+{
+	for (uint32_t i = 0; i < f->nlabeled; i++)
+		if (!strcmp(f->labeled[i].name, guest))
+			return &f->labeled[i];
+	return NULL;
+}
+
+void fleet_set_labels(struct vmt_fleet *f, const char *guest, const char *labels)
+{
+	struct fleet_labeled *e;
+	uint32_t i;
+
+	if (!f)
+		return;
+	for (i = 0; i < f->nconf; i++)
+		if (!strcmp(f->labeled[i].name, guest))
+			return;	/* the configuration's labels win */
+	e = labeled_find(f, guest);
+	if (!labels || !*labels) {
+		if (!e)
+			return;
+		*e = f->labeled[--f->nlabeled];
+	} else if (e) {
+		if (!strcmp(e->labels, labels))
+			return;
+		snprintf(e->labels, sizeof(e->labels), "%s", labels);
+	} else {
+		if (f->nlabeled - f->nconf >= DYN_MAX)
+			return;	/* lvmeta reads at most as many */
+		if (f->nlabeled == f->room) {
+			uint32_t more = f->room ? f->room * 2 : 16;
+			struct fleet_labeled *v = realloc(f->labeled, more * sizeof(*v));
+
+			if (!v)
+				return;
+			f->labeled = v;
+			f->room = more;
+		}
+		e = &f->labeled[f->nlabeled++];
+		snprintf(e->name, sizeof(e->name), "%s", guest);
+		snprintf(e->labels, sizeof(e->labels), "%s", labels);
+	}
+	log_info("fleet: guest %s: labels %s (from libvirt)", guest, labels && *labels ? labels : "none");
+	subjects_update(f);
+}
+
+const char *fleet_labels(struct vmt_fleet *f, const char *guest)
+{
+	struct fleet_labeled *e = f ? labeled_find(f, guest) : NULL;
+
+	return e ? e->labels : NULL;
 }
 
 int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	      const char *hostname, const struct vmt_fleet_ops *ops, void *owner)
 {
 	struct vmt_fleet *f;
-	char subj[256];
 	int r;
 
 	*out = NULL;
@@ -889,37 +1073,26 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	f->st.enabled = true;
-	if (f->conf.accept & VMT_FLEET_ACCEPT_HOST) {
-		snprintf(subj, sizeof(subj), "%s.dump.%s.*", f->conf.subject_prefix, f->host);
-		add_subject(f, subj);
-	}
-	f->labeled = calloc(c->nguests ? c->nguests : 1, sizeof(*f->labeled));
-	if (!f->labeled) {
+	f->want = calloc(MAX_SUBS, sizeof(*f->want));
+	f->want_next = calloc(MAX_SUBS, sizeof(*f->want_next));
+	f->want_copy = calloc(MAX_SUBS, sizeof(*f->want_copy));
+	f->have = calloc(MAX_SUBS, sizeof(*f->have));
+	f->room = c->nguests + 16;
+	f->labeled = calloc(f->room, sizeof(*f->labeled));
+	if (!f->want || !f->want_next || !f->want_copy || !f->have || !f->labeled) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	for (uint32_t i = 0; i < c->nguests; i++) {
 		const struct vmt_guest_conf *g = &c->guests[i];
-		char l[256], *save = NULL;
 
 		if (!g->labels[0])
 			continue;
 		snprintf(f->labeled[f->nlabeled].name, VMT_NAME_MAX, "%s", g->name);
-		snprintf(f->labeled[f->nlabeled++].labels, 256, "%s", g->labels);
-		if (!(f->conf.accept & VMT_FLEET_ACCEPT_LABEL))
-			continue;
-		snprintf(l, sizeof(l), "%s", g->labels);
-		for (char *kv = strtok_r(l, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-			char *eq = strchr(kv, '=');
-
-			if (!eq)
-				continue;
-			*eq = 0;
-			snprintf(subj, sizeof(subj), "%s.dump.label.%s.%s", f->conf.subject_prefix, kv,
-				 eq + 1);
-			add_subject(f, subj);
-		}
+		snprintf(f->labeled[f->nlabeled++].labels, VMT_LABELS_MAX, "%s", g->labels);
 	}
+	f->nconf = f->nlabeled;
+	subjects_update(f);
 	f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (f->efd < 0) {
 		r = -errno;
@@ -932,7 +1105,7 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	if (r < 0)
 		goto fail;
 	f->started = true;
-	log_info("fleet: host %s, %u subjects, bucket %s", f->host, f->nsubjects, f->conf.bucket);
+	log_info("fleet: host %s, %u subjects, bucket %s", f->host, f->nwant, f->conf.bucket);
 	*out = f;
 	return 0;
 fail:
@@ -967,6 +1140,10 @@ void fleet_free(struct vmt_fleet *f)
 		f->pending = n;
 	}
 	free(f->labeled);
+	free(f->want);
+	free(f->want_next);
+	free(f->want_copy);
+	free(f->have);
 	if (f->started)
 		nats_Close();	/* libnats' own threads and globals: at exit only */
 	pthread_cond_destroy(&f->cond);

@@ -11,6 +11,10 @@
  * checked (subject, strict JSON, the fleet's own budget) and handed to the
  * owner's dump callback; the dump's answer comes back through
  * fleet_answer() and is published to the request's reply subject.
+ * Labels: the configuration's guests' at creation, and those libvirt's
+ * metadata gives (fleet_set_labels(), lvmeta.h) as they come; the loop
+ * keeps the table requests are matched against and the subjects it wants,
+ * the uploader subscribes and unsubscribes to follow them.
  */
 #ifndef VMT_FLEET_H
 #define VMT_FLEET_H
@@ -50,6 +54,7 @@ struct vmt_fleet_status {
 	uint64_t triggers;	/* fleet dumps taken */
 	uint64_t refused;	/* fleet dump requests refused (budget, bad) */
 	uint64_t auth_failures;
+	uint32_t subjects;	/* subscribed now */
 };
 
 /* *out = NULL when c has no fleet: (0 returned, nothing started). */
@@ -62,6 +67,12 @@ void fleet_kick(struct vmt_fleet *f);
 bool fleet_answer(struct vmt_fleet *f, const void *token, char *const *files, uint32_t nfiles,
 		  int error);
 void fleet_status(struct vmt_fleet *f, struct vmt_fleet_status *st);
+/* guest's labels from libvirt ("k=v,..."; NULL or "": none), on the loop;
+ * a guest of the configuration keeps the configuration's. */
+void fleet_set_labels(struct vmt_fleet *f, const char *guest, const char *labels);
+/* The labels requests match guest by (the configuration's or libvirt's),
+ * NULL for none or without a fleet. */
+const char *fleet_labels(struct vmt_fleet *f, const char *guest);
 
 /* fleet-json.c, pure: a dump request {"reason": S, "window": N, "post": N},
  * every key optional, nothing else; numbers whole seconds. */

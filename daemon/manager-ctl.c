@@ -16,6 +16,7 @@
 #include "guest.h"
 #include "discovery.h"
 #include "log.h"
+#include "lvmeta.h"
 #include "manager.h"
 #include "probe.h"
 #include "sindex.h"
@@ -69,8 +70,10 @@ static void put_frames(struct vmt_buf *b, const struct vmt_guest *g)
 	ctl_put_FRAMES_OVERWRITTEN(b, ow);
 }
 
-static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
+static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_fleet *fleet)
 {
+	const char *labels = fleet_labels(fleet, g->conf.name);
+
 	uint64_t now = now_monotonic_ns();
 	uint64_t pages = 0, cap = 0, in = 0, ow = 0, lost = 0, rej = 0, bytes = 0, ev = 0, prej = 0;
 	uint64_t elost = 0, back = 0;
@@ -129,6 +132,10 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 	ctl_put_PAGES_DISCARDED(b, g->c.pages_discarded);
 	ctl_put_HELLOS_DEFERRED(b, g->c.hellos_deferred);
 	ctl_put_FLAGS(b, g->discovered ? 1 : 0);
+	if (!labels)
+		labels = g->conf.labels;
+	if (labels[0])
+		ctl_put_LABELS(b, labels);
 	if (g->nrings) {
 		uint64_t since;
 		uint32_t lifetimes;
@@ -142,6 +149,7 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g)
 static void manager_put_fleet(struct vmt_manager *m, struct vmt_buf *b)
 {
 	struct vmt_fleet_status st;
+	struct vmt_lvmeta_status lv;
 
 	fleet_status(m->fleet, &st);
 	ctl_put_FLEET_STATE(b, !st.enabled ? "off" : st.connected ? "connected" :
@@ -157,6 +165,15 @@ static void manager_put_fleet(struct vmt_manager *m, struct vmt_buf *b)
 	ctl_put_FLEET_TRIGGERS(b, st.triggers);
 	ctl_put_FLEET_REFUSED(b, st.refused);
 	ctl_put_FLEET_AUTH_FAILURES(b, st.auth_failures);
+	ctl_put_FLEET_SUBJECTS(b, st.subjects);
+	lvmeta_status(m->lvmeta, &lv);
+	ctl_put_LIBVIRT_STATE(b, lv.state);
+	if (!m->lvmeta)
+		return;
+	ctl_put_LIBVIRT_ERROR(b, lv.error);
+	ctl_put_LIBVIRT_READS(b, lv.reads);
+	ctl_put_LIBVIRT_REFUSED(b, lv.refused);
+	ctl_put_LIBVIRT_CONNECT_FAILURES(b, lv.connect_failures);
 }
 
 static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t id, bool with_daemon)
@@ -197,7 +214,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
 		ctl_msg_begin(&b, VMT_CTL_GUEST, id);
-		put_guest(&b, m->guests.v[i]);
+		put_guest(&b, m->guests.v[i], m->fleet);
 		control_send(cl, &b);
 	}
 	if (with_daemon) {

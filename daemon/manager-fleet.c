@@ -2,14 +2,18 @@
 /*
  * manager-fleet: the fleet's dumps go the way of `vmtracectl dump`
  * (dump_request), with the fleet's token where a control client would be;
- * the fleet module has already checked them against its own budget.
+ * the fleet module has already checked them against its own budget. The
+ * guests discovery found in libvirt-layout folders are handed to lvmeta,
+ * whose labels from their domains' metadata go on to the fleet.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fleet.h"
 #include "log.h"
+#include "lvmeta.h"
 #include "manager-int.h"
 #include "util.h"
 
@@ -38,7 +42,55 @@ static const struct vmt_fleet_ops fleet_ops = {
 	.dump = on_fleet_dump,
 };
 
+static void on_lvmeta_labels(void *owner, const char *guest, const char *labels)
+{
+	struct vmt_manager *m = owner;
+
+	fleet_set_labels(m->fleet, guest, labels);
+}
+
+static const struct vmt_lvmeta_ops lvmeta_ops = {
+	.labels = on_lvmeta_labels,
+};
+
 int manager_fleet_start(struct vmt_manager *m)
 {
-	return fleet_new(&m->fleet, m->event, &m->conf, m->hostname, &fleet_ops, m);
+	const struct vmt_fleet_conf *fc = &m->conf.fleet;
+	int r = fleet_new(&m->fleet, m->event, &m->conf, m->hostname, &fleet_ops, m);
+
+	/* after the privileges are dropped: the thread connects as the
+	 * daemon's user, to libvirt's read-only socket */
+	if (r < 0 || !m->fleet || !fc->libvirt_labels || !(fc->accept & VMT_FLEET_ACCEPT_LABEL))
+		return r;
+	r = lvmeta_new(&m->lvmeta, m->event, fc->libvirt_uri, &lvmeta_ops, m);
+	if (r < 0)
+		return r;
+	manager_fleet_sync(m);
+	return 0;
+}
+
+void manager_fleet_sync(struct vmt_manager *m)
+{
+	struct vmt_lvmeta_guest *v;
+	uint32_t n = 0;
+
+	if (!m->lvmeta)
+		return;
+	v = calloc(m->guests.n ? m->guests.n : 1, sizeof(*v));
+	if (!v) {
+		log_error("fleet: out of memory for the guests' labels from libvirt");
+		return;
+	}
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		struct vmt_guest *g = m->guests.v[i];
+		int id = g->present ? discovery_libvirt_id(m->discovery, g) : 0;
+
+		if (id > 0)
+			v[n++] = (struct vmt_lvmeta_guest){ .name = g->conf.name, .id = id };
+		else
+			fleet_set_labels(m->fleet, g->conf.name, NULL);	/* gone: no labels */
+	}
+	if (lvmeta_set(m->lvmeta, v, n) < 0)
+		log_error("fleet: out of memory for the guests' labels from libvirt");
+	free(v);
 }

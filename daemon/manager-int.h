@@ -8,8 +8,10 @@
 
 #include "manager.h"
 
-/* discovery's add callback: a guest made and put in the list, or NULL */
-struct vmt_guest *manager_on_discovered(void *owner, const struct vmt_guest_conf *gc);
+#include "discovery.h"
+
+/* what discovery tells the manager: a guest to make, a rescan done */
+extern const struct vmt_discovery_ops manager_discovery_ops;
 /* The detectors, for the configuration in force. */
 int manager_probe_new(struct vmt_manager *m);
 /* The host's own source, with host.enabled, as the guest named "host". */
@@ -29,7 +31,11 @@ void manager_upgrade_soon(struct vmt_manager *m);
 /* STATUS= for systemd. */
 void manager_notify_status(struct vmt_manager *m);
 
-/* manager-fleet.c: the fleet, with fleet: in the configuration (fleet.h) */
+/* manager-fleet.c: the fleet, with fleet: in the configuration (fleet.h),
+ * and its labels from libvirt (lvmeta.h) */
 int manager_fleet_start(struct vmt_manager *m);
+/* The guests whose labels libvirt gives, after discovery or a reload
+ * changed the list: lvmeta reads the new ones, the others lose theirs. */
+void manager_fleet_sync(struct vmt_manager *m);
 
 #endif

@@ -7,7 +7,8 @@
  * guests stay unless a configured one takes their name; the host source
  * stays if host: did not change; the detectors load again if theirs did.
  * What only a new process can take (user, sandbox, dump_reserve, the
- * fleet's connection and the label subjects it subscribes to) is
+ * fleet's connection and the configuration's label subjects it subscribes
+ * to; libvirt's labels it follows in place, lvmeta.h) is
  * taken by handing over to one that reads the file, as an upgrade does;
  * what only a restart can change (control_socket; the detectors and the
  * host source when not running as root) is said and kept.
@@ -226,9 +227,11 @@ static void reload_apply(struct vmt_manager *m, struct vmt_config *nc, const str
 	if (!c->host_kept)
 		manager_start_host(m);	/* logs why it cannot */
 	if (m->conf.ndiscovery && !m->discovery &&
-	    discovery_new(&m->discovery, m->event, &m->conf, &m->guests, manager_on_discovered, m) < 0)
+	    discovery_new(&m->discovery, m->event, &m->conf, &m->guests, &manager_discovery_ops,
+			  m) < 0)
 		log_error("cannot watch the discovery folders");
 	discovery_rescan(m->discovery);
+	manager_fleet_sync(m);	/* a discovered guest a configured one replaced */
 	control_forget_access(m->control);	/* the control groups may have changed */
 }
 

@@ -19,6 +19,7 @@
 #include "guest.h"
 #include "hostsrc.h"
 #include "log.h"
+#include "lvmeta.h"
 #include "manager.h"
 #include "manager-int.h"
 #include "probe.h"
@@ -64,12 +65,22 @@ static void on_host_mark(void *owner, const char *text)
 			hostsrc_mark(m->guests.v[i], text);
 }
 
-struct vmt_guest *manager_on_discovered(void *owner, const struct vmt_guest_conf *gc)
+static struct vmt_guest *on_discovered(void *owner, const struct vmt_guest_conf *gc)
 {
 	struct vmt_guest *g;
 
 	return manager_add_guest(owner, gc, &g) < 0 ? NULL : g;
 }
+
+static void on_rescanned(void *owner)
+{
+	manager_fleet_sync(owner);
+}
+
+const struct vmt_discovery_ops manager_discovery_ops = {
+	.add = on_discovered,
+	.rescanned = on_rescanned,
+};
 
 static int on_detector(void *owner, const char *guest, const struct vmt_trigger *t, bool last_word)
 {
@@ -435,7 +446,8 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	if (r < 0)
 		goto fail;
 	if (m->conf.ndiscovery) {
-		r = discovery_new(&m->discovery, m->event, &m->conf, &m->guests, manager_on_discovered, m);
+		r = discovery_new(&m->discovery, m->event, &m->conf, &m->guests,
+				  &manager_discovery_ops, m);
 		if (r < 0) {
 			log_error_errno(r, "cannot watch the discovery folders: %m");
 			goto fail;
@@ -515,6 +527,8 @@ void manager_free(struct vmt_manager *m)
 {
 	if (!m)
 		return;
+	lvmeta_free(m->lvmeta);	/* before the fleet its labels go to */
+	m->lvmeta = NULL;
 	fleet_free(m->fleet);	/* its uploads end; the markers tell the next start */
 	m->fleet = NULL;
 	/* samples being written are finished, not abandoned */

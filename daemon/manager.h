@@ -60,6 +60,7 @@ struct vmt_manager {
 	char **argv;
 	char hostname[65];
 	struct vmt_fleet *fleet;	/* NULL without fleet: (fleet.h) */
+	struct vmt_lvmeta *lvmeta;	/* the fleet's labels from libvirt, NULL when off (lvmeta.h) */
 };
 
 /* The "auto" sizes of c from this machine (RAM, the state folder's file

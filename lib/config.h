@@ -138,6 +138,8 @@ struct vmt_fleet_conf {
 	uint32_t accept;	/* VMT_FLEET_ACCEPT_* */
 	uint32_t max_per_minute;	/* dumps asked for over NATS, 0 = no limit */
 	uint32_t queue_max;	/* files waiting for upload, counted before the marker */
+	int libvirt_labels;	/* labels from libvirt domain metadata (daemon/lvmeta.c) */
+	char libvirt_uri[256];	/* the read-only connection's URI */
 };
 
 struct vmt_config {
@@ -198,6 +200,9 @@ int config_load(struct vmt_config *c, const char *path, char *err, size_t err_le
 int config_load_string(struct vmt_config *c, const char *name, const char *text, size_t len,
 		       char *err, size_t err_len);
 void config_free(struct vmt_config *c);
+/* Whether s is a label key or value (and a host_id, subject_prefix,
+ * bucket): one NATS subject token, [A-Za-z0-9_-], 1 to 64 bytes. */
+bool config_label_token_valid(const char *s);
 /* Normalized YAML: every field, defaults filled in, sizes in bytes. */
 void config_print(const struct vmt_config *c, FILE *f);
 /*

@@ -25,10 +25,12 @@ void config_fleet_init(struct vmt_fleet_conf *f)
 	f->accept = VMT_FLEET_ACCEPT_HOST | VMT_FLEET_ACCEPT_LABEL;
 	f->max_per_minute = 6;
 	f->queue_max = 10000;
+	f->libvirt_labels = 1;
+	strcpy(f->libvirt_uri, "qemu:///system");
 }
 
 /* One NATS subject token of ours: no '.', no wildcard, no space. */
-static bool token_is_valid(const char *s)
+bool config_label_token_valid(const char *s)
 {
 	if (!*s || strlen(s) > VMT_FLEET_TOKEN_MAX)
 		return false;
@@ -46,7 +48,7 @@ static int read_token(struct yamlconf *y, yaml_node_t *v, const char *field, cha
 	r = yamlconf_read_scalar(y, v, field, "a NATS subject token", false, &s);
 	if (r < 0)
 		return r;
-	if (!token_is_valid(s))
+	if (!config_label_token_valid(s))
 		return yamlconf_error(y, v, field,
 				      "%s is not one NATS subject token ([A-Za-z0-9_-], 1 to %d bytes)",
 				      SHOW(s), VMT_FLEET_TOKEN_MAX);
@@ -189,6 +191,21 @@ static int f_queue_max(struct yamlconf *y, yaml_node_t *v, const char *field, vo
 				 &((struct vmt_fleet_conf *)obj)->queue_max);
 }
 
+static int f_libvirt_labels(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return yamlconf_read_bool(y, v, field, &((struct vmt_fleet_conf *)obj)->libvirt_labels);
+}
+
+static int f_libvirt_uri(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_fleet_conf *f = obj;
+	int r = read_text(y, v, field, f->libvirt_uri, sizeof(f->libvirt_uri));
+
+	if (r == 0 && !f->libvirt_uri[0])
+		return yamlconf_error(y, v, field, "a libvirt URI (qemu:///system) is needed");
+	return r;
+}
+
 /* accept: [host, label]: which dump subjects this host subscribes to */
 static int f_accept(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
@@ -233,6 +250,8 @@ static const struct yamlconf_key fleet_keys[] = {
 	{ "accept", f_accept },
 	{ "max_per_minute", f_per_minute },
 	{ "queue_max", f_queue_max },
+	{ "libvirt_labels", f_libvirt_labels },
+	{ "libvirt_uri", f_libvirt_uri },
 };
 
 int config_fleet_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
@@ -354,4 +373,7 @@ void config_fleet_print(const struct vmt_config *c, FILE *f)
 		fl->accept & VMT_FLEET_ACCEPT_LABEL ? "label" : "");
 	fprintf(f, "  max_per_minute: %" PRIu32 "\n  queue_max: %" PRIu32 "\n", fl->max_per_minute,
 		fl->queue_max);
+	fprintf(f, "  libvirt_labels: %s\n  libvirt_uri: ", fl->libvirt_labels ? "true" : "false");
+	print_q(f, fl->libvirt_uri);
+	fputc('\n', f);
 }

@@ -14,7 +14,7 @@ libbpf-dev bpftool clang llvm libzstd-dev liblz4-dev zstd libyaml-dev check trac
 qemu-system-x86 busybox-static cpio kmod systemd libc6-dev libclang-rt-14-dev
 kernelshark xvfb imagemagick stress-ng libcap-dev libseccomp-dev python3
 dpkg-dev debhelper lintian prometheus
-libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients"
+libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev libxml2-dev"
 missing=""
 for p in $PKGS; do
 	s=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)

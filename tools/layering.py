@@ -9,7 +9,8 @@ link lines make would run, and fails (exit 1, one line a finding) on
   - a forbidden edge: lib/ including a header of daemon/, ctl/ or agent/;
     ctl/ or agent/ including daemon/; daemon/ or agent/ including ctl/;
   - a program linked with what it must not: vmtracectl or the agent with
-    libbpf, or any program with another program's objects (the agent's
+    libbpf or libvirt (the daemon alone loads BPF and talks to libvirtd), or
+    any program with another program's objects (the agent's
     objects live in agent-objs/, so agent/ objects are theirs alone).
 
 Usage: tools/layering.py [--graph]   (from the source tree; --graph prints
@@ -122,8 +123,8 @@ def main():
 
     # link lines: libraries and objects each program may not take in
     banned = {"vmtraced": ((), ("ctl", "agent")),
-              "vmtracectl": (("-lbpf",), ("daemon", "agent")),
-              "vmtrace-agent": (("-lbpf",), ("daemon", "ctl"))}
+              "vmtracectl": (("-lbpf", "-lvirt"), ("daemon", "agent")),
+              "vmtrace-agent": (("-lbpf", "-lvirt"), ("daemon", "ctl"))}
     with tempfile.TemporaryDirectory() as tmp:
         for prog, (libs, dirs) in banned.items():
             line = link_line(prog, tmp)

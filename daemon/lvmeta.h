@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lvmeta: fleet labels from libvirt domain metadata (docs/FLEET.md). With
+ * fleet: on (libvirt_labels, accept label), the guests discovery found in a
+ * libvirt-layout folder are read here: one thread of ours owns a read-only
+ * libvirt connection (libvirt_uri), made only once there is a guest to read,
+ * remade with backoff when libvirtd goes away, and libvirt's event loop,
+ * through which metadata changes (`virsh metadata --live`) come. Every call
+ * into libvirt blocks, so none is made on the sd-event loop: the loop hands
+ * the thread the guests it wants read (lvmeta_set) and gets each guest's
+ * labels back, checked, through an eventfd, as a call of the owner's labels
+ * callback on the loop. The element is
+ *   <vmtrace:labels xmlns:vmtrace="https://vmtrace.dev/xmlns/labels/1">
+ *     <label key="tenant" value="blue"/>
+ *   </vmtrace:labels>
+ * and is untrusted input: bounded, parsed without network, DTD or entities,
+ * every key and value checked as the configuration's labels are.
+ */
+#ifndef VMT_LVMETA_H
+#define VMT_LVMETA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#define VMT_LVMETA_NS "https://vmtrace.dev/xmlns/labels/1"
+#define VMT_LVMETA_XML_MAX 4096	/* bytes of the metadata element */
+#define VMT_LVMETA_LABELS_MAX 16	/* labels of one guest */
+#define VMT_LVMETA_OUT_MAX 256	/* "k=v,k=v" with its NUL, as vmt_guest_conf.labels */
+
+struct vmt_lvmeta;
+
+struct vmt_lvmeta_ops {
+	/* guest's labels from its metadata, "k=v,..." ("" for none, or refused);
+	 * on the loop, only for a guest the last lvmeta_set() named */
+	void (*labels)(void *owner, const char *guest, const char *labels);
+};
+
+/* A guest to read: its name (libvirt's channel folder may shorten the
+ * domain's to 20 characters) and the running domain's id. */
+struct vmt_lvmeta_guest {
+	const char *name;
+	int id;
+};
+
+struct vmt_lvmeta_status {
+	const char *state;	/* idle (nothing to read), connecting, connected */
+	char error[512];	/* the last connection error, "" if none */
+	uint64_t reads;		/* metadata read and its labels handed to the loop */
+	uint64_t refused;	/* metadata refused (size, XML, a key or value) */
+	uint64_t connect_failures;
+};
+
+int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri,
+	       const struct vmt_lvmeta_ops *ops, void *owner);
+void lvmeta_free(struct vmt_lvmeta *l);
+/* The guests to read from now on, all of them (on the loop): new ones and
+ * those with a new id are read, the others left. */
+int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t n);
+void lvmeta_status(struct vmt_lvmeta *l, struct vmt_lvmeta_status *st);
+
+/*
+ * lvmeta-xml.c, pure: the metadata element (len bytes, no NUL needed) into
+ * "k=v,k=v" in document order (out, n bytes; "" when it holds no label).
+ * 0; -E2BIG (over VMT_LVMETA_XML_MAX, too many labels, out too small) or
+ * -EINVAL (not the element, or a bad key or value) with why, printable.
+ */
+int lvmeta_parse(const char *xml, size_t len, char *out, size_t n, char *why, size_t why_len);
+
+#endif
