@@ -42,6 +42,7 @@ struct vmt_discovery {
 	sd_event_source *timer;
 	uint64_t rescans;
 	uint64_t names_refused;
+	bool no_connect;	/* discovery_find(): guests made, not connected */
 	uint64_t log_until_ns;	/* the name log's rate limit: its window */
 	unsigned logged;	/* and what it said in it */
 };
@@ -167,7 +168,8 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 		g->discovered = true;
 		g->present = true;
 		log_guest(VMT_LOG_NOTICE, 0, name, "discovered in %s", dc->path);
-		guest_connect(g);
+		if (!d->no_connect)
+			guest_connect(g);
 	}
 	closedir(dir);
 }
@@ -192,6 +194,15 @@ void discovery_rescan(struct vmt_discovery *d)
 	}
 	if (d->ops->rescanned)
 		d->ops->rescanned(d->owner);
+}
+
+void discovery_find(struct vmt_discovery *d)
+{
+	if (!d)
+		return;
+	d->no_connect = true;
+	discovery_rescan(d);
+	d->no_connect = false;
 }
 
 int discovery_libvirt_id(const struct vmt_discovery *d, const struct vmt_guest *g)

@@ -506,6 +506,9 @@ int manager_run(struct vmt_manager *m)
 		return 1;
 	}
 	dump_retention_now(&m->dumps);
+	/* the guests discovery finds are there to take their sessions over */
+	if (m->upgrade.handed_over)
+		discovery_find(m->discovery);
 	manager_upgrade_adopt(m);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_connect(m->guests.v[i]);

@@ -108,19 +108,32 @@ static int guest_samples(struct itest_run *r, const char *guest, char ***list)
 	return itest_samples(dir, list);
 }
 
-/* The daemon from DIR/vmtraced (a copy of the build's), guests held at HOLD. */
-static void start(struct itest_run *r, char *bin, size_t n)
+/* The daemon from DIR/vmtraced (a copy of the build's), guests held at
+ * HOLD; discovered: the guests are not configured but found in DIR/guests
+ * (a discovery folder, vmtraced layout). */
+static void start_as(struct itest_run *r, char *bin, size_t n, bool discovered)
 {
 	struct testd_opts o = { 0 };
 
 	snprintf(bin, n, "%s/vmtraced", r->dir);
 	ck_assert_int_eq(itest_sh("cp %s/%s/vmtraced %s", test_srcdir(), test_builddir(), bin), 0);
 	o.bin = bin;
+	if (discovered) {
+		ck_assert_int_eq(itest_sh("mkdir -p %s/guests", r->dir), 0);
+		for (int g = 0; g < NG; g++)
+			snprintf(r->chan[g], sizeof(r->chan[g]), "%s/guests/g%d", r->dir, g + 1);
+	}
 	for (int g = 0; g < NG; g++) {
 		feed(r, g);
 		itest_run_guest(r, g);
 	}
-	itest_run_daemon_opts(r, TOP, NG, &o);
+	if (discovered) {
+		snprintf(r->body, sizeof(r->body), "%sdiscovery:\n  - path: %s/guests\n", TOP, r->dir);
+		ck_assert_msg(testd_start_opts(&r->d, r->dir, r->body, &o) == 0,
+			      "vmtraced did not start (log: %s)", r->d.log);
+	} else {
+		itest_run_daemon_opts(r, TOP, NG, &o);
+	}
 	itest_expect_streaming(&r->d, "g1", 20000);
 	itest_expect_streaming(&r->d, "g2", 20000);
 	itest_expect_pages_in(&r->d, "g1", HOLD * ncpu);
@@ -129,6 +142,11 @@ static void start(struct itest_run *r, char *bin, size_t n)
 		fakeguest_poll(&r->fg[g]);
 		ck_assert_uint_eq(r->fg[g].starts, 1);
 	}
+}
+
+static void start(struct itest_run *r, char *bin, size_t n)
+{
+	start_as(r, bin, n, false);
 }
 
 /* The keeper that held the old address space across execve: its exit
@@ -151,16 +169,17 @@ static void expect_keeper_reaped(struct itest_run *r)
 	ck_assert_msg(kill(keeper, 0) < 0 && errno == ESRCH, "keeper %d still there", (int)keeper);
 }
 
-/* Two guests held half way; the upgrade asked by vmtracectl, or by SIGUSR2. */
-static void keeps_sessions(bool by_signal)
+/* Two guests held half way; the upgrade asked by vmtracectl, or by
+ * SIGUSR2; the guests configured, or found by discovery (libvirt's are). */
+static void keeps_sessions(bool by_signal, bool discovered)
 {
 	unsigned hellos[NG];
 	char bin[PATH_MAX], out[256];
 	struct itest_run r;
 	pid_t pid;
 
-	itest_run_init(&r, &in, by_signal ? "upgrade-sig" : "upgrade");
-	start(&r, bin, sizeof(bin));
+	itest_run_init(&r, &in, by_signal ? "upgrade-sig" : discovered ? "upgrade-disc" : "upgrade");
+	start_as(&r, bin, sizeof(bin), discovered);
 	for (int g = 0; g < NG; g++)
 		hellos[g] = r.fg[g].host_hellos;
 	pid = r.d.pid;
@@ -197,14 +216,23 @@ static void keeps_sessions(bool by_signal)
 START_TEST(upgrade_keeps_sessions)
 {
 	ITEST_NEED_INPUT(in);
-	keeps_sessions(false);
+	keeps_sessions(false, false);
+}
+END_TEST
+
+/* The successor finds the discovered guests before it takes the sessions
+ * over: found after, their channels were closed and they started afresh. */
+START_TEST(upgrade_keeps_discovered_sessions)
+{
+	ITEST_NEED_INPUT(in);
+	keeps_sessions(false, true);
 }
 END_TEST
 
 START_TEST(sigusr2_upgrades)
 {
 	ITEST_NEED_INPUT(in);
-	keeps_sessions(true);
+	keeps_sessions(true, false);
 }
 END_TEST
 
@@ -540,6 +568,7 @@ int main(void)
 	if (ncpu)
 		step_ns = itest_unique_step(&in);
 	TEST_ADD(t, upgrade_keeps_sessions);
+	TEST_ADD(t, upgrade_keeps_discovered_sessions);
 	TEST_ADD(t, sigusr2_upgrades);
 	TEST_ADD(t, upgrade_refused_under_the_sandbox);
 	TEST_ADD(t, upgrade_while_streaming);
