@@ -6,15 +6,14 @@
  * their sessions and rings, new ones start, removed ones stop; discovered
  * guests stay unless a configured one takes their name; the host source
  * stays if host: did not change; the detectors load again if theirs did.
- * What only a new process can take (user, sandbox, dump_reserve, the
+ * What only a new process can take (sandbox, dump_reserve, the
  * fleet's connection and the configuration's label subjects it subscribes
  * to; libvirt's labels it follows in place, lvmeta.h) is
  * taken by handing over to one that reads the file, as an upgrade does;
- * what only a restart can change (control_socket; the detectors and the
- * host source when not running as root) is said and kept.
+ * what only a restart can change (control_socket, user; the detectors and
+ * the host source when not running as root) is said and kept.
  */
 #include <errno.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "control.h"
 #include "discovery.h"
 #include "log.h"
+#include "priv.h"
 #include "manager-int.h"
 #include "probe.h"
 
@@ -31,8 +31,7 @@
 struct reload_count {
 	uint32_t kept, added, removed;
 	bool host_kept;
-	char later[64];	/* what only a new process takes, changed: "user, dump_reserve" */
-	char user[64];	/* the new user:, when it changed */
+	char later[64];	/* what only a new process takes, changed: "sandbox, dump_reserve" */
 };
 
 static void add_later(struct reload_count *c, const char *what)
@@ -89,8 +88,11 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct relo
 	}
 	/* these a new process takes: a hand-over once the rest is in force */
 	if (strcmp(nc->user, m->conf.user)) {
-		add_later(c, "user");
-		memcpy(c->user, nc->user, sizeof(c->user));
+		/* given up after start-up (priv.h), by a successor too: it keeps
+		 * the identity it is given (manager_run) */
+		log_warning("user changed to '%s': it takes effect at the next start (this "
+			    "process gave up the capabilities to change user, as would a new one "
+			    "it hands over to)", nc->user);
 		memcpy(nc->user, m->conf.user, sizeof(nc->user));
 	}
 	if (nc->sandbox != m->conf.sandbox) {
@@ -236,27 +238,17 @@ static void reload_apply(struct vmt_manager *m, struct vmt_config *nc, const str
 }
 
 /*
- * What only a new process takes (its user, its system call filter, the
- * reserve allocated at start) is taken by handing over to one that reads
+ * What only a new process takes (its system call filter, the reserve
+ * allocated at start, the fleet's connection) is taken by handing over to one that reads
  * the file, as an upgrade does, from the loop: the client's answer goes
  * first. Where no hand-over can be made, they wait for the next start.
  */
 static void reload_hand_over(struct vmt_manager *m, const struct reload_count *c)
 {
 	const char *what = c->later;
-	struct passwd *pw;
 	char why[512];
 	int r = manager_upgrade_check(m, why, sizeof(why));
 
-	/* a successor that cannot become the new user would not start */
-	if (r >= 0 && c->user[0] && getuid() != 0) {
-		snprintf(why, sizeof(why), "running as uid %u, a new process cannot become user %s",
-			 (unsigned)getuid(), c->user);
-		r = -EPERM;
-	} else if (r >= 0 && c->user[0] && (!(pw = getpwnam(c->user)) || pw->pw_uid == 0)) {
-		snprintf(why, sizeof(why), "user %s: %s", c->user, pw ? "is root" : "no such user");
-		r = -EINVAL;
-	}
 	if (r < 0 && r != -EBUSY) {
 		log_warning("%s changed: no hand-over (%s), they take effect at the next start", what,
 			    why);

@@ -485,6 +485,14 @@ int manager_run(struct vmt_manager *m)
 
 	/* set up: from here on only what the configuration needs, in every
 	 * thread (the writer's starts after this) */
+	/* a process handed over to keeps the identity it was given: the old
+	 * one gave up what becoming another user takes (priv.h) */
+	if (m->upgrade.handed_over && m->conf.user[0] && !priv_can_change_user()) {
+		log_warning("user: %s takes effect at the next start (this process, handed over "
+			    "to, cannot change user): running as uid %u", m->conf.user,
+			    (unsigned)geteuid());
+		m->conf.user[0] = 0;
+	}
 	r = priv_drop(&m->conf);
 	if (r < 0)
 		return 1;

@@ -232,3 +232,18 @@ out:
 	cap_free(want);
 	return r;
 }
+
+bool priv_can_change_user(void)
+{
+	static const cap_value_t need[] = { CAP_SETUID, CAP_SETGID, CAP_CHOWN };
+	cap_t now = cap_get_proc();
+	bool ok = now != NULL;
+
+	for (size_t i = 0; ok && i < ARRAY_SIZE(need); i++) {
+		cap_flag_value_t have;
+
+		ok = cap_get_flag(now, need[i], CAP_PERMITTED, &have) == 0 && have == CAP_SET;
+	}
+	cap_free(now);
+	return ok;
+}

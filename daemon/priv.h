@@ -10,6 +10,7 @@
 #ifndef VMT_PRIV_H
 #define VMT_PRIV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -28,5 +29,10 @@ uint64_t priv_needed(const struct vmt_config *conf);
  * for).
  */
 int priv_drop(const struct vmt_config *conf);
+
+/* Whether this process could still become another user (CAP_SETUID,
+ * CAP_SETGID and CAP_CHOWN permitted): after priv_drop() it cannot, and
+ * neither can a process it hands over to. */
+bool priv_can_change_user(void);
 
 #endif

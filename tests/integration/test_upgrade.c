@@ -424,6 +424,51 @@ START_TEST(reload_hands_over)
 END_TEST
 
 
+/*
+ * Started as root without user:, the daemon gave up what becoming another
+ * user takes. A reload that names one says it waits for the next start and
+ * hands over for the rest (dump_reserve here); the successor, which reads
+ * the file itself, keeps the identity it was given instead of failing to
+ * become the user and exiting (it did).
+ */
+START_TEST(reload_new_user_waits_for_a_restart)
+{
+	char bin[PATH_MAX], out[256], body[8192], g[600];
+	struct itest_run r;
+	pid_t pid;
+
+	ITEST_NEED_INPUT(in);
+	if (geteuid() != 0)
+		VMT_SKIP("not root: the daemon has no privilege to give up");
+	itest_run_init(&r, &in, "upgrade-user");
+	start(&r, bin, sizeof(bin));
+	pid = r.d.pid;
+	snprintf(body, sizeof(body), "%suser: nobody\ndump_reserve: 16MiB\nguests:\n", TOP);
+	for (int i = 0; i < NG; i++) {
+		itest_guest_yaml(g, sizeof(g), &r, i);
+		strncat(body, g, sizeof(body) - strlen(body) - 1);
+	}
+	ck_assert_int_eq(itest_write_conf(&r.d, body), 0);
+	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "reload"), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "upgrade: 2 guest session(s) taken over, 0 "
+						 "started afresh") == 1, 20000), "log: %s", r.d.log);
+	ck_assert_int_eq(testd_log_count(&r.d, "user changed to 'nobody': it takes effect at the "
+					 "next start"), 1);
+	ck_assert_int_eq(testd_log_count(&r.d, "dump_reserve changed: handing over"), 1);
+	ck_assert_int_eq(testd_log_count(&r.d, "user: nobody takes effect at the next start (this "
+					 "process, handed over to, cannot change user): running as uid 0"), 1);
+	ck_assert_int_eq(r.d.pid, pid);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "reserve"), 16u << 20);
+	ck_assert_uint_eq(itest_num(&r.d, NULL, "upgrades"), 1);
+	release_and_check(&r, NG);
+	for (int i = 0; i < NG; i++) {
+		fakeguest_poll(&r.fg[i]);
+		ck_assert_uint_eq(r.fg[i].starts, 1);
+	}
+	itest_run_end(&r);
+}
+END_TEST
+
 /* KVM's debugfs as the kernel lays it out, for the stand-in's pid: each
  * vCPU c's tsc-offset base + c. */
 static void kvm_offsets(const char *kvm, pid_t pid, int64_t base)
@@ -574,6 +619,7 @@ int main(void)
 	TEST_ADD(t, upgrade_while_streaming);
 	TEST_ADD(t, upgrade_notices_a_qemu_gone);
 	TEST_ADD(t, reload_hands_over);
+	TEST_ADD(t, reload_new_user_waits_for_a_restart);
 	TEST_ADD(t, upgrade_keeps_clock_points);
 	TEST_ADD(t, upgrade_failed_exec_goes_on);
 	TEST_ADD(t, upgrade_other_layout_starts_afresh);
