@@ -20,9 +20,9 @@
 #   labels_libvirtd libvirtd stopped (if this script started it): status
 #                   says connecting, failed connections counted, one log
 #                   line; started again: read again, changes followed
-#   labels_upgrade  `vmtracectl upgrade`: the successor reads the metadata
-#                   itself (a new read in its log) and, once the guest
-#                   streams again (discovery finds it anew), answers red
+#   labels_upgrade  `vmtracectl upgrade`: the discovered guest's session is
+#                   taken over (not started afresh); the successor reads
+#                   the metadata itself (a new read in its log), answers red
 #   labels_user     a daemon started with user: vmtraced reads it after
 #                   dropping to that user, through libvirt's read-only
 #                   socket (the test gives the guest's channel folder to
@@ -239,6 +239,9 @@ run() {
 		fail labels_upgrade "upgrade: $(cat "$WORK/upgrade.log")"
 	elif ! wait_for 60 eval '[ "$(daemon_num upgrades)" = 1 ]'; then
 		fail labels_upgrade "no hand-over: $(grep -i 'upgrade' "$VMT_DIR/vmtraced.log" | tail -2)"
+	elif ! wait_for 60 grep -q "upgrade: 1 guest session(s) taken over, 0 started afresh" "$VMT_DIR/vmtraced.log"; then
+		# the discovered guest's session is taken over, not started anew
+		fail labels_upgrade "the session was not taken over: $(grep -i 'upgrade\|afresh' "$VMT_DIR/vmtraced.log" | tail -3)"
 	elif ! wait_for 60 eval '[ "$(grep -c "fleet: guest $DOM: labels tenant=red (from libvirt)" "$VMT_DIR/vmtraced.log")" -gt "$reads" ]' ||
 	     ! wait_for 30 labels_are tenant=red; then
 		fail labels_upgrade "the successor read no labels: $(guest_json); $(vmt_ctl status | grep -i libvirt)"
@@ -246,7 +249,7 @@ run() {
 	     ! ask_label "$red"; then
 		fail labels_upgrade "tenant=red: no answer after the hand-over: $(cat "$WORK/answer" "$WORK/answer.err")"
 	else
-		pass "labels_upgrade (the successor read tenant=red and answers it)"
+		pass "labels_upgrade (the session taken over; the successor read tenant=red and answers it)"
 	fi
 
 	# --- labels_user: a daemon that drops to user vmtraced reads them
