@@ -95,14 +95,10 @@ static struct vmt_cjob *queue_take(struct vmt_compressor *c)
 /* Under lock: j is done, to the loop. */
 static void done_put(struct vmt_compressor *c, struct vmt_cjob *j)
 {
-	uint64_t one = 1;
-
 	j->next = NULL;
 	*c->done_tail = j;
 	c->done_tail = &j->next;
-	if (write(c->efd, &one, sizeof(one)) < 0) {
-		/* the counter cannot overflow: nothing to do */
-	}
+	(void)eventfd_write(c->efd, 1);	/* the counter does not overflow */
 }
 
 static void ctx_free_all(struct vmt_compressor *c)

@@ -44,7 +44,6 @@
 #define BACKOFF_MAX_MS 10000
 #define PENDING_MAX 64		/* fleet dumps waiting for their files */
 #define LOG_EVERY_NS (60ull * 1000000000ull)
-#define VMT_LABELS_MAX 256	/* "k=v,k=v", as vmt_guest_conf.labels */
 
 struct fleet_req {
 	struct fleet_req *next;
@@ -117,7 +116,6 @@ static void on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void
 	const char *reply = natsMsg_GetReply(msg), *subj = natsMsg_GetSubject(msg);
 	int len = natsMsg_GetDataLength(msg);
 	struct fleet_req *rq = NULL;
-	uint64_t one = 1;
 
 	if (len >= 0 && len <= REQ_MAX && reply && strlen(reply) < 256 && strlen(subj) < 256)
 		rq = calloc(1, sizeof(*rq));
@@ -142,9 +140,7 @@ static void on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void
 	f->q_len++;
 	pthread_mutex_unlock(&f->lock);
 	natsMsg_Destroy(msg);
-	if (write(f->efd, &one, sizeof(one)) < 0) {
-		/* the counter is already non-zero: the loop will look */
-	}
+	(void)eventfd_write(f->efd, 1);	/* the counter does not overflow */
 }
 
 static void on_disconnected(natsConnection *nc, void *closure)

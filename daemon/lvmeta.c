@@ -20,6 +20,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "config.h"	/* VMT_LABELS_MAX */
 #include "log.h"
 #include "lvmeta.h"
 #include "sample.h"	/* VMT_NAME_MAX */
@@ -44,7 +45,7 @@ struct lv_result {
 	struct lv_result *next;
 	char name[VMT_NAME_MAX];
 	int id;
-	char labels[VMT_LVMETA_OUT_MAX];
+	char labels[VMT_LABELS_MAX];
 };
 
 struct vmt_lvmeta {
@@ -117,11 +118,7 @@ static bool name_matches(const char *full, const char *name)
 
 static void wake_loop(struct vmt_lvmeta *l)
 {
-	uint64_t one = 1;
-
-	if (write(l->loop_efd, &one, sizeof(one)) < 0) {
-		/* already non-zero: the loop will look */
-	}
+	(void)eventfd_write(l->loop_efd, 1);	/* the counter does not overflow */
 }
 
 /* A result for the loop; one per guest waits, the newest. Under the lock. */
@@ -256,7 +253,7 @@ static void connect_once(struct vmt_lvmeta *l)
  * under it (read again once it is back). */
 static bool read_one(struct vmt_lvmeta *l, const char *name, int id)
 {
-	char labels[VMT_LVMETA_OUT_MAX] = "", why[200];
+	char labels[VMT_LABELS_MAX] = "", why[200];
 	virDomainPtr dom = NULL;
 	char *xml;
 	int r;
@@ -332,9 +329,12 @@ static void read_dirty(struct vmt_lvmeta *l)
 		if (!name[0])
 			return;
 		if (!read_one(l, name, id)) {
+			struct lv_guest *g;
+
 			pthread_mutex_lock(&l->lock);
-			if (find(l, name))
-				find(l, name)->dirty = true;
+			g = find(l, name);
+			if (g)
+				g->dirty = true;	/* read again once connected */
 			pthread_mutex_unlock(&l->lock);
 			return;
 		}
@@ -437,7 +437,7 @@ int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t 
 {
 	struct lv_guest *v, *old;
 	bool wake = false;
-	uint64_t one = 1, now = now_monotonic_ns();
+	uint64_t now = now_monotonic_ns();
 
 	if (!l)
 		return 0;
@@ -471,9 +471,8 @@ int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t 
 	l->g = v;
 	l->n = n;
 	pthread_mutex_unlock(&l->lock);
-	if (wake && write(l->thread_efd, &one, sizeof(one)) < 0) {
-		/* already non-zero */
-	}
+	if (wake)
+		(void)eventfd_write(l->thread_efd, 1);
 	return 0;
 }
 
@@ -515,17 +514,13 @@ fail:
 
 void lvmeta_free(struct vmt_lvmeta *l)
 {
-	uint64_t one = 1;
-
 	if (!l)
 		return;
 	if (l->started) {
 		pthread_mutex_lock(&l->lock);
 		l->stop = true;
 		pthread_mutex_unlock(&l->lock);
-		if (write(l->thread_efd, &one, sizeof(one)) < 0) {
-			/* already non-zero */
-		}
+		(void)eventfd_write(l->thread_efd, 1);
 		/* a read under way ends with libvirt's RPC time-out at worst */
 		pthread_join(l->thread, NULL);
 	}

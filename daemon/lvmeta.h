@@ -27,7 +27,6 @@
 #define VMT_LVMETA_NS "https://vmtrace.dev/xmlns/labels/1"
 #define VMT_LVMETA_XML_MAX 4096	/* bytes of the metadata element */
 #define VMT_LVMETA_LABELS_MAX 16	/* labels of one guest */
-#define VMT_LVMETA_OUT_MAX 256	/* "k=v,k=v" with its NUL, as vmt_guest_conf.labels */
 
 struct vmt_lvmeta;
 

@@ -19,6 +19,7 @@
 #define VMT_CONFIG_MAX_GUESTS 1024
 #define VMT_CONFIG_MAX_DISCOVERY 64
 #define VMT_CONFIG_MAX_EVENTS 4096	/* bytes of the joined event list */
+#define VMT_LABELS_MAX 256	/* a guest's fleet labels, "k=v,k=v" and its NUL */
 
 enum vmt_transport {
 	VMT_TRANSPORT_AUTO = 0,	/* decided by what is found at the path */
@@ -47,7 +48,7 @@ struct vmt_guest_conf {
 	uint32_t cpus;		/* 0 = count the trace-path-cpuN channels found */
 	char pidfile[4096];	/* QEMU's pidfile, for the detectors; "" = none */
 	struct vmt_record_conf rec;
-	char labels[256];	/* fleet labels, "k=v,k=v" ("" = none) */
+	char labels[VMT_LABELS_MAX];	/* fleet labels, "k=v,k=v" ("" = none) */
 	int line;		/* where it was defined, for messages */
 };
 

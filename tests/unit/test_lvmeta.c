@@ -11,13 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "lvmeta.h"
 #include "testutil.h"
 #include "util.h"
 
 #define NS "xmlns:vmtrace=\"" VMT_LVMETA_NS "\""
 
-static char out[VMT_LVMETA_OUT_MAX], why[200];
+static char out[VMT_LABELS_MAX], why[200];
 
 static int parse(const char *s)
 {
