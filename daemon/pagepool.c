@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "pagepool.h"
@@ -15,21 +14,13 @@
 
 _Static_assert(sizeof(struct vmt_reserve_hdr) == 56, "the reserve header's layout is version 1's");
 
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t new_id(void)
 {
 	uint64_t id = 0;
 
 	/* only told apart from the reserves of earlier lifetimes: time will do */
 	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
-		id = realtime_ns() ^ ((uint64_t)getpid() << 32);
+		id = now_realtime_ns() ^ ((uint64_t)getpid() << 32);
 	return id ? id : 1;
 }
 
@@ -45,7 +36,7 @@ static int pool_memfd(struct vmt_pagepool *p, size_t bytes)
 	if (err < 0)
 		return err;
 	h = (struct vmt_reserve_hdr){ .magic = VMT_RESERVE_MAGIC, .layout = VMT_RESERVE_LAYOUT,
-				      .hdr_size = sizeof(h), .id = new_id(), .created_ns = realtime_ns(),
+				      .hdr_size = sizeof(h), .id = new_id(), .created_ns = now_realtime_ns(),
 				      .bytes = bytes, .size = size, .unit = VMT_POOL_UNIT };
 	h.crc = crc32c(0, &h, offsetof(struct vmt_reserve_hdr, crc));
 	memcpy(m, &h, sizeof(h));

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ringmem.h"
@@ -26,15 +25,8 @@ void ringmem_layout(const struct vmt_ringmem_geom *g, struct vmt_ringmem_layout 
 	l->size = ALIGN_UP(l->arena_off + g->arena, 4096);
 }
 
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* A sealed memfd of size bytes, mapped shared and pre-faulted. */
+/* The handle of a ring's memfd (fd, mapped at base, size bytes), its pages
+ * from pages_off on. */
 static struct vmt_ringmem *ringmem_alloc(int fd, uint8_t *base, size_t size, uint32_t nslots,
 					 uint32_t page_size, size_t pages_off)
 {
@@ -75,7 +67,7 @@ int ringmem_new(struct vmt_ringmem **out, const struct vmt_ringmem_geom *g)
 	h = &rm->shadow;
 	*h = (struct vmt_ringmem_hdr){
 		.magic = VMT_PERSIST_MAGIC, .layout = VMT_PERSIST_LAYOUT, .hdr_size = sizeof(*h),
-		.created_ns = realtime_ns(), .lifetimes = 1, .page_size = g->page_size,
+		.created_ns = now_realtime_ns(), .lifetimes = 1, .page_size = g->page_size,
 		.nr_pages = g->nslots ? g->nslots - 1 : 0, .desc_cap = g->desc_cap,
 		.arena_bytes = g->arena, .size = l.size, .pages_off = l.pages_off,
 		.slots_off = l.slots_off, .desc_off = l.desc_off, .arena_off = l.arena_off,
@@ -123,7 +115,7 @@ void ringmem_publish(struct vmt_ringmem *rm)
 	const uint8_t *moving = (const uint8_t *)h + VMT_RINGMEM_FIXED_BYTES;
 
 	h->gen++;
-	h->updated_ns = realtime_ns();
+	h->updated_ns = now_realtime_ns();
 	/* CRC32C continues: the fixed part's CRC is the seed of the rest */
 	h->crc = crc32c(rm->fixed_crc, moving, offsetof(struct vmt_ringmem_hdr, crc) - VMT_RINGMEM_FIXED_BYTES);
 	/* the pages, records and frames this header covers are in memory
