@@ -29,8 +29,9 @@ int discovery_new(struct vmt_discovery **out, sd_event *e, const struct vmt_conf
 void discovery_free(struct vmt_discovery *d);
 /* Look at every discovery folder now. */
 void discovery_rescan(struct vmt_discovery *d);
-/* The same, but a guest found is only made, not connected: an upgrade's
- * successor takes its session over first (its channels came with it). */
+/* The same, but a guest found is only made, not connected (at start-up:
+ * an upgrade's successor takes its session over first, its channels came
+ * with it; the others are connected with the configured guests). */
 void discovery_find(struct vmt_discovery *d);
 /*
  * "domain-7-web1" (libvirt) or "web1" (vmtraced) -> "web1": 1; 0 if the

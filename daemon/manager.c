@@ -514,15 +514,15 @@ int manager_run(struct vmt_manager *m)
 		return 1;
 	}
 	dump_retention_now(&m->dumps);
-	/* the guests discovery finds are there to take their sessions over */
-	if (m->upgrade.handed_over)
-		discovery_find(m->discovery);
+	/* the guests discovery finds are made first (not connected), so that
+	 * an upgrade's successor takes their sessions over too; then every
+	 * guest without a session taken over connects */
+	discovery_find(m->discovery);
 	manager_upgrade_adopt(m);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_connect(m->guests.v[i]);
 	if (manager_upgrade_later(m))
 		manager_upgrade_schedule_rest(m);
-	discovery_rescan(m->discovery);
 	log_notice("vmtraced %s running: %u guest(s), state in %s, control socket %s", VMT_VERSION,
 		   m->guests.n, m->conf.state_dir, m->conf.control_socket);
 	sd_notify(0, "READY=1");
