@@ -73,7 +73,6 @@ static void put_frames(struct vmt_buf *b, const struct vmt_guest *g)
 static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_fleet *fleet)
 {
 	const char *labels = fleet_labels(fleet, g->conf.name);
-
 	uint64_t now = now_monotonic_ns();
 	uint64_t pages = 0, cap = 0, in = 0, ow = 0, lost = 0, rej = 0, bytes = 0, ev = 0, prej = 0;
 	uint64_t elost = 0, back = 0;

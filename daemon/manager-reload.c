@@ -23,7 +23,6 @@
 #include "control.h"
 #include "discovery.h"
 #include "log.h"
-#include "priv.h"
 #include "manager-int.h"
 #include "probe.h"
 
@@ -48,8 +47,7 @@ static bool host_conf_equal(const struct vmt_host_conf *a, const struct vmt_host
 	       a->buffer_kb == b->buffer_kb && a->qemu_only == b->qemu_only;
 }
 
-/* Whether every configured guest carries the same fleet labels in a and b
- * (the subjects a fleet host subscribes to). */
+/* The labels c configures for guest name ("" for none, or no such guest). */
 static const char *labels_of(const struct vmt_config *c, const char *name)
 {
 	for (uint32_t i = 0; i < c->nguests; i++)
@@ -58,6 +56,8 @@ static const char *labels_of(const struct vmt_config *c, const char *name)
 	return "";
 }
 
+/* Whether every configured guest carries the same fleet labels in a and b
+ * (the subjects a fleet host subscribes to). */
 static bool labels_equal(const struct vmt_config *a, const struct vmt_config *b)
 {
 	for (uint32_t i = 0; i < a->nguests; i++)
@@ -86,15 +86,15 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct relo
 		log_warning("control_socket changed: the new path takes effect at the next start");
 		memcpy(nc->control_socket, m->conf.control_socket, sizeof(nc->control_socket));
 	}
-	/* these a new process takes: a hand-over once the rest is in force */
 	if (strcmp(nc->user, m->conf.user)) {
-		/* given up after start-up (priv.h), by a successor too: it keeps
-		 * the identity it is given (manager_run) */
+		/* what becoming a user takes was given up after start-up (priv.h),
+		 * and a successor keeps the identity it is given (manager_run) */
 		log_warning("user changed to '%s': it takes effect at the next start (this "
 			    "process gave up the capabilities to change user, as would a new one "
 			    "it hands over to)", nc->user);
 		memcpy(nc->user, m->conf.user, sizeof(nc->user));
 	}
+	/* these a new process takes: a hand-over once the rest is in force */
 	if (nc->sandbox != m->conf.sandbox) {
 		add_later(c, "sandbox");
 		nc->sandbox = m->conf.sandbox;
