@@ -249,10 +249,11 @@ deps:
 layering:
 	$(Q)python3 tools/layering.py
 
-# Units name the programs by their default path (PREFIX=/usr/local): the
+# Units name the programs by their default path (PREFIX=/usr/local) on
+# every Exec line (ExecStart, ExecReload, a shell's command line): the
 # installed copy names where they are installed.
-INSTALL_UNIT = sed -e '/^ExecStart/s|/usr/local/sbin/|$(SBINDIR)/|' \
-	-e '/^ExecStart/s|/usr/local/bin/|$(BINDIR)/|'
+INSTALL_UNIT = sed -e '/^Exec/s|/usr/local/sbin/|$(SBINDIR)/|g' \
+	-e '/^Exec/s|/usr/local/bin/|$(BINDIR)/|g'
 CONF       := $(DESTDIR)$(SYSCONFDIR)/vmtraced/vmtraced.yaml
 
 # A configuration already there is the administrator's: never overwritten,
