@@ -29,6 +29,7 @@
 /* What the reload does to the guest list. */
 struct reload_count {
 	uint32_t kept, added, removed;
+	uint32_t kept_discovered;	/* of kept: found by discovery */
 	bool host_kept;
 	char later[64];	/* what only a new process takes, changed: "sandbox, dump_reserve" */
 };
@@ -174,6 +175,8 @@ static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc
 		if (g->discovered && !name_taken(ng, n, g, true)) {
 			ng[n++] = g;
 			g->keep = true;
+			c->kept++;
+			c->kept_discovered++;
 		}
 	}
 	/* the host source keeps its instance and rings if host: did not change */
@@ -285,8 +288,12 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	m->guests.v = ng;
 	m->guests.n = n;
 	reload_apply(m, &nc, &c);
-	log_notice("configuration reloaded: %u guest(s) kept, %u started, %u removed", c.kept,
-		   c.added, c.removed);
+	if (c.kept_discovered)
+		log_notice("configuration reloaded: %u guest(s) kept (%u discovered), %u started, "
+			   "%u removed", c.kept, c.kept_discovered, c.added, c.removed);
+	else
+		log_notice("configuration reloaded: %u guest(s) kept, %u started, %u removed", c.kept,
+			   c.added, c.removed);
 	sd_notify(0, "READY=1");
 	manager_notify_status(m);
 	if (c.later[0])

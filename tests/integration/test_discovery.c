@@ -102,6 +102,12 @@ START_TEST(vmtraced_layout_fifo)
 	ck_assert_int_eq(itest_nguests(&x.d), 1);
 	ck_assert_int_ge(testd_log_count(&x.d, "guest g2: discovered in"), 1);
 
+	/* a reload keeps it, and says so */
+	ck_assert_int_eq(itest_ctl(&x.d, st, sizeof(st), "reload"), 0);
+	ck_assert_int_eq(testd_log_count(&x.d, "configuration reloaded: 1 guest(s) kept "
+					 "(1 discovered), 0 started, 0 removed"), 1);
+	ck_assert_uint_eq(itest_num(&x.d, "g2", "sessions"), 1);
+
 	/* the folder goes while the guest still holds its FIFOs open: only
 	 * discovery can tell */
 	test_rmtree(path);
