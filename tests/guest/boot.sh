@@ -60,6 +60,11 @@ case $TRANSPORT in pipe|socket) ;; *) echo "boot.sh: -t pipe|socket" >&2; exit 2
 [ -n "$RUN" ] || RUN=$CACHE/run
 mkdir -p "$CACHE" "$RUN"
 
+if [ ! -f "$AGENT" ]; then
+	echo "boot.sh: no agent binary at $AGENT: build it (make, or make O=build/plain all)" \
+		"or name one with -A FILE (or VMT_AGENT)" >&2
+	exit 2
+fi
 KDIR=$CACHE/kernel
 KV=$("$HERE/kernel.sh" "$KDIR")
 INITRD=$CACHE/initramfs.cpio.gz
