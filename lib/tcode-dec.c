@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/* tcode's decoder: streams back into pages, every read bounded (tcode.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "frame.h"
+#include "tcode-int.h"
+
+static inline bool rd_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	for (unsigned sh = 0; sh < 64; sh += 7) {
+		uint8_t b;
+
+		if (*pos >= len)
+			return false;
+		b = p[(*pos)++];
+		if (sh == 63 && b > 1)
+			return false;
+		x |= (uint64_t)(b & 0x7f) << sh;
+		if (!(b & 0x80)) {
+			*v = x;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The reader of stream id; an absent stream reads as empty. */
+static inline struct rd *rdr(struct vmt_tcode_ctx *c, uint32_t id)
+{
+	struct rd *r = &c->r[id];
+
+	if (r->gen != c->gen) {
+		r->gen = c->gen;
+		r->p = NULL;
+		r->len = r->pos = 0;
+	}
+	return r;
+}
+
+static inline bool get_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t *v)
+{
+	struct rd *r = rdr(c, id);
+
+	return rd_varint(r->p, r->len, &r->pos, v);
+}
+
+static inline bool get_bytes(struct vmt_tcode_ctx *c, uint32_t id, uint8_t *out, size_t n)
+{
+	struct rd *r = rdr(c, id);
+
+	if (r->len - r->pos < n)
+		return false;
+	if (n)
+		memcpy(out, r->p + r->pos, n);
+	r->pos += n;
+	return true;
+}
+
+static bool dec_comm(struct vmt_tcode_ctx *c, uint8_t *out)
+{
+	uint64_t i;
+
+	if (!get_varint(c, S_COMMIDX, &i))
+		return false;
+	if (i < c->ncomm) {
+		memcpy(out, c->comms[i], COMM_LEN);
+		return true;
+	}
+	if (i != c->ncomm || !get_bytes(c, S_COMMTAB, out, COMM_LEN))
+		return false;
+	if (c->ncomm < COMM_MAX)
+		memcpy(c->comms[c->ncomm++], out, COMM_LEN);
+	return true;
+}
+
+/* A data record's payload, its id (if it has one) written already. */
+static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p, uint32_t len)
+{
+	uint8_t pred = 0;
+
+	if (len < 2)
+		return get_bytes(c, S_DRAW, p, len);
+	if (!pl || pl->fixed > len)
+		return get_bytes(c, S_DRAW, p + 2, len - 2);
+	if (pl->sw) {
+		if (!get_bytes(c, S_PRED, &pred, 1) || pred > 1 || (pred && !c->sw_valid))
+			return false;
+		if (pred) {
+			memcpy(p + pl->prev_comm, c->sw_comm, COMM_LEN);
+			put_le32(p + pl->prev_pid, c->sw_pid);
+			put_le32(p + pl->prev_prio, c->sw_prio);
+		}
+	}
+	for (uint16_t i = 0; i < pl->nseg; i++) {
+		const struct seg *s = &pl->segs[i];
+		uint64_t z;
+
+		if (pred && s->pred)
+			continue;
+		switch (s->kind) {
+		case SEG_INT:
+			if (!get_varint(c, NFIXED + s->col, &z))
+				return false;
+			int_put(p + s->off, s->size, int_base(c, pl, s, p) + unzigzag(z));
+			/* as the encoder saw it: read back, sign-extended */
+			int_seen(c, pl, s, p, int_get(p + s->off, s->size, s->sign));
+			break;
+		case SEG_COMM:
+			if (!dec_comm(c, p + s->off))
+				return false;
+			break;
+		default:
+			if (!get_bytes(c, S_FRAW, p + s->off, s->len))
+				return false;
+			break;
+		}
+	}
+	if (!get_bytes(c, S_DTAIL, p + pl->fixed, len - pl->fixed))
+		return false;
+	if (pl->sw) {
+		memcpy(c->sw_comm, p + pl->next_comm, COMM_LEN);
+		c->sw_pid = get_le32(p + pl->next_pid);
+		c->sw_prio = get_le32(p + pl->next_prio);
+		c->sw_valid = true;
+	}
+	return true;
+}
+
+static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
+{
+	const struct vmt_page_layout *l = &c->t->l;
+	uint8_t *d = page + l->data_offset, mode;
+	uint32_t room = l->page_size - l->data_offset, pos = 0;
+	uint64_t z, word, nrec;
+
+	if (!get_varint(c, S_PTS, &z) || !get_varint(c, S_PCOMMIT, &word))
+		return false;
+	*prev_ts += unzigzag(z);
+	put_le64(page + l->ts_offset, *prev_ts);
+	if (l->commit_size == 8)
+		put_le64(page + l->commit_offset, word);
+	else if (word > UINT32_MAX)
+		return false;
+	else
+		put_le32(page + l->commit_offset, (uint32_t)word);
+	for (uint32_t i = 0; i < c->t->nhdr_other; i++)
+		if (!get_bytes(c, S_HDRRAW, page + c->t->hdr_other[i], 1))
+			return false;
+	if (!get_varint(c, S_NREC, &nrec) || nrec > room / 4)
+		return false;
+	for (uint64_t k = 0; k < nrec; k++) {
+		uint64_t arr = 0, size, id = 0;
+		uint32_t delta = 0;
+		const struct plan *pl = NULL;
+		uint8_t sym, type, b;
+		bool ok, has_id;
+
+		if (!get_bytes(c, S_TYPE, &sym, 1) || sym > 32)
+			return false;
+		if (!sym) {	/* a data record of its id's last type_len */
+			if (!get_varint(c, S_ID, &id) || id > 0xffff ||
+			    !(pl = tcode_plan_find(c->t, (uint16_t)id)) || !c->last_type[pl - c->t->plans])
+				return false;
+			type = (uint8_t)(c->last_type[pl - c->t->plans] - 1);
+			has_id = true;
+		} else {
+			type = (uint8_t)(sym - 1);
+			has_id = false;
+		}
+		for (int j = 0; j < 4; j++) {
+			if (!get_bytes(c, S_DELTA + j, &b, 1))
+				return false;
+			delta |= (uint32_t)b << 8 * j;
+		}
+		if (delta >= 1u << 27)
+			return false;
+		if ((type == 0 || type >= TYPE_PADDING) && (!get_varint(c, S_ARR, &arr) ||
+							    arr > UINT32_MAX))
+			return false;
+		if (type == TYPE_PADDING)
+			size = 4 + arr;
+		else if (type >= TYPE_TIME_EXTEND)
+			size = 8;
+		else if (type == 0)
+			size = arr < 4 ? 0 : 8 + ((arr - 4 + 3) & ~3ull);
+		else
+			size = 4 + (uint64_t)type * 4;
+		if (size < 8 || size > room - pos)
+			return false;
+		put_le32(d + pos, type | delta << 5);
+		if (type == 0 || type >= TYPE_PADDING)
+			put_le32(d + pos + 4, (uint32_t)arr);
+		if (type < TYPE_PADDING && size - data_at(type) >= 2) {
+			if (!has_id) {
+				if (!get_varint(c, S_ID, &id) || id > 0xffff)
+					return false;
+				pl = tcode_plan_find(c->t, (uint16_t)id);
+			}
+			if (pl)
+				c->last_type[pl - c->t->plans] = (uint8_t)(1 + type);
+			put_le16(d + pos + data_at(type), (uint16_t)id);
+		} else if (has_id) {
+			return false;	/* the encoder predicts only records with an id */
+		}
+		if (type == TYPE_PADDING)
+			ok = get_bytes(c, S_PADRAW, d + pos + 8, size - 8);
+		else if (type < TYPE_PADDING)
+			ok = dec_event(c, pl, d + pos + data_at(type), (uint32_t)(size - data_at(type)));
+		else
+			ok = true;
+		if (!ok)
+			return false;
+		pos += (uint32_t)size;
+	}
+	if (!get_bytes(c, S_TAILMODE, &mode, 1) || mode > 1)
+		return false;
+	if (mode)
+		return get_bytes(c, S_TAIL, d + pos, room - pos);
+	memset(d + pos, 0, room - pos);
+	return true;
+}
+
+/* The stream table: each (id, length) checked, readers set; the streams end
+ * the input exactly. With check, instead: every stream read to its end. */
+static bool dec_table(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, size_t pos,
+		      uint64_t ns, bool check)
+{
+	size_t off = pos;
+	uint64_t id, sl, last = 0;
+
+	for (uint64_t i = 0; i < ns; i++)	/* where the data starts */
+		if (!rd_varint(in, len, &off, &id) || !rd_varint(in, len, &off, &sl))
+			return false;
+	for (uint64_t i = 0; i < ns; i++) {
+		struct rd *r;
+
+		rd_varint(in, len, &pos, &id);
+		rd_varint(in, len, &pos, &sl);
+		if (check) {
+			if (c->r[id].pos != c->r[id].len)
+				return false;
+			continue;
+		}
+		/* increasing ids, so none twice; no empty stream */
+		if (id >= c->nstreams || (i && id <= last) || !sl || sl > len - off)
+			return false;
+		last = id;
+		r = rdr(c, (uint32_t)id);
+		r->p = in + off;
+		r->len = sl;
+		off += sl;
+		if (id >= NFIXED)
+			c->prev[id - NFIXED] = 0;
+	}
+	return check || off == len;
+}
+
+int tcode_decode(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, uint8_t *pages,
+		 uint32_t npages)
+{
+	uint64_t n, ns, prev_ts = 0;
+	size_t pos = 3;
+	bool ok = true;
+
+	if (len < 3 || in[0] != 'T' || in[1] != 'C' || in[2] != VMT_TCODE_VERSION)
+		return -EBADMSG;
+	if (!rd_varint(in, len, &pos, &n) || n != npages || !npages || npages > VMT_FRAME_MAX_PAGES ||
+	    !rd_varint(in, len, &pos, &ns) || ns > c->nstreams)
+		return -EBADMSG;
+	c->gen++;
+	if (!dec_table(c, in, len, pos, ns, false))
+		return -EBADMSG;
+	c->ncomm = 0;
+	c->sw_valid = false;
+	c->acc_gen++;
+	memset(c->last_type, 0, c->t->nplans);
+	for (uint32_t i = 0; i < npages && ok; i++)
+		ok = dec_page(c, pages + (size_t)i * c->t->l.page_size, &prev_ts);
+	return ok && dec_table(c, in, len, pos, ns, true) ? 0 : -EBADMSG;
+}
+

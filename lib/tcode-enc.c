@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/* tcode's encoder: pages into streams (tcode.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "tcode-int.h"
+
+static int strm_grow(struct vmt_tcode_ctx *c, uint32_t id, size_t more)
+{
+	struct strm *s = &c->s[id];
+	size_t need = s->len + more, cap = s->cap ? s->cap : 256;
+	uint8_t *p;
+
+	while (cap < need)
+		cap *= 2;
+	p = realloc(s->p, cap);
+	if (!p)
+		return -ENOMEM;
+	s->p = p;
+	s->cap = cap;
+	return 0;
+}
+
+/* Room for more bytes in stream id, marking it used. */
+static inline uint8_t *strm_room(struct vmt_tcode_ctx *c, uint32_t id, size_t more)
+{
+	struct strm *s = &c->s[id];
+
+	if (s->len + more > s->cap && strm_grow(c, id, more) < 0)
+		return NULL;
+	if (!s->len)
+		c->used[c->nused++] = id;
+	return s->p + s->len;
+}
+
+static inline int put_bytes(struct vmt_tcode_ctx *c, uint32_t id, const void *p, size_t n)
+{
+	uint8_t *d;
+
+	if (!n)
+		return 0;
+	d = strm_room(c, id, n);
+	if (!d)
+		return -ENOMEM;
+	memcpy(d, p, n);
+	c->s[id].len += n;
+	return 0;
+}
+
+static inline int put_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t v)
+{
+	uint8_t *d = strm_room(c, id, 10), *o = d;
+
+	if (!d)
+		return -ENOMEM;
+	while (v >= 0x80) {
+		*o++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*o++ = (uint8_t)v;
+	c->s[id].len += (size_t)(o - d);
+	return 0;
+}
+
+static inline uint32_t comm_hash(const uint8_t *s)
+{
+	uint64_t a = get_le64(s), b = get_le64(s + 8);
+
+	return (uint32_t)(((a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full)) >> 40);
+}
+
+static int enc_comm(struct vmt_tcode_ctx *c, const uint8_t *s)
+{
+	uint32_t h = comm_hash(s) & (2 * COMM_MAX - 1);
+
+	for (;; h = (h + 1) & (2 * COMM_MAX - 1)) {
+		uint16_t v = c->chash[h];
+
+		if (!v)
+			break;
+		if (!memcmp(c->comms[v - 1], s, COMM_LEN))
+			return put_varint(c, S_COMMIDX, v - 1u);
+	}
+	if (put_varint(c, S_COMMIDX, c->ncomm) < 0 || put_bytes(c, S_COMMTAB, s, COMM_LEN) < 0)
+		return -ENOMEM;
+	if (c->ncomm < COMM_MAX) {
+		memcpy(c->comms[c->ncomm], s, COMM_LEN);
+		c->chash[h] = (uint16_t)++c->ncomm;
+	}
+	return 0;
+}
+
+/* A data record's payload; its id (the first two bytes, when there are
+ * two) is already in S_ID and pl its plan, or NULL. */
+static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8_t *p,
+		     uint32_t len, struct vmt_tcode_stats *st)
+{
+	bool pred = false;
+	int r = 0;
+
+	if (len < 2) {
+		st->events_raw++;
+		return put_bytes(c, S_DRAW, p, len);
+	}
+	if (!pl || pl->fixed > len) {
+		st->events_raw++;
+		return put_bytes(c, S_DRAW, p + 2, len - 2);
+	}
+	st->events++;
+	if (pl->sw) {
+		pred = c->sw_valid && !memcmp(p + pl->prev_comm, c->sw_comm, COMM_LEN) &&
+		       get_le32(p + pl->prev_pid) == c->sw_pid &&
+		       get_le32(p + pl->prev_prio) == c->sw_prio;
+		if (put_bytes(c, S_PRED, &(uint8_t){ pred }, 1) < 0)
+			return -ENOMEM;
+		st->predicted += pred;
+	}
+	for (uint16_t i = 0; i < pl->nseg && r >= 0; i++) {
+		const struct seg *s = &pl->segs[i];
+
+		if (pred && s->pred)
+			continue;
+		switch (s->kind) {
+		case SEG_INT: {
+			uint64_t v = int_get(p + s->off, s->size, s->sign);
+
+			r = put_varint(c, NFIXED + s->col, zigzag(v - int_base(c, pl, s, p)));
+			int_seen(c, pl, s, p, v);
+			break;
+		}
+		case SEG_COMM:
+			r = enc_comm(c, p + s->off);
+			break;
+		default:
+			r = put_bytes(c, S_FRAW, p + s->off, s->len);
+			break;
+		}
+	}
+	if (r < 0 || put_bytes(c, S_DTAIL, p + pl->fixed, len - pl->fixed) < 0)
+		return -ENOMEM;
+	if (pl->sw) {
+		memcpy(c->sw_comm, p + pl->next_comm, COMM_LEN);
+		c->sw_pid = get_le32(p + pl->next_pid);
+		c->sw_prio = get_le32(p + pl->next_prio);
+		c->sw_valid = true;
+	}
+	return 0;
+}
+
+/*
+ * A record's header: its type (0 when a data record has the type_len its
+ * id had last time: then only the id tells it), its id, its time delta in
+ * byte planes. *pl: a data record's plan, or NULL.
+ */
+static int enc_header(struct vmt_tcode_ctx *c, const uint8_t *rec, uint32_t type, uint32_t delta,
+		      uint32_t size, const struct plan **pl)
+{
+	uint8_t sym = (uint8_t)(1 + type);
+
+	*pl = NULL;
+	if (type < TYPE_PADDING && size - data_at(type) >= 2) {
+		uint16_t id = get_le16(rec + data_at(type));
+		uint8_t *last;
+
+		*pl = tcode_plan_find(c->t, id);
+		if (*pl) {
+			last = &c->last_type[*pl - c->t->plans];
+			if (*last == 1 + type)
+				sym = 0;
+			*last = (uint8_t)(1 + type);
+		}
+		if (put_bytes(c, S_TYPE, &sym, 1) < 0 || put_varint(c, S_ID, id) < 0)
+			return -ENOMEM;
+	} else if (put_bytes(c, S_TYPE, &sym, 1) < 0) {
+		return -ENOMEM;
+	}
+	for (int k = 0; k < 4; k++)
+		if (put_bytes(c, S_DELTA + k, &(uint8_t){ (uint8_t)(delta >> 8 * k) }, 1) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static int enc_page(struct vmt_tcode_ctx *c, const uint8_t *page, uint64_t *prev_ts,
+		    struct vmt_tcode_stats *st)
+{
+	const struct vmt_page_layout *l = &c->t->l;
+	uint64_t ts = get_le64(page + l->ts_offset);
+	uint64_t word = l->commit_size == 8 ? get_le64(page + l->commit_offset)
+					    : get_le32(page + l->commit_offset);
+	const uint8_t *d = page + l->data_offset;
+	uint32_t room = l->page_size - l->data_offset, pos = 0, nrec = 0;
+	uint64_t commit = word & VMT_PAGE_COMMIT_MASK;
+	uint8_t mode;
+
+	if (commit > room)
+		commit = 0;	/* nothing walks: the page travels in its tail */
+	if (put_varint(c, S_PTS, zigzag(ts - *prev_ts)) < 0 || put_varint(c, S_PCOMMIT, word) < 0)
+		return -ENOMEM;
+	*prev_ts = ts;
+	for (uint32_t i = 0; i < c->t->nhdr_other; i++)
+		if (put_bytes(c, S_HDRRAW, page + c->t->hdr_other[i], 1) < 0)
+			return -ENOMEM;
+	/* the walk stops where page_walk() would, or at what it would refuse */
+	while (pos + 4 <= commit) {
+		uint32_t h = get_le32(d + pos), type = h & 0x1f, delta = h >> 5, arr = 0;
+		const struct plan *pl;
+		uint64_t size;
+		int r = 0;
+
+		if (type == TYPE_PADDING) {
+			if (!delta || pos + 8 > commit)
+				break;
+			arr = get_le32(d + pos + 4);
+			size = 4 + (uint64_t)arr;
+			if (size < 8 || pos + size > commit)
+				break;
+		} else if (type >= TYPE_TIME_EXTEND || type == 0) {
+			if (pos + 8 > commit)
+				break;
+			arr = get_le32(d + pos + 4);
+			if (type == 0 && arr < 4)
+				break;
+			size = type ? 8 : 8 + ((arr - 4ull + 3) & ~3ull);
+			if (pos + size > commit)
+				break;
+		} else {
+			size = 4 + (uint64_t)type * 4;
+			if (pos + size > commit)
+				break;
+		}
+		r = enc_header(c, d + pos, type, delta, (uint32_t)size, &pl);
+		if (r < 0)
+			return r;
+		if ((type == 0 || type >= TYPE_PADDING) && put_varint(c, S_ARR, arr) < 0)
+			return -ENOMEM;
+		if (type == TYPE_PADDING)
+			r = put_bytes(c, S_PADRAW, d + pos + 8, size - 8);
+		else if (type == 0)
+			r = enc_event(c, pl, d + pos + 8, (uint32_t)size - 8, st);
+		else if (type < TYPE_PADDING)
+			r = enc_event(c, pl, d + pos + 4, (uint32_t)size - 4, st);
+		if (r < 0)
+			return r;
+		pos += (uint32_t)size;
+		nrec++;
+	}
+	st->records += nrec;
+	if (put_varint(c, S_NREC, nrec) < 0)
+		return -ENOMEM;
+	mode = !all_zero(d + pos, room - pos);
+	if (put_bytes(c, S_TAILMODE, &mode, 1) < 0)
+		return -ENOMEM;
+	if (mode) {
+		st->tail_raw++;
+		if (put_bytes(c, S_TAIL, d + pos, room - pos) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void run_reset(struct vmt_tcode_ctx *c)
+{
+	for (uint32_t i = 0; i < c->nused; i++) {
+		c->s[c->used[i]].len = 0;
+		if (c->used[i] >= NFIXED)
+			c->prev[c->used[i] - NFIXED] = 0;
+	}
+	c->nused = 0;
+	c->acc_gen++;
+	memset(c->last_type, 0, c->t->nplans);
+	c->ncomm = 0;
+	memset(c->chash, 0, sizeof(c->chash));
+	c->sw_valid = false;
+}
+
+static int buf_varint(struct vmt_buf *b, uint64_t v)
+{
+	uint8_t t[10];
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		t[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	t[n++] = (uint8_t)v;
+	return buf_append(b, t, n);
+}
+
+int tcode_encode(struct vmt_tcode_ctx *c, const uint8_t *pages, uint32_t npages,
+		 struct vmt_buf *out, struct vmt_tcode_stats *st)
+{
+	struct vmt_tcode_stats mine = { 0 };
+	uint64_t prev_ts = 0;
+	int r = 0;
+
+	if (!npages || npages > VMT_FRAME_MAX_PAGES)
+		return -EINVAL;
+	run_reset(c);
+	for (uint32_t i = 0; i < npages && r >= 0; i++)
+		r = enc_page(c, pages + (size_t)i * c->t->l.page_size, &prev_ts, &mine);
+	if (r < 0)
+		goto out;
+	mine.pages = npages;
+	qsort(c->used, c->nused, sizeof(*c->used), u32_cmp);
+	if ((r = buf_append(out, "TC", 2)) < 0 ||
+	    (r = buf_append(out, &(uint8_t){ VMT_TCODE_VERSION }, 1)) < 0 ||
+	    (r = buf_varint(out, npages)) < 0 || (r = buf_varint(out, c->nused)) < 0)
+		goto out;
+	for (uint32_t i = 0; i < c->nused && r >= 0; i++)
+		if ((r = buf_varint(out, c->used[i])) >= 0)
+			r = buf_varint(out, c->s[c->used[i]].len);
+	for (uint32_t i = 0; i < c->nused && r >= 0; i++)
+		r = buf_append(out, c->s[c->used[i]].p, c->s[c->used[i]].len);
+	if (r >= 0 && st) {
+		st->pages += mine.pages;
+		st->records += mine.records;
+		st->events += mine.events;
+		st->events_raw += mine.events_raw;
+		st->tail_raw += mine.tail_raw;
+		st->predicted += mine.predicted;
+	}
+out:
+	run_reset(c);
+	return r < 0 ? r : 0;
+}
+
