@@ -10,6 +10,10 @@ static inline bool rd_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t
 {
 	uint64_t x = 0;
 
+	if (*pos < len && p[*pos] < 0x80) {	/* most are one byte */
+		*v = p[(*pos)++];
+		return true;
+	}
 	for (unsigned sh = 0; sh < 64; sh += 7) {
 		uint8_t b;
 
@@ -42,14 +46,25 @@ static inline struct rd *rdr(struct vmt_tcode_ctx *c, uint32_t id)
 
 static inline bool get_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t *v)
 {
-	struct rd *r = rdr(c, id);
+	/* the fixed streams' readers are set at the start of a run */
+	struct rd *r = id < NFIXED ? &c->r[id] : rdr(c, id);
 
 	return rd_varint(r->p, r->len, &r->pos, v);
 }
 
+static inline bool get_u8(struct vmt_tcode_ctx *c, uint32_t id, uint8_t *out)
+{
+	struct rd *r = &c->r[id];	/* a fixed stream */
+
+	if (r->pos >= r->len)
+		return false;
+	*out = r->p[r->pos++];
+	return true;
+}
+
 static inline bool get_bytes(struct vmt_tcode_ctx *c, uint32_t id, uint8_t *out, size_t n)
 {
-	struct rd *r = rdr(c, id);
+	struct rd *r = id < NFIXED ? &c->r[id] : rdr(c, id);
 
 	if (r->len - r->pos < n)
 		return false;
@@ -86,7 +101,7 @@ static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p
 	if (!pl || pl->fixed > len)
 		return get_bytes(c, S_DRAW, p + 2, len - 2);
 	if (pl->sw) {
-		if (!get_bytes(c, S_PRED, &pred, 1) || pred > 1 || (pred && !c->sw_valid))
+		if (!get_u8(c, S_PRED, &pred) || pred > 1 || (pred && !c->sw_valid))
 			return false;
 		if (pred) {
 			memcpy(p + pl->prev_comm, c->sw_comm, COMM_LEN);
@@ -158,7 +173,7 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 		uint8_t sym, type, b;
 		bool ok, has_id;
 
-		if (!get_bytes(c, S_TYPE, &sym, 1) || sym > 32)
+		if (!get_u8(c, S_TYPE, &sym) || sym > 32)
 			return false;
 		if (!sym) {	/* a data record of its id's last type_len */
 			if (!get_varint(c, S_ID, &id) || id > 0xffff ||
@@ -171,7 +186,7 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 			has_id = false;
 		}
 		for (int j = 0; j < 4; j++) {
-			if (!get_bytes(c, S_DELTA + j, &b, 1))
+			if (!get_u8(c, S_DELTA + j, &b))
 				return false;
 			delta |= (uint32_t)b << 8 * j;
 		}
@@ -215,7 +230,7 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 			return false;
 		pos += (uint32_t)size;
 	}
-	if (!get_bytes(c, S_TAILMODE, &mode, 1) || mode > 1)
+	if (!get_u8(c, S_TAILMODE, &mode) || mode > 1)
 		return false;
 	if (mode)
 		return get_bytes(c, S_TAIL, d + pos, room - pos);
@@ -273,6 +288,8 @@ int tcode_decode(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, uint8_t
 	c->gen++;
 	if (!dec_table(c, in, len, pos, ns, false))
 		return -EBADMSG;
+	for (uint32_t id = 0; id < NFIXED; id++)
+		rdr(c, id);	/* absent ones read as empty from here on */
 	c->ncomm = 0;
 	c->sw_valid = false;
 	c->acc_gen++;

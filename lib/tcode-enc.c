@@ -49,6 +49,17 @@ static inline int put_bytes(struct vmt_tcode_ctx *c, uint32_t id, const void *p,
 	return 0;
 }
 
+static inline int put_u8(struct vmt_tcode_ctx *c, uint32_t id, uint8_t v)
+{
+	uint8_t *d = strm_room(c, id, 1);
+
+	if (!d)
+		return -ENOMEM;
+	*d = v;
+	c->s[id].len++;
+	return 0;
+}
+
 static inline int put_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t v)
 {
 	uint8_t *d = strm_room(c, id, 10), *o = d;
@@ -113,7 +124,7 @@ static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8
 		pred = c->sw_valid && !memcmp(p + pl->prev_comm, c->sw_comm, COMM_LEN) &&
 		       get_le32(p + pl->prev_pid) == c->sw_pid &&
 		       get_le32(p + pl->prev_prio) == c->sw_prio;
-		if (put_bytes(c, S_PRED, &(uint8_t){ pred }, 1) < 0)
+		if (put_u8(c, S_PRED, pred) < 0)
 			return -ENOMEM;
 		st->predicted += pred;
 	}
@@ -171,13 +182,13 @@ static int enc_header(struct vmt_tcode_ctx *c, const uint8_t *rec, uint32_t type
 				sym = 0;
 			*last = (uint8_t)(1 + type);
 		}
-		if (put_bytes(c, S_TYPE, &sym, 1) < 0 || put_varint(c, S_ID, id) < 0)
+		if (put_u8(c, S_TYPE, sym) < 0 || put_varint(c, S_ID, id) < 0)
 			return -ENOMEM;
-	} else if (put_bytes(c, S_TYPE, &sym, 1) < 0) {
+	} else if (put_u8(c, S_TYPE, sym) < 0) {
 		return -ENOMEM;
 	}
 	for (int k = 0; k < 4; k++)
-		if (put_bytes(c, S_DELTA + k, &(uint8_t){ (uint8_t)(delta >> 8 * k) }, 1) < 0)
+		if (put_u8(c, S_DELTA + k, (uint8_t)(delta >> 8 * k)) < 0)
 			return -ENOMEM;
 	return 0;
 }
@@ -258,7 +269,7 @@ static int enc_page(struct vmt_tcode_ctx *c, const uint8_t *page, uint64_t *prev
 	if (put_varint(c, S_NREC, nrec) < 0)
 		return -ENOMEM;
 	mode = !all_zero(d + pos, room - pos);
-	if (put_bytes(c, S_TAILMODE, &mode, 1) < 0)
+	if (put_u8(c, S_TAILMODE, mode) < 0)
 		return -ENOMEM;
 	if (mode) {
 		st->tail_raw++;
