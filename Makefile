@@ -67,7 +67,7 @@ LIBVMT      := $(O)/libvmt.a
 # which link them ahead of libvmt.
 DAEMON_PURE_SRCS := daemon/ring.c daemon/frames.c daemon/ringmem.c daemon/persist.c daemon/fdstore.c \
 	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c daemon/fleet-json.c \
-	daemon/lvmeta-xml.c
+	daemon/fleet-reply.c daemon/lvmeta-xml.c
 CTL_PURE_SRCS := ctl/tracedat.c
 LIBVMTD     := $(O)/libvmtd.a
 LIBVMTCTL   := $(O)/libvmtctl.a
