@@ -284,6 +284,7 @@ START_TEST(hostile_requests_refused)
 	ck_assert(itest_wait_num_ge(&r.d, NULL, "fleet_refused", ARRAY_SIZE(bad) + 4,
 				    test_deadline_ms(10000)));
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "fleet_triggers"), 1);
+	ck_assert_int_eq(testd_log_count(&r.d, "fleet: no credentials"), 0);
 	natsConnection_Destroy(nc);
 	itest_run_end(&r);
 	ftest_cluster_stop(&c);
@@ -395,6 +396,8 @@ START_TEST(retention_keeps_unuploaded)
 	snprintf(gdir, sizeof(gdir), "%s/g1", r.d.state);
 	ck_assert_int_eq(itest_sh("test $(ls %s/g1-*.vmts | wc -l) -eq 3", gdir), 0);
 	ck_assert(itest_wait_num_ge(&r.d, NULL, "fleet_queue", 3, test_deadline_ms(10000)));
+	/* no credentials: said once at start */
+	ck_assert_int_eq(testd_log_count(&r.d, "fleet: no credentials"), 1);
 	itest_run_end(&r);
 }
 END_TEST

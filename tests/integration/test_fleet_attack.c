@@ -272,7 +272,13 @@ START_TEST(reply_subjects_the_host_must_not_answer)
 	ck_assert_int_ge(testd_log_count(&a.r.d, "$JS.API.STREAM.PURGE.OBJ_vmtrace"), 1);
 	/* an inbox is answered, a malformed body with its reason */
 	{
-		char out[1024];
+		char out[8192];
+
+		ck_assert_int_eq(itest_ctl(&a.r.d, out, sizeof(out), "status"), 0);
+		ck_assert_msg(strstr(out, "! fleet: 10 request(s) dropped for a reply subject not "
+				     "under the inbox prefix"), "status: %s", out);
+		ck_assert_msg(itest_sh("%s -s %s metrics | grep -x 'vmtraced_fleet_replies_refused_total 10' >/dev/null",
+				       ftest_ctl(), a.r.d.sock) == 0, "metrics: no replies refused");
 
 		ck_assert_int_eq(ask(&a, "{\"reason\":1}", out, sizeof(out)), NATS_OK);
 		ck_assert_msg(strstr(out, "\"refused\":\"not a dump request"), "%s", out);
