@@ -67,7 +67,7 @@ LIBVMT      := $(O)/libvmt.a
 # which link them ahead of libvmt.
 DAEMON_PURE_SRCS := daemon/ring.c daemon/frames.c daemon/ringmem.c daemon/persist.c daemon/fdstore.c \
 	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c daemon/fleet-json.c \
-	daemon/lvmeta-xml.c
+	daemon/fleet-reply.c daemon/lvmeta-xml.c
 CTL_PURE_SRCS := ctl/tracedat.c
 LIBVMTD     := $(O)/libvmtd.a
 LIBVMTCTL   := $(O)/libvmtctl.a
@@ -168,7 +168,7 @@ $(O)/tests/test_tracedat: TEST_INC += -Ictl
 $(O)/tests/test_cring: $(O)/daemon/compress.o
 $(O)/tests/test_cring: LDLIBS += $(LIBVMT)
 # test_fleet speaks NATS itself for the hostile requests
-$(O)/tests/test_fleet: CHECK_LIBS += $(FLEET_LIBS)
+$(O)/tests/test_fleet $(O)/tests/test_fleet_attack: CHECK_LIBS += $(FLEET_LIBS)
 $(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

@@ -76,6 +76,7 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_UPLOAD_FAILURES, "vmtraced_fleet_upload_failures_total", COUNTER, false, "Upload passes that failed (retried with backoff)." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_TRIGGERS, "vmtraced_fleet_triggers_total", COUNTER, false, "Dumps asked for over NATS and taken." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_REFUSED, "vmtraced_fleet_refused_total", COUNTER, false, "Dump requests over NATS refused: malformed, over budget, unknown guest, or a flood." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_REPLIES_REFUSED, "vmtraced_fleet_replies_refused_total", COUNTER, false, "Dump requests over NATS dropped unanswered: their reply subject was not under the inbox prefix." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_AUTH_FAILURES, "vmtraced_fleet_auth_failures_total", COUNTER, false, "Connections to NATS refused for their credentials." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_FLEET_SUBJECTS, "vmtraced_fleet_subjects", GAUGE, false, "NATS subjects this host is subscribed to (its host subject and one per label)." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_LIBVIRT_READS, "vmtraced_fleet_libvirt_reads_total", COUNTER, false, "Guests' labels metadata read from libvirt." },

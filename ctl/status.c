@@ -247,6 +247,9 @@ static void daemon_text(const struct rec *v)
 		       v->num[VMT_CTAG_FLEET_QUEUE], v->num[VMT_CTAG_FLEET_UPLOADED],
 		       v->num[VMT_CTAG_FLEET_UPLOADED_BYTES], v->num[VMT_CTAG_FLEET_UPLOAD_FAILURES],
 		       v->num[VMT_CTAG_FLEET_TRIGGERS], v->num[VMT_CTAG_FLEET_REFUSED]);
+		if (v->num[VMT_CTAG_FLEET_REPLIES_REFUSED])
+			printf("! fleet: %" PRIu64 " request(s) dropped for a reply subject not "
+			       "under the inbox prefix\n", v->num[VMT_CTAG_FLEET_REPLIES_REFUSED]);
 		if (v->str[VMT_CTAG_FLEET_ERROR][0])
 			printf("! fleet: %s\n", v->str[VMT_CTAG_FLEET_ERROR]);
 		printf("fleet subjects subscribed: %" PRIu64 "; labels from libvirt: %s",

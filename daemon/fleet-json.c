@@ -120,7 +120,9 @@ int fleet_req_parse(const char *s, size_t len, struct vmt_fleet_req *out)
 		} else {
 			return -EINVAL;
 		}
-		if (r < 0 || (seen & bit))
+		if (r < 0)
+			return r;	/* -ERANGE: a number past 3600 s, told apart */
+		if (seen & bit)
 			return -EINVAL;
 		seen |= bit;
 		ws(&p);

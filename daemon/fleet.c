@@ -48,7 +48,7 @@
 struct fleet_req {
 	struct fleet_req *next;
 	char subject[256];
-	char reply[256];
+	char reply[VMT_FLEET_REPLY_MAX + 1];	/* checked: an inbox */
 	size_t len;
 	char data[REQ_MAX];
 };
@@ -60,7 +60,7 @@ struct fleet_labeled {
 
 struct fleet_pending {
 	struct fleet_pending *next;
-	char reply[256];
+	char reply[VMT_FLEET_REPLY_MAX + 1];
 };
 
 struct vmt_fleet {
@@ -99,6 +99,7 @@ struct vmt_fleet {
 	uint64_t q_dropped;
 	natsConnection *nc;	/* for replies from the loop; NULL when none */
 	struct vmt_fleet_status st;
+	uint64_t reply_log_ns;	/* the last line about a reply subject refused */
 
 	/* the loop's own */
 	struct fleet_pending *pending;
@@ -110,6 +111,47 @@ struct vmt_fleet {
 
 /* ---- libnats' threads: queue and wake, nothing else ------------------- */
 
+/* What the network sent, fit for a log line: printable ASCII, cut short. */
+static const char *printable(char *out, size_t n, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s && o + 4 < n; s++)
+		out[o++] = (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f ? *s : '?';
+	if (*s)
+		out[o++] = '.', out[o++] = '.', out[o++] = '.';
+	out[o] = 0;
+	return out;
+}
+
+/*
+ * A reply subject answers may not go to: dropped before it is queued (no
+ * answer, no dump, no budget), counted, and said at most once a minute
+ * with what it named; NATS does not tell who sent it.
+ */
+static void reply_refused(struct vmt_fleet *f, const char *subj, const char *reply)
+{
+	uint64_t now = now_monotonic_ns(), before = 0;
+	bool say;
+
+	pthread_mutex_lock(&f->lock);
+	f->st.replies_refused++;
+	say = !f->reply_log_ns || now - f->reply_log_ns > LOG_EVERY_NS;
+	if (say) {
+		before = f->st.replies_refused - 1;
+		f->reply_log_ns = now;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (say) {
+		char s[100], r[100];
+
+		log_warning("fleet: dropped a request on %s: its reply subject \"%s\" is not under "
+			    "%s. (answers go to inboxes only; %" PRIu64 " dropped so far; logged once "
+			    "a minute)", printable(s, sizeof(s), subj), printable(r, sizeof(r), reply),
+			    f->conf.inbox_prefix, before + 1);
+	}
+}
+
 static void on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
 	struct vmt_fleet *f = closure;
@@ -117,7 +159,12 @@ static void on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void
 	int len = natsMsg_GetDataLength(msg);
 	struct fleet_req *rq = NULL;
 
-	if (len >= 0 && len <= REQ_MAX && reply && strlen(reply) < 256 && strlen(subj) < 256)
+	if (reply && fleet_reply_check(reply, f->conf.inbox_prefix, f->conf.subject_prefix) < 0) {
+		reply_refused(f, subj, reply);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	if (len >= 0 && len <= REQ_MAX && reply && strlen(subj) < 256)
 		rq = calloc(1, sizeof(*rq));
 	pthread_mutex_lock(&f->lock);
 	if (!rq || f->q_len >= REQ_QUEUE_MAX) {
@@ -169,6 +216,9 @@ static void on_reconnected(natsConnection *nc, void *closure)
 
 static void publish_reply(struct vmt_fleet *f, const char *reply, const char *json)
 {
+	/* on_msg let only inboxes through; no answer goes anywhere else */
+	if (fleet_reply_check(reply, f->conf.inbox_prefix, f->conf.subject_prefix) < 0)
+		return;
 	pthread_mutex_lock(&f->lock);
 	/* libnats buffers it while reconnecting; a closed connection drops it */
 	if (f->nc)
@@ -245,7 +295,8 @@ bool fleet_answer(struct vmt_fleet *f, const void *token, char *const *files, ui
 	return true;
 }
 
-/* The fleet's own budget: max_per_minute dumps in any minute-long window. */
+/* The fleet's own budget: max_per_minute requests (answered, whatever the
+ * answer) in any minute-long window. */
 static bool budget_take(struct vmt_fleet *f)
 {
 	uint64_t now = now_monotonic_ns();
@@ -274,8 +325,21 @@ static void handle_req(struct vmt_fleet *f, struct fleet_req *rq)
 	char reason[200];
 	int r;
 
-	if (fleet_req_parse(rq->data, rq->len, &req) < 0)
+	/* every request takes its turn of the budget, malformed ones too:
+	 * a refusal costs a publish, and a flood of them is a flood */
+	if (!budget_take(f))
+		return refuse(f, rq->reply, "fleet.max_per_minute reached");
+	r = fleet_req_parse(rq->data, rq->len, &req);
+	if (r == -ERANGE)
+		return refuse(f, rq->reply, "window and post are at most 3600 s");
+	if (r < 0)
 		return refuse(f, rq->reply, "not a dump request ({\"reason\": S, \"window\": N, \"post\": N})");
+	if (req.post_s > f->conf.max_post_s) {
+		/* a dump held open for long keeps its guests' rings waiting */
+		snprintf(reason, sizeof(reason), "post %" PRIu64 " s is over fleet.max_post (%" PRIu32
+			 " s)", req.post_s, f->conf.max_post_s);
+		return refuse(f, rq->reply, reason);
+	}
 	snprintf(pfx, sizeof(pfx), "%s.dump.%s.", f->conf.subject_prefix, f->host);
 	if (!strncmp(rq->subject, pfx, strlen(pfx))) {
 		rest = rq->subject + strlen(pfx);
@@ -313,8 +377,6 @@ static void handle_req(struct vmt_fleet *f, struct fleet_req *rq)
 			return refuse(f, rq->reply, "no guest with this label");
 		d.names = names;
 	}
-	if (!budget_take(f))
-		return refuse(f, rq->reply, "fleet.max_per_minute reached");
 	if (f->npending >= PENDING_MAX)
 		return refuse(f, rq->reply, "too many fleet dumps waiting");
 	p = calloc(1, sizeof(*p));
@@ -334,8 +396,6 @@ static void handle_req(struct vmt_fleet *f, struct fleet_req *rq)
 		f->pending = p->next;
 		f->npending--;
 		free(p);
-		if (f->budget_used)
-			f->budget_used--;	/* nothing taken: the budget counts dumps */
 		return refuse(f, rq->reply, r == -ENOENT ? "no such guest" :
 			      r == -EBUSY ? "suppressed by the cooldown or the rate limit" : strerror(-r));
 	}
@@ -1044,6 +1104,19 @@ const char *fleet_labels(struct vmt_fleet *f, const char *guest)
 	return e ? e->labels : NULL;
 }
 
+/*
+ * A fleet without credentials: anyone who reaches the server may then
+ * publish dump requests to this host, and read or write the bucket as it
+ * can. Said once, at start (the TLS side of it is said apart).
+ */
+static void warn_no_credentials(const struct vmt_fleet_conf *c)
+{
+	if (!c->user[0] && !c->nkey_seed[0] && !c->creds[0])
+		log_warning("fleet: no credentials (user/password, nkey_seed or creds): the server "
+			    "must let anyone connect, and whoever does can ask this host for dumps; "
+			    "docs/FLEET.md has a permission block");
+}
+
 int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	      const char *hostname, const struct vmt_fleet_ops *ops, void *owner)
 {
@@ -1068,6 +1141,14 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 			*q = '_';	/* a hostname's domain: one token */
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
+	if (!config_label_token_valid(f->host)) {
+		/* the configuration's was checked; a hostname may be "label" */
+		log_error("fleet: host id \"%s\" is not one subject token or is reserved "
+			  "(label, _all): set fleet.host_id", f->host);
+		r = -EINVAL;
+		goto fail;
+	}
+	warn_no_credentials(&f->conf);
 	f->st.enabled = true;
 	f->want = calloc(MAX_SUBS, sizeof(*f->want));
 	f->want_next = calloc(MAX_SUBS, sizeof(*f->want_next));

@@ -53,6 +53,7 @@ struct vmt_fleet_status {
 	uint64_t upload_failures;
 	uint64_t triggers;	/* fleet dumps taken */
 	uint64_t refused;	/* fleet dump requests refused (budget, bad) */
+	uint64_t replies_refused;	/* dropped for their reply subject */
 	uint64_t auth_failures;
 	uint32_t subjects;	/* subscribed now */
 };
@@ -81,7 +82,13 @@ struct vmt_fleet_req {
 	uint64_t window_s;
 	uint64_t post_s;
 };
+/* 0; -E2BIG past 1 KiB, -ERANGE for a number past 3600, -EINVAL */
 int fleet_req_parse(const char *s, size_t len, struct vmt_fleet_req *out);
+/* fleet-reply.c, pure: whether an answer may go to reply (a subject
+ * without wildcards, at most VMT_FLEET_REPLY_MAX bytes, under
+ * "<inbox_prefix>.", not under '$' nor "<subject_prefix>."): 0, -EINVAL
+ * (not a subject), -EPERM (not where answers go). */
+int fleet_reply_check(const char *reply, const char *inbox_prefix, const char *subject_prefix);
 /* s as a JSON string's body (no quotes) into out; -ENOSPC if it does not fit */
 int fleet_json_escape(char *out, size_t n, const char *s);
 

@@ -163,6 +163,7 @@ static void manager_put_fleet(struct vmt_manager *m, struct vmt_buf *b)
 	ctl_put_FLEET_UPLOAD_FAILURES(b, st.upload_failures);
 	ctl_put_FLEET_TRIGGERS(b, st.triggers);
 	ctl_put_FLEET_REFUSED(b, st.refused);
+	ctl_put_FLEET_REPLIES_REFUSED(b, st.replies_refused);
 	ctl_put_FLEET_AUTH_FAILURES(b, st.auth_failures);
 	ctl_put_FLEET_SUBJECTS(b, st.subjects);
 	lvmeta_status(m->lvmeta, &lv);

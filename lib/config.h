@@ -121,6 +121,9 @@ struct vmt_detector_conf {
 #define VMT_FLEET_TOKEN_MAX 64	/* host_id, subject_prefix, bucket */
 #define VMT_FLEET_ACCEPT_HOST 1u	/* <prefix>.dump.<host>.<guest|_all> */
 #define VMT_FLEET_ACCEPT_LABEL 2u	/* <prefix>.dump.label.<key>.<value> */
+#define VMT_FLEET_INBOX_MAX 128	/* inbox_prefix, bytes */
+#define VMT_FLEET_REPLY_MAX 255	/* a reply subject, bytes */
+#define VMT_FLEET_POST_MAX_S 3600	/* a request's window and post, and max_post */
 struct vmt_fleet_conf {
 	int enabled;		/* a fleet: block was given */
 	uint32_t nservers;
@@ -137,7 +140,9 @@ struct vmt_fleet_conf {
 	char bucket[VMT_FLEET_TOKEN_MAX + 1];
 	uint32_t replicas;
 	uint32_t accept;	/* VMT_FLEET_ACCEPT_* */
-	uint32_t max_per_minute;	/* dumps asked for over NATS, 0 = no limit */
+	uint32_t max_per_minute;	/* requests taken over NATS, 0 = no limit */
+	uint32_t max_post_s;	/* a request's post, at most */
+	char inbox_prefix[VMT_FLEET_INBOX_MAX + 1];	/* replies go under "<it>." only */
 	uint32_t queue_max;	/* files waiting for upload, counted before the marker */
 	int libvirt_labels;	/* labels from libvirt domain metadata (daemon/lvmeta.c) */
 	char libvirt_uri[256];	/* the read-only connection's URI */
@@ -201,9 +206,17 @@ int config_load(struct vmt_config *c, const char *path, char *err, size_t err_le
 int config_load_string(struct vmt_config *c, const char *name, const char *text, size_t len,
 		       char *err, size_t err_len);
 void config_free(struct vmt_config *c);
-/* Whether s is a label key or value (and a host_id, subject_prefix,
- * bucket): one NATS subject token, [A-Za-z0-9_-], 1 to 64 bytes. */
+/* Whether s is one NATS subject token of ours (a subject_prefix, bucket):
+ * [A-Za-z0-9_-], 1 to 64 bytes. */
+bool config_token_valid(const char *s);
+/* Whether s is a token the fleet's subjects give a meaning to ("label",
+ * "_all"): no host_id, label key or value may be one. */
+bool config_token_reserved(const char *s);
+/* A label key or value, or a host_id: a token and not a reserved one. */
 bool config_label_token_valid(const char *s);
+/* Whether s is a NATS subject without wildcards: tokens of printable
+ * ASCII but '.', '*', '>', none empty, 1 to max bytes. */
+bool config_subject_valid(const char *s, size_t max);
 /* Normalized YAML: every field, defaults filled in, sizes in bytes. */
 void config_print(const struct vmt_config *c, FILE *f);
 /*

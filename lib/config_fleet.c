@@ -24,13 +24,15 @@ void config_fleet_init(struct vmt_fleet_conf *f)
 	f->replicas = 1;
 	f->accept = VMT_FLEET_ACCEPT_HOST | VMT_FLEET_ACCEPT_LABEL;
 	f->max_per_minute = 6;
+	f->max_post_s = 60;
+	strcpy(f->inbox_prefix, "_INBOX");
 	f->queue_max = 10000;
 	f->libvirt_labels = 1;
 	strcpy(f->libvirt_uri, "qemu:///system");
 }
 
 /* One NATS subject token of ours: no '.', no wildcard, no space. */
-bool config_label_token_valid(const char *s)
+bool config_token_valid(const char *s)
 {
 	if (!*s || strlen(s) > VMT_FLEET_TOKEN_MAX)
 		return false;
@@ -40,7 +42,47 @@ bool config_label_token_valid(const char *s)
 	return true;
 }
 
-static int read_token(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst)
+/*
+ * The words the subject layout (docs/FLEET.md) gives a meaning to: a host
+ * named "label" would take <prefix>.dump.label.<k>.<v>, the label
+ * requests of every host, for its own; "_all" names every guest of a
+ * host. A label key or value of either reads as the same, so neither is
+ * one either (lvmeta's labels go through config_label_token_valid too).
+ */
+bool config_token_reserved(const char *s)
+{
+	return !strcmp(s, "label") || !strcmp(s, "_all");
+}
+
+bool config_label_token_valid(const char *s)
+{
+	return config_token_valid(s) && !config_token_reserved(s);
+}
+
+bool config_subject_valid(const char *s, size_t max)
+{
+	size_t len = strlen(s), tok = 0;
+
+	if (!len || len > max)
+		return false;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '.') {
+			if (!tok)
+				return false;	/* an empty token */
+			tok = 0;
+			continue;
+		}
+		if (c <= 0x20 || c >= 0x7f || c == '*' || c == '>')
+			return false;
+		tok++;
+	}
+	return tok > 0;
+}
+
+static int read_token(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst,
+		      bool reserved_ok)
 {
 	const char *s = NULL;
 	int r;
@@ -48,10 +90,15 @@ static int read_token(struct yamlconf *y, yaml_node_t *v, const char *field, cha
 	r = yamlconf_read_scalar(y, v, field, "a NATS subject token", false, &s);
 	if (r < 0)
 		return r;
-	if (!config_label_token_valid(s))
+	if (!config_token_valid(s))
 		return yamlconf_error(y, v, field,
 				      "%s is not one NATS subject token ([A-Za-z0-9_-], 1 to %d bytes)",
 				      SHOW(s), VMT_FLEET_TOKEN_MAX);
+	if (!reserved_ok && config_token_reserved(s))
+		return yamlconf_error(y, v, field,
+				      "%s is reserved: the fleet's subjects give it a meaning "
+				      "(<prefix>.dump.label.<key>.<value>, <prefix>.dump.<host>._all)",
+				      SHOW(s));
 	strcpy(dst, s);
 	return 0;
 }
@@ -160,17 +207,17 @@ static int f_tls(struct yamlconf *y, yaml_node_t *v, const char *field, void *ob
 
 static int f_host_id(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
-	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->host_id);
+	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->host_id, false);
 }
 
 static int f_prefix(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
-	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->subject_prefix);
+	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->subject_prefix, true);
 }
 
 static int f_bucket(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
-	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->bucket);
+	return read_token(y, v, field, ((struct vmt_fleet_conf *)obj)->bucket, true);
 }
 
 static int f_replicas(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
@@ -183,6 +230,39 @@ static int f_per_minute(struct yamlconf *y, yaml_node_t *v, const char *field, v
 {
 	return yamlconf_read_u32(y, v, field, 0, FLEET_PER_MINUTE_MAX,
 				 &((struct vmt_fleet_conf *)obj)->max_per_minute);
+}
+
+static int f_max_post(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_fleet_conf *f = obj;
+	uint64_t s;
+	int r = yamlconf_read_duration(y, v, field, SEC_MS, 0, VMT_FLEET_POST_MAX_S * SEC_MS, &s);
+
+	if (r == 0)
+		f->max_post_s = (uint32_t)s;
+	return r;
+}
+
+/* The prefix of the requesters' inboxes (a client's custom inbox prefix,
+ * without the trailing '.'): answers go under it and nowhere else. */
+static int f_inbox_prefix(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_fleet_conf *f = obj;
+	const char *s = NULL;
+	int r;
+
+	r = yamlconf_read_scalar(y, v, field, "a NATS subject", false, &s);
+	if (r < 0)
+		return r;
+	if (!config_subject_valid(s, VMT_FLEET_INBOX_MAX))
+		return yamlconf_error(y, v, field, "%s is not a NATS subject without wildcards "
+				      "(tokens of printable ASCII, no trailing '.', 1 to %d bytes)",
+				      SHOW(s), VMT_FLEET_INBOX_MAX);
+	if (s[0] == '$')
+		return yamlconf_error(y, v, field, "%s: subjects under '$' are the server's "
+				      "(JetStream, the object store), never an inbox", SHOW(s));
+	strcpy(f->inbox_prefix, s);
+	return 0;
 }
 
 static int f_queue_max(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
@@ -249,6 +329,8 @@ static const struct yamlconf_key fleet_keys[] = {
 	{ "replicas", f_replicas },
 	{ "accept", f_accept },
 	{ "max_per_minute", f_per_minute },
+	{ "max_post", f_max_post },
+	{ "inbox_prefix", f_inbox_prefix },
 	{ "queue_max", f_queue_max },
 	{ "libvirt_labels", f_libvirt_labels },
 	{ "libvirt_uri", f_libvirt_uri },
@@ -259,6 +341,7 @@ int config_fleet_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 {
 	int r;
 	int n = 0;
+	size_t pl;
 
 	if (v->type != YAML_MAPPING_NODE)
 		return yamlconf_error(y, v, field, "expected a mapping of fleet settings, found %s",
@@ -275,6 +358,13 @@ int config_fleet_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 		return yamlconf_error(y, v, field, "user and password go together");
 	if (!!f->tls_cert[0] != !!f->tls_key[0])
 		return yamlconf_error(y, v, field, "tls: cert and key go together");
+	/* an inbox under the fleet's own subjects would let a reply land on them */
+	pl = strlen(f->subject_prefix);
+	if (!strncmp(f->inbox_prefix, f->subject_prefix, pl) &&
+	    (f->inbox_prefix[pl] == '.' || !f->inbox_prefix[pl]))
+		return yamlconf_error(y, v, field, "inbox_prefix \"%s\" is under subject_prefix "
+				      "\"%s\": answers would go to the fleet's own subjects",
+				      f->inbox_prefix, f->subject_prefix);
 	f->enabled = 1;
 	return 0;
 }
@@ -295,11 +385,11 @@ int config_guest_labels(struct yamlconf *y, yaml_node_t *v, const char *field, c
 		char key[VMT_FLEET_TOKEN_MAX + 1], value[VMT_FLEET_TOKEN_MAX + 1];
 		int r;
 
-		r = read_token(y, k, field, key);
+		r = read_token(y, k, field, key, false);
 		if (r < 0)
 			return r;
 		yamlconf_join(kf, sizeof(kf), field, key);
-		r = read_token(y, val, kf, value);
+		r = read_token(y, val, kf, value, false);
 		if (r < 0)
 			return r;
 		r = snprintf(dst + o, size - o, "%s%s=%s", o ? "," : "", key, value);
@@ -371,8 +461,10 @@ void config_fleet_print(const struct vmt_config *c, FILE *f)
 	fprintf(f, "  accept: [%s%s%s]\n", fl->accept & VMT_FLEET_ACCEPT_HOST ? "host" : "",
 		fl->accept == (VMT_FLEET_ACCEPT_HOST | VMT_FLEET_ACCEPT_LABEL) ? ", " : "",
 		fl->accept & VMT_FLEET_ACCEPT_LABEL ? "label" : "");
-	fprintf(f, "  max_per_minute: %" PRIu32 "\n  queue_max: %" PRIu32 "\n", fl->max_per_minute,
-		fl->queue_max);
+	fprintf(f, "  max_per_minute: %" PRIu32 "\n  max_post: %" PRIu32 "s\n  inbox_prefix: ",
+		fl->max_per_minute, fl->max_post_s);
+	print_q(f, fl->inbox_prefix);
+	fprintf(f, "\n  queue_max: %" PRIu32 "\n", fl->queue_max);
 	fprintf(f, "  libvirt_labels: %s\n  libvirt_uri: ", fl->libvirt_labels ? "true" : "false");
 	print_q(f, fl->libvirt_uri);
 	fputc('\n', f);

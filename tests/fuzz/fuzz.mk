@@ -10,7 +10,7 @@
 # -fsanitize=fuzzer-no-link,address,undefined, the targets, logs, scratch
 # corpora and artifacts.
 
-FUZZ_TARGETS    := proto page meta ctlproto sample aux config decode tcode
+FUZZ_TARGETS    := proto page meta ctlproto sample aux config decode tcode fleetreq
 FUZZ_DIR        := $(O)/fuzz
 FUZZ_CC         ?= $(CLANG)
 FUZZ_TIME       ?= 60
@@ -51,6 +51,13 @@ $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
 $(FUZZ_DIR)/obj/tests/fuzz/fuzz_decode.o $(FUZZ_DIR)/obj/ctl/decode.o: FUZZ_CFLAGS += -Ictl
 $(FUZZ_DIR)/fuzz_decode: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_decode.o $(FUZZ_DIR)/obj/ctl/decode.o \
 		$(FUZZ_LIB)
+	@echo "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -lpthread
+
+# the fleet's request checks are the daemon's own pure files
+FUZZ_FLEET_OBJS := $(FUZZ_DIR)/obj/daemon/fleet-json.o $(FUZZ_DIR)/obj/daemon/fleet-reply.o
+$(FUZZ_DIR)/obj/tests/fuzz/fuzz_fleetreq.o $(FUZZ_FLEET_OBJS): FUZZ_CFLAGS += -Idaemon
+$(FUZZ_DIR)/fuzz_fleetreq: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_fleetreq.o $(FUZZ_FLEET_OBJS) $(FUZZ_LIB)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -lpthread
 

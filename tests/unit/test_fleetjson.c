@@ -10,6 +10,7 @@
 
 #include "fleet.h"
 #include "testutil.h"
+#include "util.h"
 
 static int parse(const char *s, struct vmt_fleet_req *r)
 {
@@ -74,6 +75,68 @@ START_TEST(escape_for_answers)
 }
 END_TEST
 
+/* window and post past 3600 s are told apart from a malformed body */
+START_TEST(extremes_out_of_range)
+{
+	struct vmt_fleet_req r;
+
+	ck_assert_int_eq(parse("{\"window\":3600,\"post\":0}", &r), 0);
+	ck_assert_uint_eq(r.window_s, 3600);
+	ck_assert_int_eq(parse("{\"window\":3601}", &r), -ERANGE);
+	ck_assert_int_eq(parse("{\"post\":3601}", &r), -ERANGE);
+	ck_assert_int_eq(parse("{\"post\":18446744073709551616}", &r), -ERANGE);
+	ck_assert_int_eq(parse("{\"post\":-0}", &r), -EINVAL);
+}
+END_TEST
+
+/*
+ * Where answers may go: under the inbox prefix only. The subjects of
+ * the confused-deputy findings ($JS.API purge, an object's meta, the
+ * fleet's own subjects) are refused whatever the inbox prefix says.
+ */
+START_TEST(reply_subjects)
+{
+	static const char *ok[] = {
+		"_INBOX.abc", "_INBOX.Xy7AbCdEfGhIjKlMnOpQrS.12", "_INBOX.a.b.c", "_INBOX.$x",
+	};
+	static const char *denied[] = {
+		"$JS.API.STREAM.PURGE.OBJ_vmtrace", "$JS.API.STREAM.DELETE.OBJ_vmtrace",
+		"$O.vmtrace.M.aG9zdEEvZzEvYXV4LTAwMDAwMS52bXRhdXg=", "$O.vmtrace.C.abc",
+		"$SYS.REQ.SERVER.PING", "vmtrace.dump.hostA._all", "vmtrace.sample.hostB.g1",
+		"vmtrace", "_INBOX", "_INBOXX.a", "_inbox.a", "x._INBOX.a", "INBOX.a",
+	};
+	static const char *malformed[] = {
+		"", ".", "_INBOX.", "_INBOX..a", "._INBOX.a", "_INBOX.a.", "_INBOX.*", "_INBOX.>",
+		"_INBOX.a*", "_INBOX.a>b", "_INBOX.a b", "_INBOX.a\tb", "_INBOX.\x7f", "_INBOX.\xc3\xa9",
+		"_INBOX.a\r\nPUB $JS.API.STREAM.PURGE.OBJ_vmtrace 0",
+	};
+	char big[VMT_FLEET_REPLY_MAX + 2];
+
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
+		ck_assert_msg(fleet_reply_check(ok[i], "_INBOX", "vmtrace") == 0, "refused %s", ok[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
+		ck_assert_msg(fleet_reply_check(denied[i], "_INBOX", "vmtrace") == -EPERM,
+			      "not denied: %s", denied[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(malformed); i++)
+		ck_assert_msg(fleet_reply_check(malformed[i], "_INBOX", "vmtrace") == -EINVAL,
+			      "not malformed: %s", malformed[i]);
+	/* bounded length: the longest fits, one more does not */
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "_INBOX.", 7);
+	big[VMT_FLEET_REPLY_MAX] = 0;
+	ck_assert_int_eq(fleet_reply_check(big, "_INBOX", "vmtrace"), 0);
+	big[VMT_FLEET_REPLY_MAX] = 'a';
+	big[VMT_FLEET_REPLY_MAX + 1] = 0;
+	ck_assert_int_eq(fleet_reply_check(big, "_INBOX", "vmtrace"), -EINVAL);
+	/* a custom inbox prefix of several tokens; the default no longer goes */
+	ck_assert_int_eq(fleet_reply_check("_VMT.ops.abc", "_VMT.ops", "vmtrace"), 0);
+	ck_assert_int_eq(fleet_reply_check("_VMT.opsX.abc", "_VMT.ops", "vmtrace"), -EPERM);
+	ck_assert_int_eq(fleet_reply_check("_INBOX.abc", "_VMT.ops", "vmtrace"), -EPERM);
+	/* the fleet's prefix wins over an inbox prefix that would hold it */
+	ck_assert_int_eq(fleet_reply_check("vt.dump.h.g", "vt", "vt"), -EPERM);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fleetjson");
@@ -82,6 +145,8 @@ int main(void)
 	TEST_ADD(t, accepts_the_shape);
 	TEST_ADD(t, refuses_the_rest);
 	TEST_ADD(t, escape_for_answers);
+	TEST_ADD(t, extremes_out_of_range);
+	TEST_ADD(t, reply_subjects);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }
