@@ -186,6 +186,10 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_MEM_USED(&b, mem_used(&m->mem));
 		ctl_put_DUMPS(&b, m->dumps.dumps);
 		ctl_put_DUMP_ERRORS(&b, m->dumps.dump_errors);
+		ctl_put_DUMPS_PENDING(&b, m->dumps.npending);
+		if (m->dumps.npending)
+			ctl_put_DUMP_NEXT_NS(&b, dump_next_ns(&m->dumps));
+		ctl_put_DUMPS_REFUSED(&b, m->dumps.dumps_refused);
 		ctl_put_PATH(&b, m->conf.state_dir);
 		ctl_put_MEM_CAP(&b, m->conf.memory_max);
 		ctl_put_RESERVE(&b, m->mem.reserve.bytes);
@@ -301,6 +305,9 @@ static void handle_dump(struct vmt_manager *m, struct vmt_client *cl, uint32_t i
 		control_error(cl, id, ENOENT, "no such guest");
 	else if (r == -EBUSY)
 		control_error(cl, id, EBUSY, "suppressed by the cooldown or the rate limit");
+	else if (r == -EAGAIN)
+		control_error(cl, id, EAGAIN, "refused: as many dumps as may wait for their --post "
+			      "are waiting; try again when one is done");
 	else if (r < 0)
 		control_error(cl, id, -r, strerror(-r));
 }
@@ -360,7 +367,8 @@ void manager_answer_dump(struct vmt_client *cl, uint32_t id, char *const *files,
 
 	control_client_waits(cl, -1);
 	if (!nfiles && error < 0) {
-		control_error(cl, id, error, strerror(-error));
+		control_error(cl, id, error, error == -ECANCELED ?
+			      "vmtraced stopped before the dump was taken" : strerror(-error));
 		return;
 	}
 	for (uint32_t i = 0; i < nfiles; i++) {
