@@ -305,11 +305,15 @@ static void handle_dump(struct vmt_manager *m, struct vmt_client *cl, uint32_t i
 		control_error(cl, id, ENOENT, "no such guest");
 	else if (r == -EBUSY)
 		control_error(cl, id, EBUSY, "suppressed by the cooldown or the rate limit");
-	else if (r == -EAGAIN)
-		control_error(cl, id, EAGAIN, "refused: as many dumps as may wait for their --post "
-			      "are waiting; try again when one is done");
-	else if (r < 0)
+	else if (r == -EAGAIN) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "refused: %d dumps are waiting for their --post already, "
+			 "as many as may; try again when one is done", VMT_DUMP_POSTED_MAX);
+		control_error(cl, id, EAGAIN, why);
+	} else if (r < 0) {
 		control_error(cl, id, -r, strerror(-r));
+	}
 }
 
 /* From the index the writer keeps (sindex.h): no file is opened here, in
