@@ -298,9 +298,12 @@ static void handle_dump(struct vmt_manager *m, struct vmt_client *cl, uint32_t i
 	rq.trigger = &t;
 	rq.client = cl;
 	rq.request_id = id;
+	/* counted first: a dump with nothing to wait for is answered (and
+	 * the count taken back) before dump_request() returns */
+	control_client_waits(cl, 1);
 	r = dump_request(&m->dumps, &rq);
-	if (r == 0)
-		control_client_waits(cl, 1);
+	if (r < 0)
+		control_client_waits(cl, -1);
 	if (r == -ENOENT)
 		control_error(cl, id, ENOENT, "no such guest");
 	else if (r == -EBUSY)

@@ -63,7 +63,8 @@ static uint64_t expect_only_trigger(const char *path, uint32_t kind, const char 
  * A `vmtracectl dump --post 3600` waits; SIGUSR1, a `vmtracectl dump` and
  * the guest's TRIGGER each make their own sample meanwhile (on the old
  * rule they joined the hour-long dump and waited with it). Status shows
- * the one pending; the daemon's stop answers its client.
+ * the one pending, an upgrade is refused saying so; the daemon's stop
+ * answers its client.
  */
 START_TEST(long_post_holds_no_other_dump)
 {
@@ -122,6 +123,10 @@ START_TEST(long_post_holds_no_other_dump)
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps_refused"), 0);
 	ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "status"), 0);
 	ck_assert_msg(strstr(out, "dumps pending: 1, next in "), "status says:\n%s", out);
+	/* no hand-over while a dump waits: the refusal says until when */
+	rc = itest_ctl(&r.d, out, sizeof(out), "upgrade 2>&1");
+	ck_assert_msg(rc != 0 && strstr(out, "1 dump(s) pending, the next due in "),
+		      "upgrade with a dump pending: exit %d, %s", rc, out);
 
 	/* the daemon stops: the waiting client is told, nothing else written */
 	rc = testd_stop(&r.d);
