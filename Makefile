@@ -164,6 +164,7 @@ $(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/te
 # the labels element's parser reads it with libxml2
 $(O)/tests/test_lvmeta: CHECK_LIBS += $(XML_LIBS)
 $(O)/tests/test_tracedat: TEST_INC += -Ictl
+$(O)/tests/test_dumps: TEST_INC += -Idaemon	# VMT_DUMP_POSTED_MAX
 # the compressor's sharing, driven by hand (no thread)
 $(O)/tests/test_cring: $(O)/daemon/compress.o
 $(O)/tests/test_cring: LDLIBS += $(LIBVMT)

@@ -228,6 +228,15 @@ static void daemon_text(const struct rec *v)
 	       mem, v->num[VMT_CTAG_DUMPS], v->num[VMT_CTAG_DUMP_ERRORS],
 	       v->str[VMT_CTAG_PATH]);
 	printf("dump reserve %s: %s in use, at most %s so far\n", res, used, peak);
+	if (v->num[VMT_CTAG_DUMPS_PENDING] || v->num[VMT_CTAG_DUMPS_REFUSED]) {
+		printf("dumps pending: %" PRIu64, v->num[VMT_CTAG_DUMPS_PENDING]);
+		if (v->have[VMT_CTAG_DUMP_NEXT_NS])
+			printf(", next in %.1f s", (double)v->num[VMT_CTAG_DUMP_NEXT_NS] / 1e9);
+		if (v->num[VMT_CTAG_DUMPS_REFUSED])
+			printf("; %" PRIu64 " refused (too many waiting for their --post)",
+			       v->num[VMT_CTAG_DUMPS_REFUSED]);
+		printf("\n");
+	}
 	if (v->num[VMT_CTAG_RINGS_ADOPTED] || v->num[VMT_CTAG_RINGS_REFUSED] ||
 	    v->num[VMT_CTAG_RINGS_UNCLAIMED] || v->num[VMT_CTAG_RESERVES_REFUSED])
 		printf("rings handed back after a crash: %" PRIu64 " adopted, %" PRIu64

@@ -49,32 +49,115 @@ static void dump_free(struct vmt_dump *d)
 
 void dump_init(struct vmt_dumps *ds)
 {
-	ds->cur = ds->next = NULL;
+	ds->cur = ds->pending = NULL;
+	ds->npending = ds->nposted = 0;
+	ds->timer = NULL;
 	ds->policy = (struct vmt_trigger_policy){ 0 };
+}
+
+static struct vmt_dump *dump_pop(struct vmt_dumps *ds)
+{
+	struct vmt_dump *d = ds->pending;
+
+	ds->pending = d->later;
+	d->later = NULL;
+	ds->npending--;
+	if (d->posted)
+		ds->nposted--;
+	return d;
 }
 
 void dump_free_all(struct vmt_dumps *ds)
 {
 	dump_free(ds->cur);
-	dump_free(ds->next);
-	ds->cur = ds->next = NULL;
+	ds->cur = NULL;
+	while (ds->pending)
+		dump_free(dump_pop(ds));
+	ds->timer = sd_event_source_disable_unref(ds->timer);
 }
 
-static void dump_begin(struct vmt_dumps *ds);
+static void dump_answer_all(struct vmt_dumps *ds, struct vmt_dump *d)
+{
+	for (struct vmt_waiter *w = d->waiters; w; w = w->next)
+		ds->answer(ds->owner, w->client, w->request_id, d->files, d->nfiles, d->error);
+}
+
+void dump_cancel(struct vmt_dumps *ds)
+{
+	if (ds->cur && ds->cur->phase == VMT_DUMP_FLUSH) {
+		ds->cur->error = -ECANCELED;
+		dump_answer_all(ds, ds->cur);
+		dump_free(ds->cur);
+		ds->cur = NULL;
+	}
+	if (ds->npending)
+		log_notice("%u dump(s) not yet due dropped: vmtraced is stopping", ds->npending);
+	while (ds->pending) {
+		struct vmt_dump *d = dump_pop(ds);
+
+		d->error = -ECANCELED;
+		dump_answer_all(ds, d);
+		dump_free(d);
+	}
+	ds->timer = sd_event_source_disable_unref(ds->timer);
+}
+
+uint64_t dump_next_ns(const struct vmt_dumps *ds)
+{
+	uint64_t now = now_monotonic_ns();
+
+	if (!ds->pending)
+		return UINT64_MAX;
+	return ds->pending->fire_at_ns > now ? ds->pending->fire_at_ns - now : 0;
+}
+
+static void dump_flush(struct vmt_dumps *ds);
+
+static int dump_due_cb(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* The soonest pending dump starts once it is due and none is under way;
+ * otherwise the timer waits for it (finishing the current one calls back). */
+static void dump_next(struct vmt_dumps *ds)
+{
+	struct vmt_dump *d = ds->pending;
+	int r;
+
+	if (ds->cur || !d)
+		return;
+	if (d->fire_at_ns > now_monotonic_ns()) {
+		uint64_t usec = (d->fire_at_ns + 999) / 1000;	/* not a moment early */
+
+		if (ds->timer) {
+			sd_event_source_set_time(ds->timer, usec);
+			sd_event_source_set_enabled(ds->timer, SD_EVENT_ONESHOT);
+			return;
+		}
+		r = sd_event_add_time(ds->event, &ds->timer, CLOCK_MONOTONIC, usec, 1000,
+				      dump_due_cb, ds);
+		if (r >= 0)
+			return;
+		log_error_errno(r, "cannot arm the dump delay: dumping at once: %m");
+	}
+	ds->cur = dump_pop(ds);
+	ds->cur->id = ++ds->next_dump_id;
+	dump_flush(ds);
+}
+
+static int dump_due_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	dump_next(userdata);
+	return 0;
+}
 
 void dump_finish(struct vmt_dumps *ds)
 {
 	struct vmt_dump *d = ds->cur;
 
-	for (struct vmt_waiter *w = d->waiters; w; w = w->next)
-		ds->answer(ds->owner, w->client, w->request_id, d->files, d->nfiles,
-				    d->error);
+	dump_answer_all(ds, d);
 	log_info("dump %llu: done, %u file(s)", (unsigned long long)d->id, d->nfiles);
 	dump_free(d);
-	ds->cur = ds->next;
-	ds->next = NULL;
-	if (ds->cur)
-		dump_begin(ds);
+	ds->cur = NULL;
+	dump_next(ds);
 }
 
 static void dump_freeze(struct vmt_dumps *ds)
@@ -160,43 +243,6 @@ static void dump_flush(struct vmt_dumps *ds)
 		log_error_errno(r, "cannot arm the flush timeout: %m");
 		dump_freeze(ds);
 	}
-}
-
-static int dump_delay_cb(sd_event_source *s, uint64_t usec, void *userdata)
-{
-	dump_flush(userdata);
-	return 0;
-}
-
-/* Wait for the coalescing window and --post, then flush. */
-static void dump_schedule(struct vmt_dumps *ds)
-{
-	struct vmt_dump *d = ds->cur;
-	uint64_t now = now_monotonic_ns();
-	int r;
-
-	if (d->fire_at_ns <= now) {
-		dump_flush(ds);
-		return;
-	}
-	if (d->timer) {
-		sd_event_source_set_time(d->timer, d->fire_at_ns / 1000);
-		sd_event_source_set_enabled(d->timer, SD_EVENT_ONESHOT);
-		return;
-	}
-	r = sd_event_add_time(ds->event, &d->timer, CLOCK_MONOTONIC, d->fire_at_ns / 1000, 1000,
-			      dump_delay_cb, ds);
-	if (r < 0) {
-		log_error_errno(r, "cannot arm the dump delay: %m");
-		dump_flush(ds);
-	}
-}
-
-static void dump_begin(struct vmt_dumps *ds)
-{
-	ds->cur->id = ++ds->next_dump_id;
-	ds->cur->phase = VMT_DUMP_DELAY;
-	dump_schedule(ds);
 }
 
 void dump_guest_flushed(struct vmt_dumps *ds, struct vmt_guest *g)
@@ -290,7 +336,7 @@ static int automatic_allowed(struct vmt_dumps *ds, const struct vmt_dump *open,
 
 /* The request joins d: its guests, its trigger, its window, its client. */
 static int dump_join(struct vmt_dumps *ds, struct vmt_dump *d, bool fresh,
-		     const struct vmt_dump_req *rq, char *const *names, uint32_t n, uint64_t now)
+		     const struct vmt_dump_req *rq, char *const *names, uint32_t n)
 {
 	if (!n)
 		d->all_guests = true;
@@ -307,8 +353,9 @@ static int dump_join(struct vmt_dumps *ds, struct vmt_dump *d, bool fresh,
 		d->window_ns = fresh ? rq->window_ns : 0;
 	else
 		d->window_ns = VMT_MAX(d->window_ns, rq->window_ns);
+	/* its firing time stays: dump_target() chose a dump that serves the
+	 * request's post, or a near enough one within the coalescing window */
 	d->post_ns = VMT_MAX(d->post_ns, rq->post_ns);
-	d->fire_at_ns = VMT_MAX(d->fire_at_ns, now + rq->post_ns);
 	if (rq->client) {
 		struct vmt_waiter *w = calloc(1, sizeof(*w));
 		if (!w)
@@ -321,48 +368,114 @@ static int dump_join(struct vmt_dumps *ds, struct vmt_dump *d, bool fresh,
 	return 0;
 }
 
+/*
+ * The dump a request with this post, made now, joins: the first (the one
+ * flushing, then the queue, soonest first) that fires no later than the
+ * request would on its own (own_at), and by then has recorded its post, or
+ * that it reached within its coalescing window asking for no more post
+ * than it was started with. NULL: it starts its own.
+ */
+static struct vmt_dump *dump_target(struct vmt_dumps *ds, uint64_t post, uint64_t now,
+				    uint64_t own_at)
+{
+	struct vmt_dump *flushing = ds->cur && ds->cur->phase == VMT_DUMP_FLUSH ? ds->cur : NULL;
+
+	for (struct vmt_dump *d = flushing ? flushing : ds->pending; d;
+	     d = d == flushing ? ds->pending : d->later) {
+		/* a dump that is due fires when the current one is done */
+		uint64_t at = VMT_MAX(d->fire_at_ns, now);
+
+		if (at > own_at)
+			continue;
+		if (now + post <= at || (now <= d->coalesce_until_ns && post <= d->post_ns))
+			return d;
+	}
+	return NULL;
+}
+
+/* A request with a post that would start a dump: is there room? */
+static int dump_room(struct vmt_dumps *ds, const struct vmt_dump_req *rq, uint64_t now)
+{
+	if (!rq->post_ns || ds->nposted < VMT_DUMP_POSTED_MAX)
+		return 0;
+	ds->dumps_refused++;
+	ds->refused_unlogged++;
+	if (!ds->refused_logged_ns || now - ds->refused_logged_ns >= 60000000000ull) {
+		log_notice("dump request with --post %.3f s (%s) refused: %u dumps waiting for their "
+			   "post already; %llu refused since the last such line",
+			   rq->post_ns / 1e9, rq->trigger->reason, ds->nposted,
+			   (unsigned long long)ds->refused_unlogged);
+		ds->refused_logged_ns = now;
+		ds->refused_unlogged = 0;
+	}
+	return -EAGAIN;
+}
+
+static void dump_enqueue(struct vmt_dumps *ds, struct vmt_dump *d)
+{
+	struct vmt_dump **pp = &ds->pending;
+
+	/* after those due no later: first come, first served */
+	while (*pp && (*pp)->fire_at_ns <= d->fire_at_ns)
+		pp = &(*pp)->later;
+	d->later = *pp;
+	*pp = d;
+	ds->npending++;
+	if (d->posted) {
+		ds->nposted++;
+		log_info("dump for %s: fires in %.3f s (its post), %u dump(s) pending",
+			 d->triggers[0].reason, (d->fire_at_ns - now_monotonic_ns()) / 1e9,
+			 ds->npending);
+	}
+	dump_next(ds);
+}
+
 int dump_request(struct vmt_dumps *ds, const struct vmt_dump_req *rq)
 {
 	uint64_t now = now_monotonic_ns();
+	uint64_t coalesce = (uint64_t)ds->conf->triggers.coalesce_ms * 1000000;
+	uint64_t own_at = now + VMT_MAX(coalesce, rq->post_ns);
 	const char *only[1];
 	char *const *names = rq->names;
 	uint32_t n = rq->n;
-	struct vmt_dump *d, *open = ds->cur && ds->cur->phase != VMT_DUMP_WRITE ? ds->cur : ds->next;
+	struct vmt_dump *d, *target;
 	bool fresh = false;
 	int r;
 
 	for (uint32_t i = 0; i < n; i++)
 		if (!guest_list_find(ds->guests, names[i]))
 			return -ENOENT;
-	if (trigger_is_automatic(rq->trigger)) {
-		r = automatic_allowed(ds, open, &names, &n, only, rq->trigger, rq->no_cooldown, now);
+	target = dump_target(ds, rq->post_ns, now, own_at);
+	if (!target) {
+		r = dump_room(ds, rq, now);
 		if (r < 0)
 			return r;
 	}
-	if (open) {
-		d = open;
+	if (trigger_is_automatic(rq->trigger)) {
+		r = automatic_allowed(ds, target, &names, &n, only, rq->trigger, rq->no_cooldown, now);
+		if (r < 0)
+			return r;
+	}
+	if (target) {
+		d = target;
 	} else {
 		d = calloc(1, sizeof(*d));
 		if (!d)
 			return -ENOMEM;
 		fresh = true;
-		d->fire_at_ns = now + (uint64_t)ds->conf->triggers.coalesce_ms * 1000000;
+		d->phase = VMT_DUMP_DELAY;
+		d->posted = rq->post_ns > 0;
+		d->fire_at_ns = own_at;
+		d->coalesce_until_ns = now + coalesce;
 	}
-	if (dump_join(ds, d, fresh, rq, names, n, now) < 0) {
+	if (dump_join(ds, d, fresh, rq, names, n) < 0) {
 		if (fresh)
 			dump_free(d);
 		return -ENOMEM;
 	}
 	if (fresh) {
-		if (!ds->cur) {
-			ds->cur = d;
-			dump_begin(ds);
-		} else {
-			ds->next = d;
-		}
-	} else if (d == ds->cur && d->phase == VMT_DUMP_DELAY) {
-		dump_schedule(ds);
-	} else if (d == ds->cur && d->phase == VMT_DUMP_FLUSH) {
+		dump_enqueue(ds, d);
+	} else if (d == ds->cur) {
 		/* guests added while flushing are asked too */
 		for (uint32_t i = 0; i < ds->guests->n; i++) {
 			struct vmt_guest *g = ds->guests->v[i];
@@ -373,22 +486,25 @@ int dump_request(struct vmt_dumps *ds, const struct vmt_dump_req *rq)
 	return 0;
 }
 
-void dump_forget_client(struct vmt_dumps *ds, struct vmt_client *client)
+static void dump_forget_in(struct vmt_dump *d, struct vmt_client *client)
 {
-	struct vmt_dump *both[2] = { ds->cur, ds->next };
+	struct vmt_waiter **pp;
 
-	for (int k = 0; k < 2; k++) {
-		struct vmt_waiter **pp;
-		if (!both[k])
-			continue;
-		for (pp = &both[k]->waiters; *pp;) {
-			if ((*pp)->client == client) {
-				struct vmt_waiter *w = *pp;
-				*pp = w->next;
-				free(w);
-			} else {
-				pp = &(*pp)->next;
-			}
+	for (pp = &d->waiters; *pp;) {
+		if ((*pp)->client == client) {
+			struct vmt_waiter *w = *pp;
+			*pp = w->next;
+			free(w);
+		} else {
+			pp = &(*pp)->next;
 		}
 	}
+}
+
+void dump_forget_client(struct vmt_dumps *ds, struct vmt_client *client)
+{
+	if (ds->cur)
+		dump_forget_in(ds->cur, client);
+	for (struct vmt_dump *d = ds->pending; d; d = d->later)
+		dump_forget_in(d, client);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dump: the daemon's dumps, from a trigger to files. A request (signal,
- * control socket, a detector, a guest) joins the dump that is not yet
+ * control socket, the fleet, a detector, a guest) joins a dump not yet
  * frozen, or starts one:
  *
  *   DELAY  coalesce window, and --post: recording goes on
@@ -9,6 +9,16 @@
  *   WRITE  each guest's window is held where it is in its rings
  *          (ring_hold) and handed to the writer thread; the answer goes
  *          out when all are written, and the holds are released
+ *
+ * Each dump's firing time is set by the request that starts it (now plus
+ * the longer of the coalescing window and its --post) and never moves: a
+ * request joins a dump only if that fires no later than the request
+ * would on its own, and either its post ends by then or it came within
+ * the dump's coalescing window asking for no more post than the dump's.
+ * So no request waits behind another's post. Dumps in DELAY wait in a
+ * queue by firing time; one flushes and writes at a time, the rest that
+ * are due wait their turn. At most VMT_DUMP_POSTED_MAX of them were
+ * started by a request with a post; past that such a request is refused.
  *
  * Whether an automatic trigger may start one is trigger.h's to say. The
  * module also owns what the writer hands back: samples and aux files
@@ -37,10 +47,23 @@ enum vmt_dump_phase {
 	VMT_DUMP_WRITE,		/* windows held, the writer writes them */
 };
 
+/*
+ * Dumps started by requests with a --post (control socket, fleet) that
+ * may wait at once. A constant, not a key: it only bounds what a few
+ * trusted requesters (root's socket, the fleet under its own budget) can
+ * queue, each one a sample per guest when it fires; a request without a
+ * post never needs room of its own (it joins the dump due within its
+ * coalescing window, or starts the one such dump), so automatic
+ * triggers, SIGUSR1 and a plain `vmtracectl dump` are never refused.
+ */
+#define VMT_DUMP_POSTED_MAX 16
+
 /* One dump as it moves from its first trigger to its files. */
 struct vmt_dump {
-	uint64_t id;
+	uint64_t id;		/* given when it starts to flush */
 	enum vmt_dump_phase phase;
+	struct vmt_dump *later;	/* the queue in DELAY, by firing time */
+	bool posted;		/* started by a request with a post */
 	bool all_guests;
 	char **guests;		/* names when !all_guests */
 	uint32_t nguests;
@@ -48,9 +71,10 @@ struct vmt_dump {
 	struct vmt_trigger triggers[VMT_SAMPLE_MAX_TRIGGERS];
 	uint64_t triggers_dropped;	/* served, but beyond the sample's list */
 	uint64_t window_ns;	/* keep this much before the trigger, 0 = the whole ring */
-	uint64_t post_ns;	/* and record this much after it */
-	uint64_t fire_at_ns;	/* CLOCK_MONOTONIC: end of DELAY */
-	sd_event_source *timer;	/* DELAY's end, or FLUSH's timeout */
+	uint64_t post_ns;	/* and record this much after it (the longest asked) */
+	uint64_t fire_at_ns;	/* CLOCK_MONOTONIC: end of DELAY, set by its first request */
+	uint64_t coalesce_until_ns;	/* CLOCK_MONOTONIC: its coalescing window's end */
+	sd_event_source *timer;	/* FLUSH's timeout */
 	unsigned jobs_left;
 	struct vmt_waiter *waiters;	/* control clients waiting for the answer */
 	char **files;		/* written, for the answer */
@@ -97,7 +121,12 @@ struct vmt_dumps {
 	uint64_t next_dump_id;
 	uint64_t last_sample_ns;
 	struct vmt_dump *cur;	/* flushing or writing */
-	struct vmt_dump *next;	/* waiting for cur to finish */
+	struct vmt_dump *pending;	/* in DELAY, the soonest to fire first */
+	uint32_t npending;
+	uint32_t nposted;	/* of them, started by a request with a post */
+	sd_event_source *timer;	/* the soonest pending's firing, while none is current */
+	uint64_t refused_logged_ns;	/* the last refusal logged (at most one a minute) */
+	uint64_t refused_unlogged;	/* refusals since */
 	struct vmt_trigger_policy policy;
 	/* counters */
 	uint64_t triggers_total;
@@ -105,6 +134,7 @@ struct vmt_dumps {
 	uint64_t retention_deleted;	/* files deleted by the retention rules */
 	uint64_t dumps;
 	uint64_t dump_errors;
+	uint64_t dumps_refused;	/* requests with a post refused: VMT_DUMP_POSTED_MAX waiting */
 	uint64_t samples_written;
 };
 
@@ -115,11 +145,19 @@ void dump_free_all(struct vmt_dumps *ds);
 /*
  * Ask for a dump. 0: it will happen (the client, if any, gets the files);
  * -ENOENT: a named guest does not exist; -EBUSY: an automatic trigger was
- * suppressed by the cooldown or the rate limit (and counted).
+ * suppressed by the cooldown or the rate limit (and counted); -EAGAIN: a
+ * request with a post found VMT_DUMP_POSTED_MAX such dumps waiting
+ * (counted in dumps_refused).
  */
 int dump_request(struct vmt_dumps *ds, const struct vmt_dump_req *rq);
 /* A control client went away: forget it in pending answers. */
 void dump_forget_client(struct vmt_dumps *ds, struct vmt_client *client);
+/* Nanoseconds until the soonest pending dump fires (0: due, waiting for
+ * the current one), UINT64_MAX if none is pending. */
+uint64_t dump_next_ns(const struct vmt_dumps *ds);
+/* The daemon stops: the dumps not yet frozen (pending, or flushing) will
+ * not be; their clients are answered -ECANCELED and the dumps dropped. */
+void dump_cancel(struct vmt_dumps *ds);
 
 /* A guest's flush is over (struct vmt_guest_events.flush_done). */
 void dump_guest_flushed(struct vmt_dumps *ds, struct vmt_guest *g);

@@ -187,6 +187,10 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_MEM_USED(&b, mem_used(&m->mem));
 		ctl_put_DUMPS(&b, m->dumps.dumps);
 		ctl_put_DUMP_ERRORS(&b, m->dumps.dump_errors);
+		ctl_put_DUMPS_PENDING(&b, m->dumps.npending);
+		if (m->dumps.npending)
+			ctl_put_DUMP_NEXT_NS(&b, dump_next_ns(&m->dumps));
+		ctl_put_DUMPS_REFUSED(&b, m->dumps.dumps_refused);
 		ctl_put_PATH(&b, m->conf.state_dir);
 		ctl_put_MEM_CAP(&b, m->conf.memory_max);
 		ctl_put_RESERVE(&b, m->mem.reserve.bytes);
@@ -295,15 +299,25 @@ static void handle_dump(struct vmt_manager *m, struct vmt_client *cl, uint32_t i
 	rq.trigger = &t;
 	rq.client = cl;
 	rq.request_id = id;
+	/* counted first: a dump with nothing to wait for is answered (and
+	 * the count taken back) before dump_request() returns */
+	control_client_waits(cl, 1);
 	r = dump_request(&m->dumps, &rq);
-	if (r == 0)
-		control_client_waits(cl, 1);
+	if (r < 0)
+		control_client_waits(cl, -1);
 	if (r == -ENOENT)
 		control_error(cl, id, ENOENT, "no such guest");
 	else if (r == -EBUSY)
 		control_error(cl, id, EBUSY, "suppressed by the cooldown or the rate limit");
-	else if (r < 0)
+	else if (r == -EAGAIN) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "refused: %d dumps are waiting for their --post already, "
+			 "as many as may; try again when one is done", VMT_DUMP_POSTED_MAX);
+		control_error(cl, id, EAGAIN, why);
+	} else if (r < 0) {
 		control_error(cl, id, -r, strerror(-r));
+	}
 }
 
 /* From the index the writer keeps (sindex.h): no file is opened here, in
@@ -361,7 +375,8 @@ void manager_answer_dump(struct vmt_client *cl, uint32_t id, char *const *files,
 
 	control_client_waits(cl, -1);
 	if (!nfiles && error < 0) {
-		control_error(cl, id, error, strerror(-error));
+		control_error(cl, id, error, error == -ECANCELED ?
+			      "vmtraced stopped before the dump was taken" : strerror(-error));
 		return;
 	}
 	for (uint32_t i = 0; i < nfiles; i++) {

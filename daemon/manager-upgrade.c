@@ -56,8 +56,13 @@ int manager_upgrade_check(struct vmt_manager *m, char *why, size_t n)
 		snprintf(why, n, "%s: %s", m->exe, strerror(errno));
 		return r;
 	}
-	if (m->dumps.cur || m->dumps.next) {
+	if (m->dumps.cur) {
 		snprintf(why, n, "a dump is in progress");
+		return -EBUSY;
+	}
+	if (m->dumps.npending) {
+		snprintf(why, n, "%u dump(s) pending, the next due in %.0f s", m->dumps.npending,
+			 dump_next_ns(&m->dumps) / 1e9);
 		return -EBUSY;
 	}
 	if (m->writer.pending) {

@@ -529,6 +529,8 @@ int manager_run(struct vmt_manager *m)
 	manager_notify_status(m);
 	r = sd_event_loop(m->event);
 	sd_notify(0, "STOPPING=1");
+	/* while the clients and the fleet can still be told */
+	dump_cancel(&m->dumps);
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_stop(m->guests.v[i]);
 	return r < 0 ? 1 : 0;
