@@ -197,7 +197,7 @@ static int unit_reload(struct testd *d, char *err, size_t en)
 		if (!strncmp(line, "ExecReload=", 11))
 			snprintf(cmd, sizeof(cmd), "%s", line + 11);
 	fclose(f);
-	ck_assert_str_eq(cmd, "/usr/bin/vmtracectl reload\n");
+	ck_assert_str_eq(cmd, "/usr/local/bin/vmtracectl reload\n");
 	return run(NULL, 0, err, en, "%s -s '%s' reload", prog("vmtracectl"), d->sock);
 }
 
@@ -345,7 +345,7 @@ static int unit_metrics(const struct testd *d, const char *sock, const char *pro
 
 	snprintf(unit, sizeof(unit), "%s/units/vmtraced-metrics.service", test_srcdir());
 	return itest_sh("cmd=$(sed -n \"s/^ExecStart=\\/bin\\/sh -c '\\(.*\\)'$/\\1/p\" '%s' | "
-			"sed -e 's/\\$\\$/$/g' -e 's#/usr/bin/vmtracectl#%s -s %s#') && "
+			"sed -e 's/\\$\\$/$/g' -e 's#/usr/local/bin/vmtracectl#%s -s %s#') && "
 			"[ -n \"$cmd\" ] && VMTRACED_METRICS='%s' sh -c \"$cmd\" 2>/dev/null",
 			unit, prog("vmtracectl"), sock, prom);
 }
