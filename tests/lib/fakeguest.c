@@ -242,7 +242,10 @@ static void *cpu_main(void *arg)
 		if (g->done_cpus + 1 == c->ncpus && c->triggers) {
 			/* the last CPU done asks for dumps, like vmtrace-agent trigger */
 			pthread_mutex_unlock(&g->lock);
-			for (unsigned k = 0; k < c->triggers; k++) {
+			for (unsigned k = 0; k < c->triggers || (c->triggers_until_release &&
+								  !__atomic_load_n(&g->released,
+										   __ATOMIC_RELAXED));
+			     k++) {
 				char reason[64];
 				int n = snprintf(reason, sizeof(reason), "fake trigger %u", k);
 				send_msg(g, VMT_MSG_TRIGGER, reason, (uint32_t)n);
@@ -343,7 +346,7 @@ static void fg_run(struct fg *g)
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->ctl_lock, NULL);
 	pthread_cond_init(&g->cond, NULL);
-	if (g->c->hold_after || g->c->hold_first) {
+	if (g->c->hold_after || g->c->hold_first || g->c->triggers_until_release) {
 		pthread_t gth;
 		pthread_create(&gth, NULL, gate_main, g);
 	}

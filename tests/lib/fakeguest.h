@@ -37,6 +37,7 @@ struct fakeguest_conf {
 	int lie_in_flush;	/* claim more bytes sent than were */
 	unsigned triggers;	/* TRIGGER messages sent once all pages are out */
 	unsigned trigger_gap_ms;	/* between them */
+	int triggers_until_release;	/* go on past triggers until fakeguest_release() */
 	size_t cut_after;	/* sockets: this many pages into its first stream cpu0 sends half a
 				 * page and closes its data channel; the host's reconnect is served */
 };
@@ -60,7 +61,7 @@ int fakeguest_wait_meta_sent(struct fakeguest *fg, int timeout_ms);
 /* Read what it told so far without waiting (host_hellos, starts). */
 void fakeguest_poll(struct fakeguest *fg);
 void fakeguest_count(struct fakeguest *fg, char ch);
-/* Let CPUs held by hold_after go on. */
+/* Let CPUs held by hold_after go on; end a triggers_until_release flood. */
 int fakeguest_release(struct fakeguest *fg);
 void fakeguest_stop(struct fakeguest *fg);
 
