@@ -42,6 +42,9 @@
 #define HUP_RETRY_MS 250
 #define PARTIAL_TIMEOUT_MS 5000	/* a host message unfinished this long never will be */
 #define MAX_QUEUED_FLUSHES 64
+#define BYE_WAIT_MS 1000	/* for BYE to go out when exiting */
+#define FLUSH_INTERVAL_MS 1000	/* default of --flush-interval */
+#define FLUSH_INTERVAL_MAX_MS (3600 * 1000)
 
 enum agent_state {
 	AGENT_IDLE,
@@ -77,6 +80,7 @@ struct agent {
 	int sync_err;		/* 0, or -EOPNOTSUPP when the trace clock has none */
 	uint64_t rx_time;	/* sync_src when the last control read returned */
 	int marker_fd;		/* trace_marker, opened on the first marked SYNC */
+	unsigned flush_interval_ms;	/* each CPU's partial page to the host, 0: only at FLUSH */
 };
 
 static void ctl_flush(struct agent *a)
@@ -135,7 +139,7 @@ static void agent_hello(struct agent *a, uint32_t echo)
 	h.ncpus = a->ncpus;
 	h.page_size = a->page_size;
 	h.flags = a->state == AGENT_STREAMING || a->state == AGENT_STOPPING ? VMT_HELLO_TRACING : 0;
-	h.flags |= VMT_HELLO_SYNC;
+	h.flags |= VMT_HELLO_SYNC | VMT_HELLO_BYE;
 	h.echo = echo;
 	h.mono_ns = now_monotonic_ns();
 	if (uname(&u) == 0)
@@ -292,7 +296,8 @@ static void agent_start(struct agent *a, const struct vmt_start *s)
 		agent_send_status(a, VMT_MSG_STARTED, r, err);
 		return;
 	}
-	r = pump_open(&a->pumps, ftrace_dir(), a->ports_dir, a->ncpus, a->page_size, a->notify_fd);
+	r = pump_open(&a->pumps, ftrace_dir(), a->ports_dir, a->ncpus, a->page_size, a->notify_fd,
+		      a->flush_interval_ms);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "cannot open the data ports or trace_pipe_raw: %s", strerror(-r));
 		agent_send_status(a, VMT_MSG_STARTED, r, msg);
@@ -539,6 +544,29 @@ static void agent_check_partial(struct agent *a)
 		a->partial_since = now;
 }
 
+/*
+ * Leaving on purpose (the unit stopped, a signal): BYE tells the host that
+ * the silence that follows is no incident. Given a moment to go out: the
+ * host may be reading slowly, and nothing else is left to do.
+ */
+static void agent_bye(struct agent *a, unsigned signo)
+{
+	uint64_t end = now_monotonic_ns() + BYE_WAIT_MS * 1000000ull;
+	char why[64];
+	int n = snprintf(why, sizeof(why), "signal %u", signo);
+
+	if (proto_put(&a->out, VMT_MSG_BYE, why, (uint32_t)n) < 0)
+		return;
+	ctl_flush(a);
+	while (a->out_off < a->out.len && now_monotonic_ns() < end) {
+		struct pollfd p = { a->ctl_fd, POLLOUT, 0 };
+
+		if (poll(&p, 1, 100) < 0 && errno != EINTR)
+			break;
+		ctl_flush(a);
+	}
+}
+
 static int agent_loop(struct agent *a)
 {
 	for (;;) {
@@ -561,6 +589,7 @@ static int agent_loop(struct agent *a)
 			struct signalfd_siginfo si;
 			if (read(a->sig_fd, &si, sizeof(si)) == sizeof(si)) {
 				log_info("signal %u, exiting", si.ssi_signo);
+				agent_bye(a, si.ssi_signo);
 				return 0;
 			}
 		}
@@ -600,10 +629,13 @@ static unsigned agent_count_cpus(const char *dir)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: vmtrace-agent [-d DIR] [-s SOCKET] [-k] [-v]\n"
+	fprintf(f, "usage: vmtrace-agent [-d DIR] [-s SOCKET] [-f MS] [-k] [-v]\n"
 		   "       vmtrace-agent [-s SOCKET] trigger REASON\n"
 		   "  -d, --ports DIR     virtio ports directory (default " PORTS_DIR ")\n"
 		   "  -s, --socket SOCKET trigger requests (default " VMT_TRIGGER_SOCK ")\n"
+		   "  -f, --flush-interval MS\n"
+		   "                      each CPU's partial page to the host this often when it\n"
+		   "                      has new events (default 1000, 0: only when asked)\n"
 		   "  -k, --no-kmsg       no TRIGGER on kernel oops/BUG/WARNING/panic lines\n"
 		   "  -v, --verbose       debug messages\n"
 		   "  -V, --version       print the version\n"
@@ -613,7 +645,9 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	struct agent a = { .ports_dir = PORTS_DIR, .ctl_fd = -1, .notify_fd = -1, .sig_fd = -1,
-			   .marker_fd = -1 };
+			   .marker_fd = -1, .flush_interval_ms = FLUSH_INTERVAL_MS };
+	char *end;
+	unsigned long ul;
 	const char *sock = VMT_TRIGGER_SOCK;
 	bool kmsg = true;
 	char path[512];
@@ -624,6 +658,7 @@ int main(int argc, char **argv)
 		{ "ports", required_argument, NULL, 'd' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "no-kmsg", no_argument, NULL, 'k' },
+		{ "flush-interval", required_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -631,11 +666,21 @@ int main(int argc, char **argv)
 	};
 
 	log_set_ident("vmtrace-agent");
-	while ((c = getopt_long(argc, argv, "d:s:kvVh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:s:f:kvVh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': a.ports_dir = optarg; break;
 		case 's': sock = optarg; break;
 		case 'k': kmsg = false; break;
+		case 'f':
+			errno = 0;
+			ul = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || ul > FLUSH_INTERVAL_MAX_MS) {
+				fprintf(stderr, "vmtrace-agent: --flush-interval: %s is not 0 to %u ms\n",
+					optarg, FLUSH_INTERVAL_MAX_MS);
+				return 2;
+			}
+			a.flush_interval_ms = (unsigned)ul;
+			break;
 		case 'v': log_set_level(VMT_LOG_DEBUG); break;
 		case 'V': printf("vmtrace-agent %s\n", VMT_VERSION); return 0;
 		case 'h': usage(stdout); return 0;

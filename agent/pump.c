@@ -36,6 +36,7 @@ struct vmt_pump {
 	uint64_t bytes_sent;	/* the thread's own; copied into stats at a cut */
 	struct vmt_cpu_stats stats;	/* at the last cut, under set->lock */
 	bool failed;		/* stopped consuming after an error */
+	uint64_t partial_due_ns;	/* CLOCK_MONOTONIC: the next timed partial page */
 	uint8_t *page;		/* the partial page read at a flush */
 	pthread_t thread;
 	bool running;
@@ -45,6 +46,7 @@ struct vmt_pumps {
 	pthread_mutex_t lock;
 	unsigned ncpus, page_size;
 	int notify_fd;
+	uint64_t flush_interval_ns;	/* timed partial pages, 0: none */
 	uint64_t gen;		/* last flush asked */
 	uint64_t collected;	/* last flush handed out by pump_flush_done */
 	unsigned pending;	/* CPUs yet to answer gen */
@@ -260,6 +262,28 @@ static void pump_cut(struct vmt_pump *c, bool final, struct vmt_cpu_stats *st)
 		  (unsigned long long)st->bytes_sent, (unsigned long long)st->read);
 }
 
+/*
+ * The timed partial page: at most one per interval. A read of
+ * trace_pipe_raw gives nothing (EAGAIN) when every event has gone out, so
+ * an idle CPU sends only when it has new events. A CPU that moved whole
+ * pages since the last wait has little in its partial page: its turn
+ * waits for a quiet moment, or the end of the next interval.
+ */
+static void pump_partial(struct vmt_pump *c, uint64_t round)
+{
+	uint64_t now = now_monotonic_ns();
+	int r;
+
+	if (!c->partial_due_ns)
+		c->partial_due_ns = now + c->set->flush_interval_ns;
+	if (now < c->partial_due_ns || (round && now < c->partial_due_ns + c->set->flush_interval_ns))
+		return;
+	c->partial_due_ns = now + c->set->flush_interval_ns;
+	r = pump_read_page(c);
+	if (r < 0 && r != -ECANCELED)
+		pump_fail(c, r, "partial page");
+}
+
 static void *pump_main(void *arg)
 {
 	struct vmt_pump *c = arg;
@@ -304,6 +328,8 @@ static void *pump_main(void *arg)
 			if (n < 0)
 				pump_fail(c, (int)n, "splice");
 		}
+		if (!c->failed && s->flush_interval_ns)
+			pump_partial(c, round);
 		/* a pipeful or more since the last wait: at least ~160 pages/s */
 		if (!pump_should_stop(c, seen))
 			pump_idle(c, round >= c->chunk);
@@ -359,7 +385,7 @@ static int pump_open_cpu(struct vmt_pump *c, const char *tdir, const char *pdir)
 }
 
 int pump_open(struct vmt_pumps **out, const char *tracing_dir, const char *ports_dir,
-	      unsigned ncpus, unsigned page_size, int notify_fd)
+	      unsigned ncpus, unsigned page_size, int notify_fd, unsigned flush_interval_ms)
 {
 	struct vmt_pumps *s;
 	int r = 0;
@@ -371,6 +397,7 @@ int pump_open(struct vmt_pumps **out, const char *tracing_dir, const char *ports
 	s->ncpus = ncpus;
 	s->page_size = page_size;
 	s->notify_fd = notify_fd;
+	s->flush_interval_ns = (uint64_t)flush_interval_ms * 1000000;
 	for (unsigned i = 0; i < ncpus; i++) {
 		struct vmt_pump *c = &s->cpu[i];
 

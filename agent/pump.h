@@ -6,6 +6,12 @@
  * for each CPU, bytes_sent and per_cpu/cpuN/stats are taken at the same point,
  * after the partial page went out and before anything more is consumed.
  *
+ * Every flush_interval_ms, a CPU with events the host has not had yet sends
+ * its partial page as well (read, not spliced: the kernel copies it and
+ * the next read or splice goes on from there, so no event goes twice), so
+ * that a guest that dies leaves its last second on the host, not the
+ * seconds an idle CPU takes to fill a page.
+ *
  * The control loop never blocks on a pump: it asks for a flush, and the
  * notify fd becomes readable when every CPU has answered.
  */
@@ -24,7 +30,7 @@ struct vmt_pumps;
  * notify_fd: an eventfd the pumps write to when a flush completes.
  */
 int pump_open(struct vmt_pumps **out, const char *tracing_dir, const char *ports_dir,
-	      unsigned ncpus, unsigned page_size, int notify_fd);
+	      unsigned ncpus, unsigned page_size, int notify_fd, unsigned flush_interval_ms);
 /* Starts the threads. */
 int pump_run(struct vmt_pumps *p);
 

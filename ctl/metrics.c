@@ -115,6 +115,8 @@ static const struct metric {
 	{ VMT_CTL_GUEST, VMT_CTAG_PATHS_REFUSED, "vmtraced_guest_channel_opens_refused_total", COUNTER, false, "Channel opens refused (a symlink or the wrong file type)." },
 	{ VMT_CTL_GUEST, VMT_CTAG_PAGES_DISCARDED, "vmtraced_guest_pages_discarded_total", COUNTER, false, "Pages of an old window dropped (its dump held back)." },
 	{ VMT_CTL_GUEST, VMT_CTAG_HELLOS_DEFERRED, "vmtraced_guest_hellos_deferred_total", COUNTER, false, "HELLOs held back by sessions_per_minute." },
+	{ VMT_CTL_GUEST, VMT_CTAG_SILENCES, "vmtraced_guest_silences_total", COUNTER, false, "Times the guest stopped answering with its QEMU alive (guest_silence)." },
+	{ VMT_CTL_GUEST, VMT_CTAG_LATE_ANSWERS, "vmtraced_guest_late_answers_total", COUNTER, false, "Liveness pings answered later than half the guest_silence timeout: slow, not silent." },
 	{ VMT_CTL_GUEST, VMT_CTAG_FLAGS, "vmtraced_guest_discovered", GAUGE, false, "1 if the guest was found by discovery, 0 if configured." },
 	{ VMT_CTL_GUEST, VMT_CTAG_FRAME_PAGES, "vmtraced_guest_frame_pages", GAUGE, false, "Pages of the window held in compressed frames." },
 	{ VMT_CTL_GUEST, VMT_CTAG_FRAME_BYTES, "vmtraced_guest_frame_bytes", GAUGE, false, "Memory the compressed frames take." },
@@ -128,7 +130,7 @@ static const struct metric {
 	{ VMT_CTL_GUEST, VMT_CTAG_LAST_TS, NULL, GAUGE, false, NULL },
 
 	{ VMT_CTL_DETECTOR, VMT_CTAG_ENABLED, "vmtraced_detector_enabled", GAUGE, false, "1 if the configuration enables the detector." },
-	{ VMT_CTL_DETECTOR, VMT_CTAG_LOADED, "vmtraced_detector_loaded", GAUGE, false, "1 if its BPF programs are loaded." },
+	{ VMT_CTL_DETECTOR, VMT_CTAG_LOADED, "vmtraced_detector_loaded", GAUGE, false, "1 if it runs: its BPF programs loaded (guest_silence: enabled, no BPF)." },
 	{ VMT_CTL_DETECTOR, VMT_CTAG_EVENTS, "vmtraced_detector_events_total", COUNTER, false, "Events seen on watched threads." },
 	{ VMT_CTL_DETECTOR, VMT_CTAG_SEEN, "vmtraced_detector_anomalies_total", COUNTER, false, "Anomalies seen." },
 	{ VMT_CTL_DETECTOR, VMT_CTAG_FIRED, "vmtraced_detector_triggers_total", COUNTER, false, "Dumps it triggered." },

@@ -188,6 +188,8 @@ static void guest_problems(const struct rec *v)
 		{ VMT_CTAG_PATHS_REFUSED, "channel opens refused (symlink or wrong type)", false },
 		{ VMT_CTAG_PAGES_DISCARDED, "pages of an old window dropped (its dump held back)", false },
 		{ VMT_CTAG_HELLOS_DEFERRED, "HELLOs held back (too many sessions)", false },
+		{ VMT_CTAG_SILENCES, "times it stopped answering (guest_silence)", false },
+		{ VMT_CTAG_LATE_ANSWERS, "pings answered late (slow, not silent)", false },
 		{ VMT_CTAG_EVENTS_GUEST_LOST, "events lost in the guest", false },
 		{ VMT_CTAG_TRIGGERS_SUPPRESSED, "triggers held back", false },
 	};

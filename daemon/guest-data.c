@@ -275,6 +275,7 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 			g->c.stale_bytes += (uint64_t)n;
 			continue;
 		}
+		alive_heard(g, "pages");
 		lost_pages = g->rings[cpu].c.pages_guest_lost;
 		lost_events = g->rings[cpu].c.events_guest_lost;
 		for (size_t off = 0; off < (size_t)n;) {

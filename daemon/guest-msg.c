@@ -312,6 +312,7 @@ static void guest_on_tasks(struct vmt_guest *g, const struct vmt_msg *msg)
 
 static void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 {
+	alive_heard(g, proto_msg_name(msg->type));
 	switch (msg->type) {
 	case VMT_MSG_HELLO:
 		guest_on_hello(g, msg);
@@ -345,6 +346,9 @@ static void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 		break;
 	case VMT_MSG_TASKS:
 		guest_on_tasks(g, msg);
+		break;
+	case VMT_MSG_BYE:
+		alive_on_bye(g, msg);
 		break;
 	default:
 		/* host->guest types coming from the guest */

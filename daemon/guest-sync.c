@@ -237,6 +237,10 @@ void sync_on_synced(struct vmt_guest *g, const struct vmt_msg *m)
 	struct vmt_guest_sync *s = &g->sync;
 	struct vmt_synced a;
 
+	if (proto_get_synced(m->payload, m->len, &a) == 0 && (a.id & VMT_SYNC_ID_PING)) {
+		alive_on_pong(g, a.id);
+		return;
+	}
 	if (proto_get_synced(m->payload, m->len, &a) < 0 || !s->waiting || a.id != s->probe_id) {
 		/* late (after its timeout), unasked or malformed */
 		s->c.bad++;

@@ -131,8 +131,14 @@ void guest_set_state(struct vmt_guest *g, enum vmt_guest_state s)
 			  guest_state_name(s));
 	if ((g->state == GUEST_OFFLINE) != (s == GUEST_OFFLINE))
 		g->env->ev->qemu_changed(g->env->owner, g);	/* its QEMU pid comes or goes */
-	if (g->state == GUEST_STREAMING && s != GUEST_STREAMING)
+	if (g->state == GUEST_STREAMING && s != GUEST_STREAMING) {
 		sync_session_end(g);
+		alive_session_end(g);
+	}
+	if (g->state != GUEST_STREAMING && s == GUEST_STREAMING) {
+		g->state = s;
+		alive_session_start(g);
+	}
 	g->state = s;
 	g->state_since_ns = now_monotonic_ns();
 	/* a session that ends or starts over drops what it was receiving:
@@ -450,7 +456,8 @@ bool guest_flush(struct vmt_guest *g, uint64_t id)
 		g->src_ops->flush(g->src);
 		return false;
 	}
-	if (g->state != GUEST_STREAMING)
+	/* a silent guest would only make the dump wait for flush_timeout */
+	if (g->state != GUEST_STREAMING || g->alive.silent)
 		return false;
 	g->flush_id = id;
 	g->flush_wait = true;
@@ -518,6 +525,7 @@ void guest_free(struct vmt_guest *g)
 	g->timer = sd_event_source_disable_unref(g->timer);
 	g->partial_timer = sd_event_source_disable_unref(g->partial_timer);
 	sync_free(g);
+	alive_free(g);
 	mem_give_rings(g->env->mem, guest_mem(g));
 	guest_free_rings(g);
 	free(g->data);

@@ -26,6 +26,7 @@
 #include "ring.h"
 #include "sample.h"
 #include "guest-sync.h"
+#include "guest-alive.h"
 #include "trigger.h"
 #include "util.h"
 
@@ -192,6 +193,7 @@ struct vmt_guest {
 	bool have_stats;
 
 	struct vmt_guest_sync sync;	/* clock relation to the host (guest-sync.c) */
+	struct vmt_guest_alive alive;	/* is its agent still there (guest-alive.c) */
 
 	struct vmt_trigger_budget dumps;	/* of dumps it causes (trigger.h) */
 	struct vmt_bucket sessions;	/* record.sessions_per_minute */

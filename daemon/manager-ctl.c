@@ -70,6 +70,34 @@ static void put_frames(struct vmt_buf *b, const struct vmt_guest *g)
 	ctl_put_FRAMES_OVERWRITTEN(b, ow);
 }
 
+/* guest_silence: no BPF, the guests' agents watched over their channels
+ * (guest-alive.c); FILTERED counts the agents that said they stop. */
+static void put_silence(struct vmt_buf *b, const struct vmt_manager *m, uint32_t id)
+{
+	struct vmt_alive_counters s = { 0 };
+
+	for (uint32_t i = 0; i < m->guests.n; i++) {
+		const struct vmt_alive_counters *c = &m->guests.v[i]->alive.c;
+		s.pings += c->pings;
+		s.silences += c->silences;
+		s.fired += c->fired;
+		s.suppressed += c->suppressed;
+		s.byes += c->byes;
+	}
+	ctl_msg_begin(b, VMT_CTL_DETECTOR, id);
+	ctl_put_NAME(b, "guest_silence");
+	ctl_put_ENABLED(b, (uint32_t)m->conf.silence.enabled);
+	ctl_put_LOADED(b, (uint32_t)m->conf.silence.enabled);
+	if (!m->conf.silence.enabled)
+		ctl_put_MESSAGE(b, "disabled in the configuration");
+	ctl_put_EVENTS(b, s.pings);
+	ctl_put_SEEN(b, s.silences);
+	ctl_put_FIRED(b, s.fired);
+	ctl_put_TRIGGERS_SUPPRESSED(b, s.suppressed);
+	ctl_put_DROPPED(b, 0);
+	ctl_put_FILTERED(b, s.byes);
+}
+
 static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_fleet *fleet)
 {
 	const char *labels = fleet_labels(fleet, g->conf.name);
@@ -93,7 +121,8 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_f
 		back += r->c.ts_backwards;
 	}
 	ctl_put_GUEST(b, g->conf.name);
-	ctl_put_STATE(b, guest_state_name(g->state));
+	/* still streaming as far as the session goes, but nothing comes */
+	ctl_put_STATE(b, g->alive.silent ? "silent" : guest_state_name(g->state));
 	ctl_put_UPTIME_NS(b, now - g->state_since_ns);
 	ctl_put_NCPUS(b, g->nrings);
 	if (g->have_hello)
@@ -130,6 +159,8 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_f
 	ctl_put_PATHS_REFUSED(b, g->c.paths_refused);
 	ctl_put_PAGES_DISCARDED(b, g->c.pages_discarded);
 	ctl_put_HELLOS_DEFERRED(b, g->c.hellos_deferred);
+	ctl_put_LATE_ANSWERS(b, g->alive.c.late);
+	ctl_put_SILENCES(b, g->alive.c.silences);
 	ctl_put_FLAGS(b, g->discovered ? 1 : 0);
 	if (!labels)
 		labels = g->conf.labels;
@@ -243,6 +274,8 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 			ctl_put_FILTERED(&b, d->filtered);
 			control_send(cl, &b);
 		}
+		put_silence(&b, m, id);
+		control_send(cl, &b);
 	}
 	buf_free(&b);
 	control_end(cl, id);

@@ -111,3 +111,26 @@ int qemu_vcpu_threads(pid_t pid, uint32_t *tids, uint32_t max, uint32_t *n)
 	}
 	return 0;
 }
+
+char qemu_thread_state(pid_t pid, pid_t tid)
+{
+	char path[96], buf[512], *p;
+	ssize_t k;
+	int fd;
+
+	if (tid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return '?';
+	k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return '?';
+	buf[k] = 0;
+	/* "tid (comm) S ...": comm may hold anything, the last ')' ends it */
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] ? p[2] : '?';
+}

@@ -26,5 +26,9 @@ int qemu_vcpu_of_comm(const char *comm);
  * /proc/pid/task cannot be read.
  */
 int qemu_vcpu_threads(pid_t pid, uint32_t *tids, uint32_t max, uint32_t *n);
+/* The state letter /proc shows for a thread of pid (tid 0: the process):
+ * R running, S sleeping (a halted vCPU waits in KVM_RUN), D, T stopped...;
+ * '?' if it cannot be read. */
+char qemu_thread_state(pid_t pid, pid_t tid);
 
 #endif

@@ -523,6 +523,8 @@ void ring_clear(struct vmt_ring *r)
 {
 	r->count = 0;
 	r->fill = 0;
+	/* a new boot's clock starts over: its first page is not time going back */
+	r->last_ts = 0;
 	frames_clear(&r->fr);
 	r->inflight = 0;
 	r->batch_gen++;

@@ -33,9 +33,9 @@ int config_guests_parse(struct yamlconf *y, struct vmt_config *c, yaml_node_t *v
 int config_discovery_parse(struct yamlconf *y, struct vmt_config *c, yaml_node_t *v);
 
 /* config_detect.c: detectors: and a guest's pidfile: */
-void config_detect_init(struct vmt_detector_conf *d);
+void config_detect_init(struct vmt_config *c);
 int config_detect_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
-			struct vmt_detector_conf *d);
+			struct vmt_config *c);
 int config_guest_pidfile(struct yamlconf *y, yaml_node_t *v, const char *field, char *dst);
 
 /* config_fleet.c: fleet: and a guest's labels: */

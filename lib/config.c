@@ -105,7 +105,7 @@ void config_init(struct vmt_config *c)
 	c->sync.probes = 8;
 	c->sync.timeout_ms = 1000;
 	strcpy(c->sync.kvm_debugfs, "/sys/kernel/debug/kvm");
-	config_detect_init(c->detectors);
+	config_detect_init(c);
 	config_fleet_init(&c->fleet);
 }
 
@@ -497,7 +497,7 @@ static int top_detectors(struct yamlconf *y, yaml_node_t *v, const char *field, 
 {
 	struct cfg_parser *p = obj;
 
-	return config_detect_parse(y, v, field, p->c->detectors);
+	return config_detect_parse(y, v, field, p->c);
 }
 
 /* Checked against the guests' paths, so it waits for them. */

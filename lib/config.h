@@ -115,6 +115,13 @@ struct vmt_detector_conf {
 	int on_clean_exit;	/* process_death: also an exit with status 0 */
 };
 
+/* detectors.guest_silence (daemon/guest-alive.c): not a BPF detector, the
+ * guests' agents watched over their control channel. */
+struct vmt_silence_conf {
+	int enabled;
+	uint32_t timeout_ms;	/* nothing from a streaming guest this long: it stopped */
+};
+
 /* fleet: NATS servers, samples shipped to a JetStream object store and
  * dumps asked for from other hosts (daemon/fleet.c, docs/FLEET.md). */
 #define VMT_FLEET_MAX_SERVERS 16
@@ -166,6 +173,7 @@ struct vmt_config {
 	struct vmt_host_conf host;
 	struct vmt_sync_conf sync;
 	struct vmt_detector_conf detectors[VMT_DET_COUNT];
+	struct vmt_silence_conf silence;
 	struct vmt_fleet_conf fleet;
 	uint32_t ndiscovery;
 	struct vmt_discovery_conf *discovery;

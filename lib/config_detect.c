@@ -15,6 +15,10 @@
 
 #define THRESHOLD_MAX_MS (600 * SEC_MS)
 #define INTERVAL_MAX_MS (3600 * SEC_MS)
+#define SILENCE_DEFAULT_MS (5 * SEC_MS)
+/* pings go every fifth of it: 100 ms at least keeps them to 50 a second */
+#define SILENCE_MIN_MS 250
+#define SILENCE_MAX_MS (3600 * SEC_MS)
 
 static const struct {
 	const char *name;
@@ -37,8 +41,12 @@ const char *detector_name(unsigned id)
 	return id < VMT_DET_COUNT ? detectors[id].name : "unknown";
 }
 
-void config_detect_init(struct vmt_detector_conf *d)
+void config_detect_init(struct vmt_config *c)
 {
+	struct vmt_detector_conf *d = c->detectors;
+
+	c->silence.enabled = 1;
+	c->silence.timeout_ms = SILENCE_DEFAULT_MS;
 	memset(d, 0, VMT_DET_COUNT * sizeof(*d));
 	for (unsigned i = 0; i < VMT_DET_COUNT; i++) {
 		d[i].enabled = 1;
@@ -139,23 +147,58 @@ static int detector_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 #define X(id, name, settings, threshold_ms, interval_ms)                                \
 	static int det_##id(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj) \
 	{                                                                                   \
-		struct vmt_detector_conf *d = obj;                                          \
-		return detector_parse(y, v, field, &d[VMT_DET_##id], VMT_DET_##id);         \
+		struct vmt_config *c = obj;                                                 \
+		return detector_parse(y, v, field, &c->detectors[VMT_DET_##id], VMT_DET_##id); \
 	}
 VMT_DETECTORS(X)
 #undef X
+
+static int silence_enabled(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_silence_conf *s = obj;
+
+	return yamlconf_read_bool(y, v, field, &s->enabled);
+}
+
+static int silence_timeout(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_silence_conf *s = obj;
+	uint64_t ms;
+	int r;
+
+	r = yamlconf_read_duration(y, v, field, 1, SILENCE_MIN_MS, SILENCE_MAX_MS, &ms);
+	if (r < 0)
+		return r;
+	s->timeout_ms = (uint32_t)ms;
+	return 0;
+}
+
+static const struct yamlconf_key silence_keys[] = {
+	{ "enabled", silence_enabled },
+	{ "timeout", silence_timeout },
+};
+
+/* guest_silence: {enabled: true, timeout: 5s} */
+static int det_silence(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_config *c = obj;
+
+	return yamlconf_read_block(y, v, field, "detector settings", silence_keys,
+				   ARRAY_SIZE(silence_keys), &c->silence);
+}
 
 static const struct yamlconf_key detector_keys[] = {
 #define X(id, name, settings, threshold_ms, interval_ms) { name, det_##id },
 	VMT_DETECTORS(X)
 #undef X
+	{ "guest_silence", det_silence },
 };
 
 int config_detect_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
-			struct vmt_detector_conf *d)
+			struct vmt_config *c)
 {
 	return yamlconf_read_block(y, v, field, "detectors", detector_keys,
-				   ARRAY_SIZE(detector_keys), d);
+				   ARRAY_SIZE(detector_keys), c);
 }
 
 /* An absolute file name; "" or null: none (what config_print writes). */

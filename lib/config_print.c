@@ -173,6 +173,9 @@ void config_print(const struct vmt_config *c, FILE *f)
 			fputc('\n', f);
 		}
 	}
+	fputs("  guest_silence:\n    enabled: ", f);
+	print_bool(f, c->silence.enabled);
+	fprintf(f, "\n    timeout: %" PRIu32 "ms\n", c->silence.timeout_ms);
 	config_fleet_print(c, f);
 	if (!c->ndiscovery)
 		fputs("discovery: []\n", f);

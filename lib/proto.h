@@ -49,7 +49,8 @@
 	X(SYNC,        15, 16,  16)    /* host->guest: struct vmt_sync             */ \
 	X(SYNCED,      16, 32,  32)    /* guest->host: struct vmt_synced           */ \
 	X(TASKS,       17, 9,   VMT_PROTO_MAX_PAYLOAD) /* guest->host: u32 offset, \
-					 u32 total, then bytes of the task tables */
+					 u32 total, then bytes of the task tables */ \
+	X(BYE,         18, 0,   256)   /* guest->host: the agent exits on purpose: why */
 
 enum vmt_msg_type {
 #define X(name, value, min, max) VMT_MSG_##name = value,
@@ -78,6 +79,9 @@ struct vmt_hello {
 #define VMT_HELLO_SIZE 200
 #define VMT_HELLO_TRACING 0x1	/* agent is already streaming (reconnect) */
 #define VMT_HELLO_SYNC 0x2	/* agent answers SYNC */
+/* agent answers SYNC at any time while streaming (liveness pings too) and
+ * says BYE before it exits on purpose: the host may watch its silence */
+#define VMT_HELLO_BYE 0x4
 
 /* START payload: fixed 48 bytes, then events_len bytes of event list */
 struct vmt_start {
@@ -118,6 +122,9 @@ struct vmt_sync {
 	uint32_t reserved;
 };
 #define VMT_SYNC_F_MARKER 0x1	/* also write "vmtrace-sync ID" into the guest trace */
+/* ids with this bit are the host's liveness pings (guest-alive.c), not
+ * clock probes: answered the same way, their times unused */
+#define VMT_SYNC_ID_PING (1ull << 63)
 
 struct vmt_synced {
 	uint64_t id;

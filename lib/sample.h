@@ -40,7 +40,8 @@
 	X(CONTROL, 2, "control")                    \
 	X(BPF,     3, "bpf")                        \
 	X(GUEST,   4, "guest")                      \
-	X(SHUTDOWN, 5, "shutdown")
+	X(SHUTDOWN, 5, "shutdown")                  \
+	X(SILENCE, 6, "silence")	/* guest_silence: the guest stopped answering */
 
 enum vmt_trigger_kind {
 #define X(n, v, t) VMT_TRIGGER_##n = v,

@@ -11,6 +11,9 @@
 #   VMT-LOAD kind pids...               the load started
 #   VMT-AGENT-READY pid=P               the agent runs (it says HELLO itself)
 #   VMT-TRIGGER rc=N tries=N            `vmtrace-agent trigger` done (vmt.trigger)
+#   VMT-MARK uptime=S                   the trace_marker line "vmt-e2e-mark" (vmt.panic)
+#   VMT-PANIC uptime=S                  about to panic (vmt.panic)
+#   VMT-AGENT-KILLED uptime=S           the agent got SIGKILL (vmt.killagent)
 #   VMT-AGENT-EXIT rc=N                 the agent exited
 #   VMT-AGENT-CPU utime=T stime=T       the agent's CPU ticks, if it still runs
 #   VMT-STATS cpuN entries: ...         per_cpu/cpuN/stats at the end
@@ -26,6 +29,11 @@
 #                            `vmtrace-agent trigger "e2e guest trigger"`, again every
 #                            2s while the agent answers no (not streaming yet), at
 #                            most 90 times
+#   vmt.panic=SECONDS        that long after the agent switched tracing on
+#                            (STREAM), write "vmt-e2e-mark" into trace_marker,
+#                            2 s later panic the kernel (sysrq c); add panic=0
+#                            to halt there rather than reboot
+#   vmt.killagent=SECONDS    that long after tracing is on, SIGKILL the agent
 PATH=/bin:/sbin
 export PATH
 mount -t proc proc /proc
@@ -39,7 +47,7 @@ mount -t tracefs tracefs $T 2>/dev/null || echo "VMT-WARN tracefs mount failed"
 read UP IDLE </proc/uptime
 echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
 
-LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG=""
+LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" KILLAG=""
 for a in $(cat /proc/cmdline); do
 	case "$a" in
 	vmt.load=*) LOAD=${a#*=} ;;
@@ -47,6 +55,8 @@ for a in $(cat /proc/cmdline); do
 	vmt.agentargs=*) AGENTARGS=$(echo "${a#*=}" | tr , ' ') ;;
 	vmt.tracing_on=*) TRON=${a#*=} ;;
 	vmt.trigger=*) TRIG=${a#*=} ;;
+	vmt.panic=*) PANIC=${a#*=} ;;
+	vmt.killagent=*) KILLAG=${a#*=} ;;
 	esac
 done
 
@@ -127,7 +137,34 @@ if [ -n "$TRIG" ]; then
 		echo "VMT-TRIGGER rc=$rc tries=$t"
 	) &
 fi
+# once the host streams (the agent turns tracing on at STREAM), then $1 s
+after_stream() {
+	while [ "$(cat $T/tracing_on)" != 1 ]; do sleep 0.2; done
+	sleep "$1"
+}
+if [ -n "$PANIC" ]; then
+	(
+		after_stream "$PANIC"
+		echo vmt-e2e-mark > $T/trace_marker
+		read UP IDLE </proc/uptime
+		echo "VMT-MARK uptime=$UP"
+		sleep 2
+		read UP IDLE </proc/uptime
+		echo "VMT-PANIC uptime=$UP"
+		echo c > /proc/sysrq-trigger
+	) &
+fi
+if [ -n "$KILLAG" ]; then
+	(
+		after_stream "$KILLAG"
+		kill -9 $AG
+		read UP IDLE </proc/uptime
+		echo "VMT-AGENT-KILLED uptime=$UP"
+	) &
+fi
 wait $AG
 echo "VMT-AGENT-EXIT rc=$?"
+# the guest lives on without its agent (until vmt.timeout)
+[ -n "$KILLAG" ] && while :; do sleep 3600; done
 [ -n "$WL" ] && kill $WL 2>/dev/null
 end

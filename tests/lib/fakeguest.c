@@ -48,6 +48,7 @@ struct fg {
 	int done_fd;
 	int gate_fd;		/* hold_after: a byte from the test opens the gate */
 	int released;
+	int mute;		/* said BYE: the agent is gone */
 };
 
 static int endpoint_make(struct endpoint *e, const char *dir, const char *name, int sock)
@@ -133,6 +134,8 @@ static void send_hello(struct fg *g, uint32_t echo)
 	snprintf(h.clock, sizeof(h.clock), "local");
 	snprintf(h.boot_id, sizeof(h.boot_id), "%s", g->c->boot_id ? g->c->boot_id : "fake-boot");
 	snprintf(h.agent, sizeof(h.agent), "fakeguest");
+	if (g->c->watched)
+		h.flags |= VMT_HELLO_SYNC | VMT_HELLO_BYE;
 	if (g->c->hello_ncpus)
 		h.ncpus = g->c->hello_ncpus;
 	h.echo = echo;
@@ -313,19 +316,65 @@ static void do_flush(struct fg *g, uint64_t id)
 	buf_free(&b);
 }
 
-/* Opens the gate when the test writes to it (fakeguest_release). */
+/* Opens the gate when the test writes to it (fakeguest_release); 'b'
+ * says BYE and mutes the agent (fakeguest_bye). */
 static void *gate_main(void *arg)
 {
 	struct fg *g = arg;
 	char ch;
 
-	while (read(g->gate_fd, &ch, 1) < 0 && errno == EINTR)
-		;
-	pthread_mutex_lock(&g->lock);
-	g->released = 1;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
-	return NULL;
+	for (;;) {
+		ssize_t n = read(g->gate_fd, &ch, 1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return NULL;
+		if (ch == 'b') {
+			static const char why[] = "signal 15";
+			struct vmt_buf b = { 0 };
+
+			proto_put(&b, VMT_MSG_BYE, why, sizeof(why) - 1);
+			pthread_mutex_lock(&g->ctl_lock);
+			write_full(g->ctl.wfd, b.data, b.len);
+			g->mute = 1;
+			pthread_mutex_unlock(&g->ctl_lock);
+			buf_free(&b);
+			continue;
+		}
+		pthread_mutex_lock(&g->lock);
+		g->released = 1;
+		pthread_cond_broadcast(&g->cond);
+		pthread_mutex_unlock(&g->lock);
+	}
+}
+
+static bool fg_mute(struct fg *g)
+{
+	bool m;
+
+	pthread_mutex_lock(&g->ctl_lock);
+	m = g->mute;
+	pthread_mutex_unlock(&g->ctl_lock);
+	return m;
+}
+
+/* SYNC: a real agent with a trace clock user space cannot read ("local")
+ * answers -EOPNOTSUPP; the host's pings take any answer. */
+static void answer_sync(struct fg *g, const struct vmt_msg *m)
+{
+	struct vmt_synced a = { .status = -EOPNOTSUPP };
+	struct vmt_sync s;
+	struct vmt_buf b = { 0 };
+
+	if (proto_get_sync(m->payload, m->len, &s) < 0)
+		return;
+	if (g->c->sync_delay_ms)
+		usleep(g->c->sync_delay_ms * 1000);
+	a.id = s.id;
+	proto_put_synced(&b, &a);
+	ctl_write(g, &b);
+	buf_free(&b);
 }
 
 /* What the host asked, for the test to count (HOST_HELLO 'h', START 's'). */
@@ -346,7 +395,8 @@ static void fg_run(struct fg *g)
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->ctl_lock, NULL);
 	pthread_cond_init(&g->cond, NULL);
-	if (g->c->hold_after || g->c->hold_first || g->c->triggers_until_release) {
+	if (g->c->hold_after || g->c->hold_first || g->c->watched ||
+	    g->c->triggers_until_release) {
 		pthread_t gth;
 		pthread_create(&gth, NULL, gate_main, g);
 	}
@@ -372,6 +422,11 @@ static void fg_run(struct fg *g)
 		}
 		proto_rx_wrote(rx, (size_t)n);
 		while (proto_rx_next(rx, &m) > 0) {
+			if (fg_mute(g)) {
+				if (m.type == VMT_MSG_HOST_HELLO)
+					tell(g, 'h');
+				continue;
+			}
 			switch (m.type) {
 			case VMT_MSG_HOST_HELLO:
 				tell(g, 'h');
@@ -401,6 +456,12 @@ static void fg_run(struct fg *g)
 				break;
 			case VMT_MSG_STOP:
 				send_msg(g, VMT_MSG_STOPPED, NULL, 0);
+				break;
+			case VMT_MSG_SYNC:
+				if (g->c->watched) {
+					answer_sync(g, &m);
+					tell(g, 'p');
+				}
 				break;
 			}
 		}
@@ -456,7 +517,7 @@ int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
 	close(gfd[0]);
 	fg->pid = pid;
 	fg->sent_pages = fg->sent_meta = fg->waited_pages = fg->waited_meta = 0;
-	fg->host_hellos = fg->starts = 0;
+	fg->host_hellos = fg->starts = fg->syncs = 0;
 	fg->done_fd = pfd[0];
 	fg->gate_fd = gfd[1];
 	/* the parent's copies of the channels are not needed */
@@ -506,6 +567,7 @@ void fakeguest_count(struct fakeguest *fg, char ch)
 	fg->sent_meta += ch == 'm';
 	fg->host_hellos += ch == 'h';
 	fg->starts += ch == 's';
+	fg->syncs += ch == 'p';
 }
 
 void fakeguest_poll(struct fakeguest *fg)
@@ -525,6 +587,11 @@ int fakeguest_wait_sent(struct fakeguest *fg, int timeout_ms)
 int fakeguest_wait_meta_sent(struct fakeguest *fg, int timeout_ms)
 {
 	return wait_for(fg, &fg->sent_meta, &fg->waited_meta, timeout_ms);
+}
+
+int fakeguest_bye(struct fakeguest *fg)
+{
+	return write(fg->gate_fd, "b", 1) == 1 ? 0 : -errno;
 }
 
 int fakeguest_release(struct fakeguest *fg)

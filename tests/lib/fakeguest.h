@@ -38,6 +38,11 @@ struct fakeguest_conf {
 	unsigned triggers;	/* TRIGGER messages sent once all pages are out */
 	unsigned trigger_gap_ms;	/* between them */
 	int triggers_until_release;	/* go on past triggers until fakeguest_release() */
+	/* an agent the host watches for silence (VMT_HELLO_BYE): answers SYNC
+	 * (ping or probe, 'p' told), each answer sync_delay_ms late;
+	 * fakeguest_bye() makes it say BYE and fall mute, as an agent exits */
+	int watched;
+	unsigned sync_delay_ms;
 	size_t cut_after;	/* sockets: this many pages into its first stream cpu0 sends half a
 				 * page and closes its data channel; the host's reconnect is served */
 };
@@ -49,6 +54,7 @@ struct fakeguest {
 	unsigned sent_pages, sent_meta;		/* what the guest told so far */
 	unsigned waited_pages, waited_meta;	/* what the test waited for */
 	unsigned host_hellos, starts;	/* HOST_HELLOs and STARTs it got, as read so far */
+	unsigned syncs;		/* SYNCs it answered (watched) */
 };
 
 /* Make the channels, then fork the guest; c must outlive the call only. */
@@ -63,6 +69,9 @@ void fakeguest_poll(struct fakeguest *fg);
 void fakeguest_count(struct fakeguest *fg, char ch);
 /* Let CPUs held by hold_after go on; end a triggers_until_release flood. */
 int fakeguest_release(struct fakeguest *fg);
+/* watched: BYE, then nothing more on the control channel (it still tells
+ * the HOST_HELLOs it gets). */
+int fakeguest_bye(struct fakeguest *fg);
 void fakeguest_stop(struct fakeguest *fg);
 
 #endif

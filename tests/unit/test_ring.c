@@ -143,6 +143,25 @@ START_TEST(time_going_back_is_counted)
 }
 END_TEST
 
+/* A new boot clears the rings (a new aux): its clock starts over, and its
+ * first page is not time going back (status said "! 2 pages back in time"
+ * after every reboot, one per CPU). */
+START_TEST(new_boot_is_not_time_going_back)
+{
+	uint8_t p[PS];
+
+	make(p, 10);
+	ring_push(&R, p);
+	ring_clear(&R);
+	make(p, 5);
+	ck_assert_int_eq(ring_push(&R, p), 1);
+	ck_assert_uint_eq(R.c.ts_backwards, 0);
+	make(p, 4);
+	ring_push(&R, p);
+	ck_assert_uint_eq(R.c.ts_backwards, 1);
+}
+END_TEST
+
 START_TEST(reset_drops_partial_page)
 {
 	uint8_t p[PS];
@@ -428,6 +447,7 @@ int main(void)
 	tcase_add_test(t, rejects_bad_pages);
 	tcase_add_test(t, counts_guest_losses);
 	tcase_add_test(t, time_going_back_is_counted);
+	tcase_add_test(t, new_boot_is_not_time_going_back);
 	tcase_add_test(t, reset_drops_partial_page);
 	tcase_add_test(t, memory_is_fixed);
 	tcase_add_test(t, held_pages_stay_while_the_ring_moves_on);

@@ -1,0 +1,158 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# End to end, detectors.guest_silence with a real guest (tests/guest/boot.sh):
+#   panic      an idle guest (vmt.load=none) writes a trace_marker line, then
+#              panics 2 s later with panic=0 (it halts, QEMU lives on): a
+#              sample comes by itself within the timeout and a few seconds,
+#              trigger kind silence, and holds the marker (the agent's timed
+#              partial pages: an idle CPU's page would not have filled)
+#   panic_no_partial_pages  the same with the agent's timed partial pages
+#              off (-f 0): measures only whether the marker made it
+#   killagent  the agent is SIGKILLed inside a live guest: one sample, its
+#              reason says the guest stopped answering (that it stays one
+#              is test_silence's to check, on events)
+# Each prints what it measured: the time from the panic (or kill) to the
+# sample as the host sees it, and how far before the panic each CPU's last
+# event in the sample is (guest clock).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+B=${VMT_BUILD:-build}
+AGENT=${VMT_AGENT:-$B/vmtrace-agent}
+CACHE=${VMT_CACHE:-build/guest}
+. "$ROOT/tests/guest/vmt-lib.sh"
+
+checks=0 failures=0
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vmt-e2e-panic.XXXXXX")
+trap 'vmt_cleanup; [ -n "${VMT_KEEP:-}" ] || rm -rf "$WORK"' EXIT
+TIMEOUT_S=5
+
+pass() { echo "PASS: $1"; checks=$((checks + 1)); }
+fail() { echo "FAIL: $1: $2"; checks=$((checks + 1)); failures=$((failures + 1)); }
+skip() { echo "SKIP: $1: $2"; checks=$((checks + 1)); }
+
+now_s() { date +%s.%N; }
+
+# start NAME BOOT_ARGS: a guest and a daemon with a pidfile for QEMU
+start() {
+	local name=$1 args=$2 run=$WORK/$1/run d=$WORK/$1/d pid
+	VMT_DIR=$d
+	mkdir -p "$run" "$d"
+	pid=$(vmt_boot "$run" pipe -s 2 -e 'sched:*,irq:*,timer:*' -a "vmt.load=none $args" \
+		-T "$(vmt_scale 300)") || return 1
+	cat >"$d/vmtraced.yaml" <<-EOF
+	state_dir: $d/state
+	control_socket: $d/control.sock
+	record:
+	  ring_size: 16MiB
+	  clock: mono
+	  events: [sched:*, irq:*, timer:*]
+	  flush_timeout: 10s
+	triggers:
+	  cooldown: 0ms
+	detectors:
+	  vcpu_starvation: {enabled: false}
+	  guest_silence: {timeout: ${TIMEOUT_S}s}
+	guests:
+	  - name: g
+	    path: $run
+	    transport: fifo
+	    pidfile: $run/qemu.pid
+	EOF
+	"$B/vmtraced" -c "$d/vmtraced.yaml" 2>"$d/vmtraced.log" &
+	VMT_DAEMON_PID=$!
+	vmt_wait_streaming 240
+}
+
+# wait_sample DIR SECONDS: the first sample's path
+wait_sample() {
+	local i=0 n s
+	n=$(vmt_scale $(($2 * 10)))
+	while [ $i -lt "$n" ]; do
+		s=$(vmt_newest_sample "$1" g)
+		[ -n "$s" ] && { echo "$s"; return 0; }
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# panic NAME AGENTARGS: AGENTARGS "-f,0" (no timed partial pages) only
+# measures: whether the marker made it without them
+panic() {
+	local name=$1 run=$WORK/$1/run t0 t1 s info rep up last
+	if ! start $name "vmt.panic=3 panic=0${2:+ vmt.agentargs=$2}"; then
+		fail $name "no stream (console: $(tail -2 "$run/console.log" | tr '\n' ' '))"
+		vmt_cleanup
+		return
+	fi
+	vmt_wait_console "$run" "Kernel panic - not syncing" 120 ||
+		{ fail $name "no panic (console: $(tail -3 "$run/console.log" | tr '\n' ' '))"; vmt_cleanup; return; }
+	t0=$(now_s)
+	s=$(wait_sample "$VMT_DIR" $((TIMEOUT_S + 30))) ||
+		{ fail $name "no sample after the panic (log: $(tail -3 "$VMT_DIR/vmtraced.log"))"; vmt_cleanup; return; }
+	t1=$(now_s)
+	info=$(vmt_ctl info "$s" 2>&1)
+	echo "$info" | grep -q "guest stopped answering" ||
+		{ fail $name "the sample's reason is not the silence: $(echo "$info" | head -5 | tr '\n' ' ')"; vmt_cleanup; return; }
+	kill -0 "$(cat "$run/qemu.pid")" 2>/dev/null || { fail $name "QEMU did not stay alive (panic=0)"; vmt_cleanup; return; }
+	rep=$WORK/$name.report
+	vmt_ctl report --raw-time "$s" >"$rep" 2>&1 || { fail $name "report: $(head -3 "$rep")"; vmt_cleanup; return; }
+	up=$(sed -n 's/.*VMT-PANIC uptime=\([0-9.]*\).*/\1/p' "$run/console.log" | head -1)
+	# the last event of each CPU, in seconds of the guest's mono clock
+	last=$(awk '{ if (match($0, /\[[0-9]+\] +[0-9]+\.[0-9]+:/)) { f = substr($0, RSTART, RLENGTH);
+		split(f, a, /[][ :]+/); c = a[2]; t = a[3]; if (t > m[c]) m[c] = t } }
+		END { for (c in m) printf "cpu%d %.3f s before the panic; ", c + 0, P - m[c] }' P="$up" "$rep")
+	printf 'MEASURED: %s: sample %.1f s after the console showed the panic (timeout %s s); last events: %s\n' \
+		"$name" "$(echo "$t1 - $t0" | bc)" "$TIMEOUT_S" "$last"
+	echo "  $(echo "$info" | grep -m1 "guest stopped answering")"
+	if [ -n "${2:-}" ]; then
+		echo "MEASURED: $name: agent $2: the marker written 2 s before the panic is" \
+			"$(grep -q vmt-e2e-mark "$rep" || echo "not ")in the sample"
+		pass "$name (a sample by itself, kind silence; measured only)"
+		vmt_cleanup
+		return
+	fi
+	grep -q "vmt-e2e-mark" "$rep" || { fail $name "the marker written 2 s before the panic is not in the sample"; vmt_cleanup; return; }
+	pass "$name (a sample by itself, kind silence, the marker in it)"
+	vmt_cleanup
+}
+
+killagent() {
+	local name=killagent run=$WORK/killagent/run t0 t1 s info n
+	if ! start $name "vmt.killagent=3"; then
+		fail $name "no stream"
+		vmt_cleanup
+		return
+	fi
+	vmt_wait_console "$run" "VMT-AGENT-KILLED" 120 || { fail $name "the agent was not killed"; vmt_cleanup; return; }
+	t0=$(now_s)
+	s=$(wait_sample "$VMT_DIR" $((TIMEOUT_S + 30))) ||
+		{ fail $name "no sample after the agent was killed (log: $(tail -3 "$VMT_DIR/vmtraced.log"))"; vmt_cleanup; return; }
+	t1=$(now_s)
+	info=$(vmt_ctl info "$s" 2>&1)
+	echo "$info" | grep -q "guest stopped answering" ||
+		{ fail $name "reason: $(echo "$info" | head -5 | tr '\n' ' ')"; vmt_cleanup; return; }
+	# once (test_silence checks that it stays once, on events)
+	n=$(ls "$VMT_DIR/state/g/"*.vmts | wc -l)
+	[ "$n" = 1 ] || { fail $name "$n samples, not one"; vmt_cleanup; return; }
+	printf 'MEASURED: killagent: sample %.1f s after the kill was seen on the console\n' "$(echo "$t1 - $t0" | bc)"
+	echo "  $(echo "$info" | grep -m1 "guest stopped answering")"
+	pass "$name (one sample, the silence said)"
+	vmt_cleanup
+}
+
+why=$(vmt_cannot_run)
+if [ -n "$why" ]; then
+	skip guest_panic "$why"
+else
+	panic panic ""
+	panic panic_no_partial_pages "-f,0"
+	killagent
+fi
+pct=100
+[ $checks -gt 0 ] && pct=$(((checks - failures) * 100 / checks))
+echo "$pct%: Checks: $checks, Failures: $failures, Errors: 0"
+[ $failures -eq 0 ]
