@@ -99,6 +99,8 @@ struct vmt_fleet {
 	uint32_t q_len;
 	uint64_t q_dropped;
 	natsConnection *nc;	/* for replies from the loop; NULL when none */
+	uint64_t disc_log_ns;	/* a disconnection, logged once a minute */
+	uint64_t disconnects;
 	struct vmt_fleet_status st;
 
 	/* the loop's own */
@@ -147,10 +149,24 @@ static void on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void
 static void on_disconnected(natsConnection *nc, void *closure)
 {
 	struct vmt_fleet *f = closure;
+	const char *last = NULL;
+	natsStatus s = natsConnection_GetLastError(nc, &last);
 
 	pthread_mutex_lock(&f->lock);
 	f->st.connected = false;
-	snprintf(f->st.state, sizeof(f->st.state), "connecting");
+	/* libnats 3.4.1 keeps no error for a server that broke the protocol
+	 * (a garbage or oversized line): the disconnection, counted, is what
+	 * status and the log can say while it reconnects */
+	f->disconnects++;
+	snprintf(f->st.state, sizeof(f->st.state), "%s", natsconn_state(s, last));
+	snprintf(f->st.error, sizeof(f->st.error),
+		 "disconnected from %.80s (%" PRIu64 " time(s))%s%s%s%.80s", f->st.server,
+		 f->disconnects, s != NATS_OK ? ": " : "", s != NATS_OK ? natsStatus_GetText(s) : "",
+		 last && *last ? ": " : "", last ? last : "");
+	if (!f->disc_log_ns || now_monotonic_ns() - f->disc_log_ns > LOG_EVERY_NS) {
+		f->disc_log_ns = now_monotonic_ns();
+		log_warning("fleet: %s; reconnecting (logged once a minute)", f->st.error);
+	}
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -889,9 +905,12 @@ static void *uploader(void *arg)
 			natsConnection_JetStream(&js, nc, NULL);
 			pthread_mutex_lock(&f->lock);
 			f->nc = nc;
-			f->st.connected = true;
-			snprintf(f->st.state, sizeof(f->st.state), "connected");
-			f->st.error[0] = 0;
+			/* libnats' callbacks may have told of a disconnection already */
+			if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED) {
+				f->st.connected = true;
+				snprintf(f->st.state, sizeof(f->st.state), "connected");
+				f->st.error[0] = 0;
+			}
 			natsConnection_GetConnectedUrl(nc, f->st.server, sizeof(f->st.server));
 			pthread_mutex_unlock(&f->lock);
 			log_info("fleet: connected to %s as %s", f->st.server, f->host);
@@ -1065,6 +1084,8 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	*out = NULL;
 	if (!c->fleet.enabled)
 		return 0;
+	if (natsconn_init() < 0)
+		log_warning("fleet: OpenSSL could not be initialized without its exit handler");
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;

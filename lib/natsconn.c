@@ -11,7 +11,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "natsconn.h"
+
+int natsconn_init(void)
+{
+	/* the process exits right after: nothing is lost by not cleaning up */
+	return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL) == 1 ? 0 : -EIO;
+}
 
 bool natsconn_wants_tls(const struct vmt_fleet_conf *c)
 {

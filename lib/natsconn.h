@@ -19,6 +19,14 @@
 
 #include "config.h"
 
+/*
+ * Before anything else of libnats or OpenSSL, on the main thread: OpenSSL
+ * without its atexit cleanup. libnats 3.4.1's own exit handler frees
+ * OpenSSL's compression-method stack (sk_SSL_COMP_free in _finalCleanup);
+ * when OPENSSL_cleanup() ran after it, or beside a libnats thread, it
+ * freed that stack again: the SIGSEGV in libcrypto at shutdown. 0 or -EIO.
+ */
+int natsconn_init(void);
 /* A tls: block or a tls:// URL. */
 bool natsconn_wants_tls(const struct vmt_fleet_conf *c);
 /* NULL, or one line (no newline) on what travels in clear without TLS. */
