@@ -169,7 +169,7 @@ $(O)/tests/test_dumps: TEST_INC += -Idaemon	# VMT_DUMP_POSTED_MAX
 $(O)/tests/test_cring: $(O)/daemon/compress.o
 $(O)/tests/test_cring: LDLIBS += $(LIBVMT)
 # test_fleet speaks NATS itself for the hostile requests
-$(O)/tests/test_fleet $(O)/tests/test_fleet_attack: CHECK_LIBS += $(FLEET_LIBS)
+$(O)/tests/test_fleet $(O)/tests/test_fleet_attack $(O)/tests/test_fleetnet: CHECK_LIBS += $(FLEET_LIBS)
 $(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

@@ -31,6 +31,7 @@
 #include "b64url.h"
 #include "fleet.h"
 #include "log.h"
+#include "natsconn.h"
 #include "sample.h"
 #include "util.h"
 
@@ -98,6 +99,8 @@ struct vmt_fleet {
 	uint32_t q_len;
 	uint64_t q_dropped;
 	natsConnection *nc;	/* for replies from the loop; NULL when none */
+	uint64_t disc_log_ns;	/* a disconnection, logged once a minute */
+	uint64_t disconnects;
 	struct vmt_fleet_status st;
 	uint64_t reply_log_ns;	/* the last line about a reply subject refused */
 
@@ -193,9 +196,24 @@ static void on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void
 static void on_disconnected(natsConnection *nc, void *closure)
 {
 	struct vmt_fleet *f = closure;
+	const char *last = NULL;
+	natsStatus s = natsConnection_GetLastError(nc, &last);
 
 	pthread_mutex_lock(&f->lock);
 	f->st.connected = false;
+	/* libnats 3.4.1 keeps no error for a server that broke the protocol
+	 * (a garbage or oversized line): the disconnection, counted, is what
+	 * status and the log can say while it reconnects */
+	f->disconnects++;
+	snprintf(f->st.state, sizeof(f->st.state), "%s", natsconn_state(s, last));
+	snprintf(f->st.error, sizeof(f->st.error),
+		 "disconnected from %.80s (%" PRIu64 " time(s))%s%s%s%.80s", f->st.server,
+		 f->disconnects, s != NATS_OK ? ": " : "", s != NATS_OK ? natsStatus_GetText(s) : "",
+		 last && *last ? ": " : "", last ? last : "");
+	if (!f->disc_log_ns || now_monotonic_ns() - f->disc_log_ns > LOG_EVERY_NS) {
+		f->disc_log_ns = now_monotonic_ns();
+		log_warning("fleet: %s; reconnecting (logged once a minute)", f->st.error);
+	}
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -205,6 +223,7 @@ static void on_reconnected(natsConnection *nc, void *closure)
 
 	pthread_mutex_lock(&f->lock);
 	f->st.connected = true;
+	snprintf(f->st.state, sizeof(f->st.state), "connected");
 	natsConnection_GetConnectedUrl(nc, f->st.server, sizeof(f->st.server));
 	f->st.error[0] = 0;
 	f->kick = true;
@@ -525,6 +544,21 @@ static void nuid(char out[23])
 	for (int i = 0; i < 22; i++)
 		out[i] = d[r[i] % 62];
 	out[22] = 0;
+}
+
+/* What a failed connect is called in status and the log, by its state. */
+static const char *connect_what(const char *state)
+{
+	if (!strcmp(state, "refused"))
+		return "authentication refused";
+	if (!strcmp(state, "insecure"))
+		return "TLS is configured but the server does not require it: refused, "
+		       "nothing sent";
+	if (!strcmp(state, "tls-failed"))
+		return "TLS handshake failed";
+	if (!strcmp(state, "bad-server"))
+		return "the server does not speak NATS";
+	return "connecting";
 }
 
 static void set_error(struct vmt_fleet *f, const char *what, natsStatus s)
@@ -876,6 +910,7 @@ static void *uploader(void *arg)
 			pthread_mutex_lock(&f->lock);
 			f->nc = NULL;
 			f->st.connected = false;
+			snprintf(f->st.state, sizeof(f->st.state), "connecting");
 			pthread_mutex_unlock(&f->lock);
 			subs_drop(f);
 			jsCtx_Destroy(js);
@@ -886,50 +921,33 @@ static void *uploader(void *arg)
 		}
 		if (!nc) {
 			natsOptions *o = NULL;
-			const char *urls[VMT_FLEET_MAX_SERVERS];
-			natsStatus s;
+			char why[300];
+			natsStatus s = NATS_ERR;
 
-			for (uint32_t i = 0; i < f->conf.nservers; i++)
-				urls[i] = f->conf.servers[i];
-			s = natsOptions_Create(&o);
-			if (s == NATS_OK)
-				s = natsOptions_SetServers(o, urls, (int)f->conf.nservers);
-			if (s == NATS_OK)
-				s = natsOptions_SetName(o, f->host);
-			if (s == NATS_OK)
+			if (natsconn_options(&o, &f->conf, f->host, 2000, why, sizeof(why)) == 0) {
 				s = natsOptions_SetMaxReconnect(o, -1);	/* forever */
-			if (s == NATS_OK)
-				s = natsOptions_SetReconnectWait(o, 250);
-			if (s == NATS_OK)
-				s = natsOptions_SetTimeout(o, 2000);
-			if (s == NATS_OK)
-				s = natsOptions_SetDisconnectedCB(o, on_disconnected, f);
-			if (s == NATS_OK)
-				s = natsOptions_SetReconnectedCB(o, on_reconnected, f);
-			if (s == NATS_OK && f->conf.user[0])
-				s = natsOptions_SetUserInfo(o, f->conf.user, f->conf.password);
-			if (s == NATS_OK && f->conf.creds[0])
-				s = natsOptions_SetUserCredentialsFromFiles(o, f->conf.creds, NULL);
-			if (s == NATS_OK && f->conf.nkey_seed[0]) {
-				/* the public key is derived by libnats from the seed file */
-				s = natsOptions_SetNKeyFromSeed(o, NULL, f->conf.nkey_seed);
+				if (s == NATS_OK)
+					s = natsOptions_SetReconnectWait(o, 250);
+				if (s == NATS_OK)
+					s = natsOptions_SetDisconnectedCB(o, on_disconnected, f);
+				if (s == NATS_OK)
+					s = natsOptions_SetReconnectedCB(o, on_reconnected, f);
+				if (s == NATS_OK)
+					s = natsConnection_Connect(&nc, o);
+				natsOptions_Destroy(o);
 			}
-			if (s == NATS_OK && f->conf.tls_ca[0])
-				s = natsOptions_LoadCATrustedCertificates(o, f->conf.tls_ca);
-			if (s == NATS_OK && f->conf.tls_cert[0])
-				s = natsOptions_LoadCertificatesChain(o, f->conf.tls_cert, f->conf.tls_key);
-			if (s == NATS_OK)
-				s = natsConnection_Connect(&nc, o);
-			natsOptions_Destroy(o);
 			if (s != NATS_OK) {
 				const char *last = nats_GetLastError(NULL);
-				bool auth = s == NATS_CONNECTION_AUTH_FAILED ||
-					    (last && strcasestr(last, "authoriz"));
+				const char *state = o ? natsconn_state(s, last) : "bad-config";
 
 				nc = NULL;
-				set_error(f, auth ? "authentication refused" : "connecting", s);
+				if (o)
+					set_error(f, connect_what(state), s);
 				pthread_mutex_lock(&f->lock);
-				if (auth)
+				if (!o)
+					snprintf(f->st.error, sizeof(f->st.error), "%.199s", why);
+				snprintf(f->st.state, sizeof(f->st.state), "%s", state);
+				if (!strcmp(state, "refused"))
 					f->st.auth_failures++;
 				if (!last_log || now_monotonic_ns() - last_log > LOG_EVERY_NS) {
 					last_log = now_monotonic_ns();
@@ -947,8 +965,12 @@ static void *uploader(void *arg)
 			natsConnection_JetStream(&js, nc, NULL);
 			pthread_mutex_lock(&f->lock);
 			f->nc = nc;
-			f->st.connected = true;
-			f->st.error[0] = 0;
+			/* libnats' callbacks may have told of a disconnection already */
+			if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED) {
+				f->st.connected = true;
+				snprintf(f->st.state, sizeof(f->st.state), "connected");
+				f->st.error[0] = 0;
+			}
 			natsConnection_GetConnectedUrl(nc, f->st.server, sizeof(f->st.server));
 			pthread_mutex_unlock(&f->lock);
 			log_info("fleet: connected to %s as %s", f->st.server, f->host);
@@ -1117,6 +1139,15 @@ static void warn_no_credentials(const struct vmt_fleet_conf *c)
 			    "docs/FLEET.md has a permission block");
 }
 
+/* Said once at start: a fleet without TLS is a choice to make knowingly. */
+static void fleet_warn_insecure(const struct vmt_fleet_conf *c)
+{
+	const char *why = natsconn_insecure(c);
+
+	if (why)
+		log_warning("fleet: %s", why);
+}
+
 int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	      const char *hostname, const struct vmt_fleet_ops *ops, void *owner)
 {
@@ -1126,6 +1157,8 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	*out = NULL;
 	if (!c->fleet.enabled)
 		return 0;
+	if (natsconn_init() < 0)
+		log_warning("fleet: OpenSSL could not be initialized without its exit handler");
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -1150,6 +1183,7 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	}
 	warn_no_credentials(&f->conf);
 	f->st.enabled = true;
+	snprintf(f->st.state, sizeof(f->st.state), "connecting");
 	f->want = calloc(MAX_SUBS, sizeof(*f->want));
 	f->want_next = calloc(MAX_SUBS, sizeof(*f->want_next));
 	f->want_copy = calloc(MAX_SUBS, sizeof(*f->want_copy));
@@ -1183,6 +1217,7 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 		goto fail;
 	f->started = true;
 	log_info("fleet: host %s, %u subjects, bucket %s", f->host, f->nwant, f->conf.bucket);
+	fleet_warn_insecure(&f->conf);
 	*out = f;
 	return 0;
 fail:
@@ -1221,8 +1256,12 @@ void fleet_free(struct vmt_fleet *f)
 	free(f->want_next);
 	free(f->want_copy);
 	free(f->have);
-	if (f->started)
-		nats_Close();	/* libnats' own threads and globals: at exit only */
+	/* Every NATS object is gone with the uploader: wait for libnats' own
+	 * threads too. nats_Close() alone returned while one of them could
+	 * still free the connection's SSL objects, which then raced exit()'s
+	 * OpenSSL cleanup (a SIGSEGV in libcrypto, about one stop in a dozen). */
+	if (f->started && natsconn_close(10000) < 0)
+		log_warning("fleet: libnats' threads did not finish within 10 s");
 	pthread_cond_destroy(&f->cond);
 	pthread_mutex_destroy(&f->lock);
 	free(f);

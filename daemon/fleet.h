@@ -45,6 +45,9 @@ struct vmt_fleet_ops {
 struct vmt_fleet_status {
 	bool enabled;
 	bool connected;
+	/* connecting, connected, refused (authentication), insecure (TLS wanted,
+	 * the server does not require it), tls-failed, bad-server, bad-config */
+	char state[16];
 	char server[256];	/* connected to, or "" */
 	char error[200];	/* the last connection error, "" if none */
 	uint64_t queue;		/* files waiting for upload */

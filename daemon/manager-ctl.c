@@ -182,8 +182,7 @@ static void manager_put_fleet(struct vmt_manager *m, struct vmt_buf *b)
 	struct vmt_lvmeta_status lv;
 
 	fleet_status(m->fleet, &st);
-	ctl_put_FLEET_STATE(b, !st.enabled ? "off" : st.connected ? "connected" :
-			       st.auth_failures ? "refused" : "connecting");
+	ctl_put_FLEET_STATE(b, !st.enabled ? "off" : st.state);
 	if (!st.enabled)
 		return;
 	ctl_put_FLEET_SERVER(b, st.server);

@@ -139,6 +139,7 @@ struct vmt_fleet_conf {
 	char password[128];
 	char nkey_seed[4096];	/* files */
 	char creds[4096];
+	int tls;		/* a tls: block was given (natsconn.h: TLS or nothing) */
 	char tls_ca[4096];
 	char tls_cert[4096];
 	char tls_key[4096];

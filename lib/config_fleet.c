@@ -202,6 +202,7 @@ static const struct yamlconf_key tls_keys[] = {
 
 static int f_tls(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
+	((struct vmt_fleet_conf *)obj)->tls = 1;	/* even empty: TLS, the system's CAs */
 	return yamlconf_read_block(y, v, field, "TLS settings", tls_keys, ARRAY_SIZE(tls_keys), obj);
 }
 
@@ -439,6 +440,8 @@ void config_fleet_print(const struct vmt_config *c, FILE *f)
 		print_q(f, fl->creds);
 		fputc('\n', f);
 	}
+	if (fl->tls && !fl->tls_ca[0] && !fl->tls_cert[0])
+		fputs("  tls: {}\n", f);
 	if (fl->tls_ca[0] || fl->tls_cert[0]) {
 		fputs("  tls:\n", f);
 		if (fl->tls_ca[0]) {
