@@ -1231,7 +1231,7 @@ START_TEST(service_unit)
 		snprintf(body, sizeof(body), "%sdetectors:\n  oom: {enabled: false}\n", r.body);
 		ck_assert_int_eq(itest_write_conf(&r.d, body), 0);
 		ck_assert_int_eq(itest_ctl(&r.d, NULL, 0, "reload"), 0);
-		ck_assert_int_eq(testd_log_count(&r.d, "detectors or host changed: they take effect "
+		ck_assert_int_eq(testd_log_count(&r.d, "detectors changed: they take effect "
 						 "at the next start"), 1);
 		ck_assert_int_eq(testd_log_count(&r.d, "detector oom loaded"), 1);
 	}
