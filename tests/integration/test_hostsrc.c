@@ -498,6 +498,57 @@ START_TEST(own_user_keeps_no_dac)
 }
 END_TEST
 
+/*
+ * As vmtraced.service runs it (its user through setpriv, its ambient
+ * capabilities) with the host source: an upgrade's successor, which has
+ * no capability left, sets the host source up again through the helper
+ * handed over, and keeps no DAC capability either.
+ */
+START_TEST(upgrade_as_user_keeps_host)
+{
+	const char *caps = "+bpf,+perfmon,+dac_override,+syslog";
+	char inh[64], amb[64], bound[80];
+	const char *argv_[] = { "setpriv", "--reuid=nobody", "--regid=nogroup", "--init-groups",
+				inh, amb, bound, NULL };
+	const char *env[] = { "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1", NULL };
+	struct testd_opts o = { .env = env, .wrapper = argv_ };
+	struct run r;
+	struct tally t;
+	char sample[4400], set[1024], out[1024];
+
+	NEED_TRACEFS();
+	if (!getpwnam("nobody") || itest_sh("command -v setpriv >/dev/null && getent group nogroup >/dev/null"))
+		VMT_SKIP("no user nobody, group nogroup or setpriv");
+	snprintf(inh, sizeof(inh), "--inh-caps=%s", caps);
+	snprintf(amb, sizeof(amb), "--ambient-caps=%s", caps);
+	snprintf(bound, sizeof(bound), "--bounding-set=-all,%s", caps);
+	memset(&r, 0, sizeof(r));
+	r.dir = test_mkdtemp("hostsrc");
+	ck_assert_ptr_nonnull(r.dir);
+	ck_assert_int_eq(chmod(r.dir, 0711), 0);
+	ck_assert_int_eq(itest_sh("mkdir -p '%s/state' && chown -R nobody '%s'", r.dir, r.dir), 0);
+	ck_assert_msg(testd_start_opts(&r.d, r.dir, "host:\n  enabled: true\n  events: "
+				       "[sched:sched_switch]\n  qemu_only: false\n", &o) == 0,
+		      "log: %s", r.d.log);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, " running: ") > 0, 10000),
+		      "vmtraced not running (log: %s)", r.d.log);
+	assert_no_dac(r.d.pid, "after start-up");
+	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "detectors and host source set up after") == 1,
+				 30000), "no set-up after the take-over (log: %s)", r.d.log);
+	ck_assert_int_eq(testd_log_count(&r.d, "root needed"), 0);
+	ck_assert_int_eq(testd_log_count(&r.d, "recording sched:sched_switch in ftrace instance"), 2);
+	assert_no_dac(r.d.pid, "after the upgrade");
+	read_set_event(set, sizeof(set));
+	ck_assert_str_eq(set, "sched:sched_switch");
+	spawn_true(100);
+	dump_host(&r, sample, sizeof(sample));
+	merge_and_tally(&r, sample, &t);
+	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
+	run_end(&r);
+}
+END_TEST
+
 /* Without root the daemon says why once and runs on without the host. */
 START_TEST(not_root_runs_without_host)
 {
@@ -563,6 +614,7 @@ int main(void)
 	tcase_add_test(t, reload_applies_host_changes);
 	tcase_add_test(t, not_root_runs_without_host);
 	tcase_add_test(t, own_user_keeps_no_dac);
+	tcase_add_test(t, upgrade_as_user_keeps_host);
 	tcase_set_timeout(t, 120);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);
