@@ -86,6 +86,7 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_LIBVIRT_REFUSED, "vmtraced_fleet_libvirt_refused_total", COUNTER, false, "Guests' labels metadata from libvirt refused (size, XML, a key or value)." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_LIBVIRT_CONNECT_FAILURES, "vmtraced_fleet_libvirt_connect_failures_total", COUNTER, false, "Failed connections to libvirt for the guests' labels." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_DISCOVERY_REFUSED, "vmtraced_discovery_refused_total", COUNTER, false, "Guest folders found by discovery whose name cannot be a guest's." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_DISCOVERY_UNREADABLE, "vmtraced_discovery_unreadable_total", COUNTER, false, "Discovery folders, guest folders and control ports the daemon could not enter or probe (each rescan counts again)." },
 
 	{ VMT_CTL_GUEST, VMT_CTAG_UPTIME_NS, "vmtraced_guest_state_seconds", GAUGE, true, "Time the guest has been in its state." },
 	{ VMT_CTL_GUEST, VMT_CTAG_NCPUS, "vmtraced_guest_cpus", GAUGE, false, "Guest CPUs, one ring each." },

@@ -245,6 +245,12 @@ static void daemon_text(const struct rec *v)
 		       " refused, %" PRIu64 " unclaimed; dump reserves refused: %" PRIu64 "\n",
 		       v->num[VMT_CTAG_RINGS_ADOPTED], v->num[VMT_CTAG_RINGS_REFUSED],
 		       v->num[VMT_CTAG_RINGS_UNCLAIMED], v->num[VMT_CTAG_RESERVES_REFUSED]);
+	if (v->num[VMT_CTAG_DISCOVERY_UNREADABLE])
+		printf("! discovery: %" PRIu64 " time(s) a folder or port could not be entered or "
+		       "probed, the last %s: %s (errno %" PRIu64 ")\n",
+		       v->num[VMT_CTAG_DISCOVERY_UNREADABLE], v->str[VMT_CTAG_DISCOVERY_UNREADABLE_PATH],
+		       strerror((int)v->num[VMT_CTAG_DISCOVERY_UNREADABLE_ERRNO]),
+		       v->num[VMT_CTAG_DISCOVERY_UNREADABLE_ERRNO]);
 	if (v->num[VMT_CTAG_UPGRADES])
 		printf("upgrades: %" PRIu64 " hand-over(s) of this process; at the last, %"
 		       PRIu64 " guest session(s) taken over, %" PRIu64 " started afresh\n",

@@ -10,7 +10,11 @@
  * others absent. An absent guest goes offline; its rings stay until
  * forget_after, when an absent discovered guest is dropped. A guest folder
  * (one with a control port) whose name is no guest name is passed over,
- * counted and logged, a few times a minute at most.
+ * counted and logged, a few times a minute at most. So is a discovery
+ * folder, guest folder or control port that cannot be entered or probed
+ * (libvirt's are QEMU's user's, 0750: vmtraced, as its own user, reaches
+ * them through the group the package makes it a member of): by its path
+ * and errno, never skipped without a word.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +49,11 @@ struct vmt_discovery {
 	bool no_connect;	/* discovery_find(): guests made, not connected */
 	uint64_t log_until_ns;	/* the name log's rate limit: its window */
 	unsigned logged;	/* and what it said in it */
+	uint64_t unreadable;	/* folders and ports that could not be entered or probed */
+	char unreadable_path[PATH_MAX];	/* the last of them */
+	int unreadable_err;	/* and why, an errno */
+	uint64_t unread_log_until_ns;	/* their log's rate limit */
+	unsigned unread_logged;
 };
 
 int discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, size_t n)
@@ -102,6 +111,38 @@ uint64_t discovery_names_refused(const struct vmt_discovery *d)
 	return d ? d->names_refused : 0;
 }
 
+/* A folder or port we cannot enter or probe: counted, kept for status,
+ * logged with its errno a few times a minute at most. */
+static void discovery_unreadable_one(struct vmt_discovery *d, const char *path, int err)
+{
+	uint64_t now = now_monotonic_ns();
+
+	d->unreadable++;
+	snprintf(d->unreadable_path, sizeof(d->unreadable_path), "%s", path);
+	d->unreadable_err = -err;
+	if (now > d->unread_log_until_ns) {
+		if (d->unread_logged > NAME_LOG_BURST)
+			log_warning("discovery: %u more folders or ports could not be entered or probed",
+				    d->unread_logged - NAME_LOG_BURST);
+		d->unread_log_until_ns = now + NAME_LOG_WINDOW_NS;
+		d->unread_logged = 0;
+	}
+	if (++d->unread_logged > NAME_LOG_BURST)
+		return;
+	log_full(VMT_LOG_WARNING, err, NULL, "discovery: cannot look into %s: %m (errno %d)%s",
+		 path, -err, err == -EACCES || err == -EPERM ?
+		 ": its guests are not recorded; is vmtraced in the folder's group?" : "");
+}
+
+uint64_t discovery_unreadable(const struct vmt_discovery *d, char *path, size_t n, int *err)
+{
+	if (!d || !d->unreadable)
+		return 0;
+	snprintf(path, n, "%s", d->unreadable_path);
+	*err = d->unreadable_err;
+	return d->unreadable;
+}
+
 static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discovery_conf *dc)
 {
 	struct dirent *de;
@@ -109,27 +150,41 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 
 	inotify_add_watch(d->ifd, dc->path, WATCH_MASK | IN_ONLYDIR);
 	dir = opendir(dc->path);
-	if (!dir)
+	if (!dir) {
+		/* one that is not there (no libvirt on this host) is no fault */
+		if (errno != ENOENT)
+			discovery_unreadable_one(d, dc->path, -errno);
 		return;
+	}
 	while ((de = readdir(dir))) {
 		char name[VMT_NAME_MAX], path[PATH_MAX];
 		enum vmt_transport t;
 		struct vmt_guest *g;
 		struct stat st;
-		int r;
+		int r, r2;
 
 		if (de->d_name[0] == '.')
 			continue;
 		if (snprintf(path, sizeof(path), "%s/%s", dc->path, de->d_name) >= (int)sizeof(path))
 			continue;
-		if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		if (lstat(path, &st) < 0) {
+			if (errno != ENOENT)	/* gone since readdir: no fault */
+				discovery_unreadable_one(d, path, -errno);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode))
 			continue;
 		inotify_add_watch(d->ifd, path, WATCH_MASK | IN_ONLYDIR);
 		r = discovery_guest_name(dc->layout, de->d_name, name, sizeof(name));
 		if (r == 0)
 			continue;
-		if (channel_probe(path, "agent-ctl-path", &t) < 0)
+		r2 = channel_probe(path, "agent-ctl-path", &t);
+		if (r2 == -ENOENT)
+			continue;	/* no control port (yet): no guest of ours */
+		if (r2 < 0) {
+			discovery_unreadable_one(d, path, r2);
 			continue;
+		}
 		if (r < 0 || !strcmp(name, "host")) {	/* the host's own trace has that name */
 			discovery_refuse_name(d, dc->path, de->d_name, NULL);
 			continue;

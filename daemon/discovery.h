@@ -45,5 +45,9 @@ int discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, 
 int discovery_libvirt_id(const struct vmt_discovery *d, const struct vmt_guest *g);
 /* Guest folders passed over for their names (each rescan counts again). */
 uint64_t discovery_names_refused(const struct vmt_discovery *d);
+/* Discovery folders, guest folders and control ports that could not be
+ * entered or probed (each rescan counts again); the last one's path and
+ * errno into path and *err when there was one. */
+uint64_t discovery_unreadable(const struct vmt_discovery *d, char *path, size_t n, int *err);
 
 #endif

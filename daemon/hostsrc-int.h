@@ -12,11 +12,10 @@
 #include <systemd/sd-event.h>
 
 #include "guest.h"
+#include "hostpriv.h"
 #include "hostsrc.h"
 
 #define HOST_GUEST "host"
-
-struct tracefs_instance;
 
 struct vmt_hostsrc_cpu {
 	struct vmt_hostsrc *h;
@@ -33,16 +32,14 @@ struct vmt_hostsrc_cpu {
 
 struct vmt_hostsrc {
 	const struct vmt_guest_env *env;
-	int marker_fd;		/* the instance's trace_marker, -1 until first used */
+	struct vmt_hostpriv *hp;	/* the helper that made the instance */
+	struct vmt_hostpriv_inst in;	/* what it handed back; cpu_fd[] move to cpus[] */
+	bool set_up;		/* the helper made it: it removes it at the end */
 	struct vmt_guest *g;
-	struct tracefs_instance *inst;
-	char *dir;		/* the instance's folder */
-	const char *top;	/* tracefs */
 	uint32_t ncpus, page_size;
 	uint32_t pipe_pages;
 	uint32_t kernel_pages;	/* per CPU: bounds a flush */
 	struct vmt_hostsrc_cpu *cpus;
-	bool poll_ok;		/* buffer_percent is there: poll waits for full pages */
 	sd_event_source *timer;	/* when trace_pipe_raw cannot be polled */
 };
 
@@ -51,7 +48,7 @@ struct vmt_hostsrc {
 void hostsrc_tasks(struct vmt_hostsrc *h);
 
 /* hostsrc-read.c */
-/* Open each CPU's trace_pipe_raw and its splice pipe; -errno, logged. */
+/* Take each CPU's trace_pipe_raw from h->in, make its splice pipe; -errno, logged. */
 int hostsrc_open(struct vmt_hostsrc *h);
 /* Read as pages come: poll on trace_pipe_raw, else a timer. */
 int hostsrc_watch(struct vmt_hostsrc *h);

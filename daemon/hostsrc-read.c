@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <tracefs.h>
 #include <unistd.h>
 
 #include "hostsrc-int.h"
@@ -198,12 +197,11 @@ int hostsrc_open(struct vmt_hostsrc *h)
 		h->cpus[i] = (struct vmt_hostsrc_cpu){ .h = h, .cpu = i, .fd = -1, .pipe = { -1, -1 } };
 	for (uint32_t i = 0; i < h->ncpus; i++) {
 		struct vmt_hostsrc_cpu *c = &h->cpus[i];
-		char path[PATH_MAX];
 		int sz;
 
-		snprintf(path, sizeof(path), "%s/per_cpu/cpu%u/trace_pipe_raw", h->dir, i);
 		/* a CPU that is not there has no buffer: its ring stays empty */
-		c->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		c->fd = h->in.cpu_fd[i];
+		h->in.cpu_fd[i] = -1;
 		if (c->fd < 0)
 			continue;
 		if (pipe2(c->pipe, O_NONBLOCK | O_CLOEXEC) < 0)
@@ -215,8 +213,8 @@ int hostsrc_open(struct vmt_hostsrc *h)
 	}
 	if (!opened)
 		return log_guest(VMT_LOG_ERR, -ENOENT, HOST_GUEST,
-				 "no per_cpu/cpuN/trace_pipe_raw can be opened in %s", h->dir);
-	kb = tracefs_instance_get_buffer_size(h->inst, 0);
+				 "no per_cpu/cpuN/trace_pipe_raw can be opened in %s", h->in.dir);
+	kb = h->in.buffer_kb;
 	h->kernel_pages = kb > 0 ? (uint32_t)VMT_MIN((uint64_t)kb * 1024 / h->page_size, 1u << 24)
 				 : 1u << 12;
 	return 0;
@@ -251,7 +249,7 @@ int hostsrc_watch(struct vmt_hostsrc *h)
 {
 	int r = 0;
 
-	if (!h->poll_ok)
+	if (!h->in.poll_ok)
 		return hostsrc_use_timer(h, 0, "no buffer_percent in this kernel");
 	for (uint32_t i = 0; r >= 0 && i < h->ncpus; i++)
 		if (h->cpus[i].fd >= 0)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hostsrc: the host's own ftrace as a source, recorded like a guest named
- * "host" (config `host:`): a libtracefs instance of its own with the
+ * "host" (config `host:`): an ftrace instance of its own (hostpriv.h) with the
  * configured events, its per-CPU trace_pipe_raw read into the rings of a
  * struct vmt_guest, the host's metadata as its aux, dumped with the guests.
  */
@@ -13,11 +13,12 @@
 #include "guest.h"
 
 struct vmt_hostsrc;
+struct vmt_hostpriv;
 
-/* With host.enabled: set the instance up and make the guest named "host"
- * that stands for it (*out; its owner puts it in its list). 0 with *out
- * NULL when host recording is off; -errno, logged, when it cannot be. */
-int hostsrc_new(const struct vmt_guest_env *env, struct vmt_guest **out);
+/* With host.enabled: have hp set the instance up and make the guest named
+ * "host" that stands for it (*out; its owner puts it in its list). 0 with
+ * *out NULL when host recording is off; -errno, logged, when it cannot be. */
+int hostsrc_new(const struct vmt_guest_env *env, struct vmt_hostpriv *hp, struct vmt_guest **out);
 /* Move every complete and partial page into the rings now (for a dump). */
 void hostsrc_flush(struct vmt_hostsrc *h);
 /* Stop reading and remove the instance. NULL is fine. */

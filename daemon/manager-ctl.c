@@ -206,6 +206,20 @@ static void manager_put_fleet(struct vmt_manager *m, struct vmt_buf *b)
 	ctl_put_LIBVIRT_CONNECT_FAILURES(b, lv.connect_failures);
 }
 
+/* What discovery could not enter or probe, and the last such path. */
+static void manager_put_unreadable(struct vmt_manager *m, struct vmt_buf *b)
+{
+	char path[PATH_MAX];
+	int err = 0;
+	uint64_t n = discovery_unreadable(m->discovery, path, sizeof(path), &err);
+
+	ctl_put_DISCOVERY_UNREADABLE(b, n);
+	if (n) {
+		ctl_put_DISCOVERY_UNREADABLE_PATH(b, path);
+		ctl_put_DISCOVERY_UNREADABLE_ERRNO(b, (uint32_t)err);
+	}
+}
+
 static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t id, bool with_daemon)
 {
 	struct vmt_buf b = { 0 };
@@ -231,6 +245,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_REFUSED(&b, control_refused(m->control));
 		ctl_put_GUESTS_REFUSED(&b, m->mem.rings_refused);
 		ctl_put_DISCOVERY_REFUSED(&b, discovery_names_refused(m->discovery));
+		manager_put_unreadable(m, &b);
 		ctl_put_COMPRESS_CPU_NS(&b, m->comp.st.cpu_ns);
 		ctl_put_COMPRESS_BUSY(&b, m->comp.st.busy);
 		ctl_put_COMPRESS_OVER_SHARE(&b, m->comp.st.over_share);

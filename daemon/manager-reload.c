@@ -10,8 +10,8 @@
  * fleet's connection and the configuration's label subjects it subscribes
  * to; libvirt's labels it follows in place, lvmeta.h) is
  * taken by handing over to one that reads the file, as an upgrade does;
- * what only a restart can change (control_socket, user; the detectors and
- * the host source when not running as root) is said and kept.
+ * what only a restart can change (control_socket, user; the detectors
+ * when not running as root) is said and kept.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -101,18 +101,15 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct relo
 		nc->sandbox = m->conf.sandbox;
 	}
 	/*
-	 * As a user other than root (the unit's User=, or user:), what was set
-	 * up with root's files cannot be set up again: the detectors' tracepoint
-	 * ids and the host's tracefs instance are root's, and the capabilities
-	 * that reached them were given up after start-up.
+	 * As a user other than root (the unit's User=, or user:), the
+	 * detectors cannot be set up again: their tracepoint ids are root's
+	 * files, and the capabilities that reached them were given up after
+	 * start-up. The host source can: its helper (hostpriv.h) sets it up.
 	 */
-	if (geteuid() != 0 &&
-	    (memcmp(&nc->detectors, &m->conf.detectors, sizeof(nc->detectors)) ||
-	     !host_conf_equal(&nc->host, &m->conf.host))) {
-		log_warning("detectors or host changed: they take effect at the next start (running "
-			    "as uid %u, without root's files)", (unsigned)geteuid());
+	if (geteuid() != 0 && memcmp(&nc->detectors, &m->conf.detectors, sizeof(nc->detectors))) {
+		log_warning("detectors changed: they take effect at the next start (running as uid "
+			    "%u, without root's files)", (unsigned)geteuid());
 		memcpy(nc->detectors, m->conf.detectors, sizeof(nc->detectors));
-		nc->host = m->conf.host;
 	}
 	/* the fleet keeps its connection and subscriptions (fleet.h): a new
 	 * fleet: or new labels are a new process's, handed over to */

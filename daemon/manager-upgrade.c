@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "hostpriv.h"
 #include "log.h"
 #include "manager-int.h"
 #include "persist.h"
@@ -106,6 +107,9 @@ int manager_upgrade(struct vmt_manager *m)
 		r = guest_hand_over(m->guests.v[i], o);
 	if (r >= 0)
 		r = upgrade_add_fd(o, control_fd(m->control), "control");
+	/* the successor has no privilege to make a helper of its own */
+	if (r >= 0 && hostpriv_fd(m->hostpriv) >= 0)
+		r = upgrade_add_fd(o, hostpriv_fd(m->hostpriv), VMT_UPGRADE_HOSTPRIV);
 	if (r >= 0 && m->mem.reserve.fd >= 0) {
 		/* no page is in it (no dump runs, the compressor's batches are
 		 * back): handed over only for the successor to drop it from the

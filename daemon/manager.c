@@ -17,6 +17,7 @@
 #include "discovery.h"
 #include "fdstore.h"
 #include "guest.h"
+#include "hostpriv.h"
 #include "hostsrc.h"
 #include "log.h"
 #include "lvmeta.h"
@@ -232,7 +233,7 @@ void manager_start_host(struct vmt_manager *m)
 			  "a guest is already named \"host\": no host recording");
 		return;
 	}
-	if (hostsrc_new(&m->genv, &g) < 0 || !g)
+	if (hostsrc_new(&m->genv, m->hostpriv, &g) < 0 || !g)
 		return;
 	t = realloc(m->guests.v, (m->guests.n + 1) * sizeof(*t));
 	if (!t) {
@@ -243,6 +244,28 @@ void manager_start_host(struct vmt_manager *m)
 	m->guests.v = t;
 	m->guests.v[m->guests.n++] = g;
 	probe_sync_guests(m->probe);
+}
+
+/*
+ * The host source's helper: the predecessor's, handed over, or one forked
+ * now, while this process still has what tracefs takes and runs no thread.
+ * Made whatever host: says, so that a reload can turn the host source on.
+ */
+static void manager_start_hostpriv(struct vmt_manager *m)
+{
+	int fd = upgrade_take_fd(&m->upgrade, VMT_UPGRADE_HOSTPRIV);
+	int r;
+
+	if (fd >= 0) {
+		r = hostpriv_adopt(fd, &m->hostpriv);
+		if (r >= 0)
+			return;
+		log_warning("upgrade: the host source's helper handed over does not answer as this "
+			    "version asks: a new one is made");
+	}
+	r = hostpriv_start(&m->hostpriv);
+	if (r < 0)
+		log_error_errno(r, "cannot start the host source's helper: no host recording: %m");
 }
 
 /* ---- systemd ------------------------------------------------------------- */
@@ -442,6 +465,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	r = upgrade_take(&m->upgrade);	/* also before control_new() */
 	if (r < 0)
 		goto fail;
+	manager_start_hostpriv(m);
 	r = control_new(&m->control, m->event, &m->conf, &manager_ctl_ops, m);
 	if (r < 0)
 		goto fail;
@@ -557,6 +581,7 @@ void manager_free(struct vmt_manager *m)
 	for (uint32_t i = 0; i < m->guests.n; i++)
 		guest_free(m->guests.v[i]);
 	free(m->guests.v);
+	hostpriv_free(m->hostpriv);	/* after the host source it removed the instance of */
 	dump_free_all(&m->dumps);
 	sindex_free(&m->samples);
 	mem_free(&m->mem);

@@ -61,6 +61,7 @@ struct vmt_manager {
 	char hostname[65];
 	struct vmt_fleet *fleet;	/* NULL without fleet: (fleet.h) */
 	struct vmt_lvmeta *lvmeta;	/* the fleet's labels from libvirt, NULL when off (lvmeta.h) */
+	struct vmt_hostpriv *hostpriv;	/* the host source's privileged helper (hostpriv.h) */
 };
 
 /* The "auto" sizes of c from this machine (RAM, the state folder's file

@@ -24,31 +24,29 @@ uint64_t priv_needed(const struct vmt_config *conf)
 {
 	/*
 	 * Channel folders belong to QEMU's user (libvirt's to libvirt-qemu,
-	 * mode 0750 or tighter), and so may discovery folders: root opens them
-	 * only with DAC_OVERRIDE (DAC_READ_SEARCH to look in). The state
-	 * folder, tracefs and debugfs are root's own: no capability needed.
+	 * mode 0750 or tighter), and so may discovery folders: root, which
+	 * has no group of theirs, opens them only with DAC_OVERRIDE
+	 * (DAC_READ_SEARCH to look in). It keeps both: a process of uid 0
+	 * owns most of the system's files anyway, and gains little containment
+	 * from losing them; user: (or the unit's User=) is what contains it.
 	 */
 	uint64_t keep = BIT(CAP_DAC_OVERRIDE) | BIT(CAP_DAC_READ_SEARCH);
 
 	/*
 	 * As its own user (user:, or started as one by the service manager),
-	 * vmtraced reaches the channels through its groups (QEMU's, libvirt's)
-	 * and owns its state folder. Only the host source still writes files
-	 * of root's: its tracefs instance (the QEMU pid filter, set up again on
-	 * a reload) is root's, mode 0640.
+	 * vmtraced reaches the channels through its groups (QEMU's, libvirt's:
+	 * the package makes it a member) and owns its state folder. tracefs and
+	 * kallsyms, which the host source needs, are its helper's (hostpriv.h),
+	 * which keeps what they take: the daemon keeps none of it.
 	 */
 	if (conf->user[0] || geteuid() != 0)
-		keep = conf->host.enabled ? BIT(CAP_DAC_OVERRIDE) : 0;
+		keep = 0;
 
 	/* a reload that changes the detectors loads their programs again;
 	 * the maps and ring buffer they use meanwhile need nothing */
 	for (unsigned i = 0; i < VMT_DET_COUNT; i++)
 		if (conf->detectors[i].enabled)
 			keep |= BIT(CAP_BPF) | BIT(CAP_PERFMON);
-	/* the host source takes /proc/kallsyms again when a reload sets it up
-	 * anew: without CAP_SYSLOG its addresses read as zeros */
-	if (conf->host.enabled)
-		keep |= BIT(CAP_SYSLOG);
 	return keep;
 }
 
@@ -132,6 +130,49 @@ static int become(const struct passwd *pw)
 	return 0;
 }
 
+/* The bounding set first: dropping from it needs CAP_SETPCAP, which goes
+ * with the rest after. Started as a user with capabilities from the
+ * service manager (AmbientCapabilities=), vmtraced has no CAP_SETPCAP: the
+ * manager's CapabilityBoundingSet= is the bound. */
+static int drop_bound(cap_t now, uint64_t keep)
+{
+	cap_value_t last = (cap_value_t)cap_max_bits() - 1;
+	cap_flag_value_t have;
+	bool bound = cap_get_flag(now, CAP_SETPCAP, CAP_EFFECTIVE, &have) == 0 && have == CAP_SET;
+
+	for (cap_value_t c = 0; bound && c <= last; c++) {
+		if (keep & BIT(c) || CAP_IS_SUPPORTED(c) == 0)
+			continue;
+		if (cap_drop_bound(c) < 0 && errno != EINVAL)
+			return log_error_errno(-errno, "cannot drop capability %s from the bounding "
+					       "set: %m", cap_to_name(c));
+	}
+	return 0;
+}
+
+/* Permitted and effective: keep, of what now permits; no ambient, and none
+ * to regain through execve (no_new_privs). */
+static int set_kept(cap_t now, uint64_t keep, cap_t want)
+{
+	cap_value_t last = (cap_value_t)cap_max_bits() - 1;
+	cap_flag_value_t have;
+
+	for (cap_value_t c = 0; c <= last; c++) {
+		if (!(keep & BIT(c)) ||
+		    cap_get_flag(now, c, CAP_PERMITTED, &have) < 0 || have != CAP_SET)
+			continue;
+		cap_set_flag(want, CAP_PERMITTED, 1, &c, CAP_SET);
+		cap_set_flag(want, CAP_EFFECTIVE, 1, &c, CAP_SET);
+	}
+	if (cap_set_proc(want) < 0)
+		return log_error_errno(-errno, "cannot drop capabilities: %m");
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return log_error_errno(-errno, "cannot clear the ambient capabilities: %m");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return log_error_errno(-errno, "cannot set no_new_privs: %m");
+	return 0;
+}
+
 int priv_drop(const struct vmt_config *conf)
 {
 	uint64_t keep = priv_needed(conf);
@@ -139,7 +180,7 @@ int priv_drop(const struct vmt_config *conf)
 	cap_value_t last = (cap_value_t)cap_max_bits() - 1;
 	cap_t now = cap_get_proc(), want = cap_init();
 	cap_flag_value_t have;
-	bool any = false, bound;
+	bool any = false;
 	int r = 0;
 
 	if (!now || !want) {
@@ -174,48 +215,14 @@ int priv_drop(const struct vmt_config *conf)
 	}
 	if (!any)
 		goto out;	/* nothing to give up */
-	/* the bounding set first: dropping from it needs CAP_SETPCAP, which
-	 * goes with the rest below. Started as a user with capabilities from
-	 * the service manager (AmbientCapabilities=), vmtraced has no
-	 * CAP_SETPCAP: the manager's CapabilityBoundingSet= is the bound. */
-	bound = cap_get_flag(now, CAP_SETPCAP, CAP_EFFECTIVE, &have) == 0 && have == CAP_SET;
-	for (cap_value_t c = 0; bound && c <= last; c++) {
-		if (keep & BIT(c) || CAP_IS_SUPPORTED(c) == 0)
-			continue;
-		if (cap_drop_bound(c) < 0 && errno != EINVAL) {
-			r = -errno;
-			log_error_errno(r, "cannot drop capability %s from the bounding set: %m",
-					cap_to_name(c));
-			goto out;
-		}
-	}
+	r = drop_bound(now, keep);
 	/* CAP_SETUID and CAP_SETGID are still in the effective set here */
-	if (pw) {
+	if (r >= 0 && pw)
 		r = become(pw);
-		if (r < 0)
-			goto out;
-	}
-	for (cap_value_t c = 0; c <= last; c++) {
-		if (!(keep & BIT(c)) ||
-		    cap_get_flag(now, c, CAP_PERMITTED, &have) < 0 || have != CAP_SET)
-			continue;
-		cap_set_flag(want, CAP_PERMITTED, 1, &c, CAP_SET);
-		cap_set_flag(want, CAP_EFFECTIVE, 1, &c, CAP_SET);
-	}
-	if (cap_set_proc(want) < 0) {
-		r = -errno;
-		log_error_errno(r, "cannot drop capabilities: %m");
+	if (r >= 0)
+		r = set_kept(now, keep, want);
+	if (r < 0)
 		goto out;
-	}
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) {
-		r = -errno;
-		goto out;
-	}
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		r = -errno;
-		log_error_errno(r, "cannot set no_new_privs: %m");
-		goto out;
-	}
 	{
 		char *text = keep ? cap_to_text(want, NULL) : NULL;
 		const char *say = keep ? (text ? text : "(?)") : "no capability";
@@ -246,4 +253,24 @@ bool priv_can_change_user(void)
 	}
 	cap_free(now);
 	return ok;
+}
+
+int priv_helper(void)
+{
+	/* tracefs (root's, 0700 at the top, 0640 files) and kallsyms' addresses */
+	uint64_t keep = BIT(CAP_DAC_OVERRIDE) | BIT(CAP_DAC_READ_SEARCH) | BIT(CAP_SYSLOG);
+	cap_t now = cap_get_proc(), want = cap_init();
+	int r = now && want ? 0 : -ENOMEM;
+
+	prctl(PR_SET_NAME, "vmtraced-priv", 0, 0, 0);
+	if (r >= 0)
+		r = drop_bound(now, keep);
+	if (r >= 0)
+		r = set_kept(now, keep, want);
+	/* neither ptrace nor /proc/PID/mem from the daemon's user, nor a core */
+	if (r >= 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		r = log_error_errno(-errno, "cannot make the helper undumpable: %m");
+	cap_free(now);
+	cap_free(want);
+	return r;
 }

@@ -35,4 +35,9 @@ int priv_drop(const struct vmt_config *conf);
  * neither can a process it hands over to. */
 bool priv_can_change_user(void);
 
+/* In the host source's helper (hostpriv.h), forked before priv_drop():
+ * keep only CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_SYSLOG of what
+ * it has, in every set, undumpable, no_new_privs; it keeps its uid. */
+int priv_helper(void);
+
 #endif

@@ -305,7 +305,7 @@ int upgrade_exec(struct vmt_upgrade_out *o, const char *exe, char *const argv[],
 
 bool upgrade_fd_name(const char *name)
 {
-	return name && (!strcmp(name, VMT_UPGRADE_STATE) ||
+	return name && (!strcmp(name, VMT_UPGRADE_STATE) || !strcmp(name, VMT_UPGRADE_HOSTPRIV) ||
 			!strncmp(name, VMT_UPGRADE_CHAN_PREFIX, strlen(VMT_UPGRADE_CHAN_PREFIX)));
 }
 

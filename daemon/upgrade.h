@@ -40,6 +40,7 @@
 #define VMT_UPGRADE_MAGIC 0x0052475055544d56ull	/* "VMTUPGR\0" read little-endian */
 #define VMT_UPGRADE_STATE "state"
 #define VMT_UPGRADE_CHAN_PREFIX "chan/"
+#define VMT_UPGRADE_HOSTPRIV "hostpriv"	/* the host source's helper's socket */
 #define VMT_UPGRADE_MAX_FDS 4096
 /* the pid of the process that holds the old address space across execve */
 #define VMT_UPGRADE_KEEPER_ENV "VMT_UPGRADE_KEEPER"

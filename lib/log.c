@@ -25,6 +25,11 @@ void log_open_journal(void)
 #endif
 }
 
+void log_close_journal(void)
+{
+	use_journal = 0;
+}
+
 static const char *level_name(int level)
 {
 	switch (level) {

@@ -24,6 +24,8 @@ int log_get_level(void);
 void log_set_ident(const char *ident);
 /* Send messages to journald (fields GUEST=, REASON=, SAMPLE= when given). */
 void log_open_journal(void);
+/* Back to stderr (a child that closed the journal's socket). */
+void log_close_journal(void);
 
 /* fields: NULL or "KEY=value" strings terminated by NULL */
 int log_fullv(int level, int err, const char *const *fields, const char *fmt, va_list ap)

@@ -14,6 +14,14 @@
 #   libvirt_restart    virsh start again: the same guest, a new aux version
 #   libvirt_clean_exit reloaded with on_clean_exit: true, virsh destroy
 #                      gives a process_death sample
+#   libvirt_no_group   QEMU as libvirt-qemu (a per-domain DAC label, as
+#                      libvirt's default user), vmtraced as the unit runs
+#                      it (user vmtraced from units/vmtraced.sysusers, its
+#                      capabilities, the shipped config) but not in group
+#                      libvirt-qemu: the folder is not entered, and status
+#                      says so (a "!" line with errno 13, the counter)
+#   libvirt_group      the membership the package's postinst gives
+#                      (debian/vmtraced.postinst configure): recorded
 # The libvirt daemons are started here as on a host without systemd
 # (virtlogd, libvirtd; the libvirt-qemu user and group and the kvm group
 # made if missing,
@@ -26,7 +34,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 . "$ROOT/tests/e2e/libvirt-lib.sh"
 
-TESTS="libvirt_stream libvirt_destroy libvirt_restart libvirt_clean_exit"
+TESTS="libvirt_stream libvirt_destroy libvirt_restart libvirt_clean_exit libvirt_no_group libvirt_group"
 DOM=vmt-lv-$$
 VIRSH="virsh -q -c qemu:///system"
 libvirt_work vmt-libvirt
@@ -153,6 +161,84 @@ run() {
 	else
 		fail libvirt_clean_exit "no process_death sample: $(death_json); log: $(grep -i 'dump\|detector\|suppress' "$VMT_DIR/vmtraced.log" | tail -4 | tr '\n' ' ')"
 	fi
+	run_as_user
+}
+
+# vmtraced as vmtraced.service runs it: its user and group, supplementary
+# groups from the group database, its capabilities, its system call filter
+start_as_unit() {
+	local caps=+bpf,+perfmon,+dac_override,+syslog
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "$B/tests/tools/unitfilter" units/vmtraced.service \
+		setpriv --reuid=vmtraced --regid=vmtraced --init-groups --inh-caps=$caps \
+		--ambient-caps=$caps --bounding-set=-all,$caps \
+		"$B/vmtraced" -c "$VMT_DIR/vmtraced.yaml" 2>"$VMT_DIR/vmtraced.log" &
+	VMT_DAEMON_PID=$!
+	wait_for 20 grep -q ' running: ' "$VMT_DIR/vmtraced.log"
+}
+
+stop_daemon() {
+	kill "$VMT_DAEMON_PID" 2>/dev/null
+	wait "$VMT_DAEMON_PID" 2>/dev/null
+	VMT_DAEMON_PID=""
+}
+
+unreadable() {
+	vmt_ctl --json status 2>/dev/null | grep -o '{[^{}]*"discovery_unreadable": [0-9]*[^{}]*}'
+}
+
+run_as_user() {
+	local uid gid j
+	ran libvirt_no_group
+	stop_daemon
+	# the user as the package makes it (sysusers), QEMU as libvirt's user
+	getent passwd vmtraced >/dev/null || systemd-sysusers "$ROOT/units/vmtraced.sysusers" ||
+		{ fail libvirt_no_group "systemd-sysusers"; skip_rest "no user vmtraced"; return; }
+	gpasswd -d vmtraced libvirt-qemu >/dev/null 2>&1
+	uid=$(id -u libvirt-qemu) gid=$(getent group libvirt-qemu | cut -d: -f3)
+	sed -i "s|</domain>|  <seclabel type='static' model='dac' relabel='yes'><label>+$uid:+$gid</label></seclabel>\n</domain>|" "$WORK/domain.xml"
+	$VIRSH destroy "$DOM" >/dev/null 2>&1
+	$VIRSH undefine "$DOM" >/dev/null 2>&1
+	$VIRSH define "$WORK/domain.xml" >"$WORK/define.log" 2>&1 ||
+		{ fail libvirt_no_group "virsh define: $(head -3 "$WORK/define.log")"; skip_rest "no domain"; return; }
+	VMT_DIR=$WORK/u
+	shipped_config || { fail libvirt_no_group "the shipped config could not be redirected"; return; }
+	chown -R vmtraced:vmtraced "$VMT_DIR"
+	start_as_unit || { fail libvirt_no_group "vmtraced did not start: $(tail -3 "$VMT_DIR/vmtraced.log")"; skip_rest "no daemon"; return; }
+	$VIRSH start "$DOM" >"$WORK/start.log" 2>&1 ||
+		{ fail libvirt_no_group "virsh start: $(head -3 "$WORK/start.log")"; skip_rest "the domain did not start"; return; }
+	if ! wait_for 60 eval '[ "$(unreadable | num discovery_unreadable)" -ge 1 ]'; then
+		fail libvirt_no_group "no folder counted as unreadable: $(vmt_ctl status | head -4); $(ls -ld /var/lib/libvirt/qemu/channel/target/domain-* /run/libvirt/qemu/channel/domain-* 2>&1 | tr '\n' ' ')"
+	else
+		j=$(unreadable)
+		if [ "$(echo "$j" | num discovery_unreadable_errno)" != 13 ] ||
+		   ! echo "$j" | grep -q "\"discovery_unreadable_path\": \"[^\"]*domain-[0-9]*-$DOM\"" ||
+		   ! vmt_ctl status | grep -q "^! discovery: .*domain-[0-9]*-$DOM: Permission denied (errno 13)"; then
+			fail libvirt_no_group "not named with errno 13: $j / $(vmt_ctl status | grep '^!')"
+		elif [ -n "$(guest_json)" ]; then
+			fail libvirt_no_group "recorded without the group? $(guest_json)"
+		else
+			pass "libvirt_no_group ($(vmt_ctl status | grep '^! discovery' | cut -c1-140))"
+		fi
+	fi
+
+	# --- libvirt_group: the membership the package gives, then a start
+	ran libvirt_group
+	stop_daemon
+	sh debian/vmtraced.postinst configure >"$WORK/postinst.log" 2>&1 ||
+		fail libvirt_group "postinst: $(cat "$WORK/postinst.log")"
+	id -nG vmtraced | tr ' ' '\n' | grep -qx libvirt-qemu ||
+		{ fail libvirt_group "the postinst did not add vmtraced to libvirt-qemu: $(cat "$WORK/postinst.log")"; return; }
+	start_as_unit || { fail libvirt_group "vmtraced did not start: $(tail -3 "$VMT_DIR/vmtraced.log")"; return; }
+	if wait_for 240 eval '[ -n "$(guest_json)" ] && guest_json | grep -q "\"state\": \"streaming\"" && [ "$(guest_json | num pages_in)" -gt 0 ]'; then
+		s=$(vmt_ctl dump "$DOM" --reason "e2e as vmtraced" 2>&1 | head -1)
+		case "$s" in
+		*.vmts) pass "libvirt_group (as $(ps -o user= -p "$VMT_DAEMON_PID"), groups $(id -nG vmtraced | tr ' ' ,), $(basename "$s"))" ;;
+		*) fail libvirt_group "dump: $s" ;;
+		esac
+	else
+		fail libvirt_group "not streaming as vmtraced: $(guest_json); $(vmt_ctl status | grep '^!'); $(grep -i "$DOM\|discovery" "$VMT_DIR/vmtraced.log" | tail -3)"
+	fi
+	$VIRSH destroy "$DOM" >/dev/null 2>&1
 }
 
 why=$(libvirt_cannot_run)

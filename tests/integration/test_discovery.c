@@ -45,6 +45,7 @@ static void disc_start(struct disc *x, const char *tag, const char *pre, const c
 	memset(x, 0, sizeof(*x));
 	x->dir = test_mkdtemp(tag);
 	ck_assert_ptr_nonnull(x->dir);
+	ck_assert_int_eq(chmod(x->dir, 0711), 0);	/* reached by a daemon run as nobody */
 	snprintf(x->root, sizeof(x->root), "%s/guests", x->dir);
 	if (make_root)
 		ck_assert_int_eq(mkdir(x->root, 0755), 0);
@@ -340,6 +341,47 @@ START_TEST(bad_names_counted)
 }
 END_TEST
 
+/*
+ * As its own user, the daemon cannot enter a guest folder of another
+ * user's (mode 0700, as libvirt's are QEMU's user's): the folder is named
+ * with its errno in the log, in status (a "!" line) and --json, and
+ * counted in metrics, each rescan again; never skipped without a word.
+ */
+START_TEST(unreadable_folder_counted)
+{
+	struct disc x;
+	char path[400], out[8192];
+
+	if (!test_have_root())
+		VMT_SKIP("not root: cannot run the daemon as another user");
+	disc_start(&x, "disc-locked", "user: nobody\n", "", true);
+	ck_assert(ITEST_WAIT(testd_log_count(&x.d, "privilege: running as nobody") == 1, 10000));
+	make_ports(x.root, "locked");
+	snprintf(path, sizeof(path), "%s/locked", x.root);
+	ck_assert_int_eq(chmod(path, 0700), 0);	/* root's: nobody cannot enter */
+	/* UINT64_MAX: no such counter */
+	ck_assert_msg(ITEST_WAIT(itest_num(&x.d, NULL, "discovery_unreadable") >= 2 &&
+				 itest_num(&x.d, NULL, "discovery_unreadable") != UINT64_MAX, 30000),
+		      "discovery_unreadable is %llu (log: %s)",
+		      (unsigned long long)itest_num(&x.d, NULL, "discovery_unreadable"), x.d.log);
+	ck_assert_uint_eq(itest_num(&x.d, NULL, "discovery_unreadable_errno"), 13);
+	ck_assert_int_eq(itest_nguests(&x.d), 0);
+	ck_assert_int_eq(itest_ctl(&x.d, out, sizeof(out), "status"), 0);
+	ck_assert_msg(strstr(out, "! discovery: ") && strstr(out, "/guests/locked: Permission "
+							      "denied (errno 13)"),
+		      "no '!' line naming the folder in:\n%s", out);
+	ck_assert_int_eq(itest_ctl(&x.d, out, sizeof(out), "--json status"), 0);
+	ck_assert_msg(strstr(out, "/guests/locked\"") != NULL, "no path in --json:\n%s", out);
+	ck_assert_int_eq(itest_ctl(&x.d, out, sizeof(out), "metrics"), 0);
+	ck_assert_msg(strstr(out, "\nvmtraced_discovery_unreadable_total ") != NULL,
+		      "no counter in metrics:\n%s", out);
+	/* logged once, not each rescan (the rate limit allows a few a minute) */
+	ck_assert_int_ge(testd_log_count(&x.d, "/guests/locked: Permission denied (errno 13)"), 1);
+	ck_assert_int_le(testd_log_count(&x.d, "/guests/locked: Permission denied (errno 13)"), 4);
+	disc_end(&x);
+}
+END_TEST
+
 START_TEST(root_created_later)
 {
 	struct disc x;
@@ -376,6 +418,7 @@ int main(void)
 	TEST_ADD(t, root_created_later);
 	TEST_ADD(t, channels_appear_one_by_one);
 	TEST_ADD(t, bad_names_counted);
+	TEST_ADD(t, unreadable_folder_counted);
 	tcase_set_timeout(t, 90);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

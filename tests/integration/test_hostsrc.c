@@ -9,7 +9,9 @@
  */
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <dirent.h>
 #include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -365,6 +367,188 @@ START_TEST(reload_applies_host_changes)
 }
 END_TEST
 
+/* A capability field ("CapEff") of /proc/PID/status, hex; UINT64_MAX if none. */
+static uint64_t status_field(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	uint64_t v = UINT64_MAX;
+	size_t n = strlen(field);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n) && line[n] == ':')
+			v = strtoull(line + n + 1, NULL, !strncmp(field, "Cap", 3) ? 16 : 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* The child of pid named comm, 0 if none. */
+static pid_t child_named(pid_t pid, const char *comm)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t found = 0;
+
+	while (d && !found && (de = readdir(d))) {
+		char path[300], buf[512], *rp;
+		FILE *f;
+		int ppid;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		buf[0] = 0;
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = 0;
+		fclose(f);
+		rp = strrchr(buf, ')');
+		if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == pid &&
+		    !strncmp(buf + strcspn(buf, "(") + 1, comm, strlen(comm)) &&
+		    buf[strcspn(buf, "(") + 1 + strlen(comm)] == ')')
+			found = atoi(de->d_name);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+#define CAP_BIT(c) (1ull << (c))
+#define DAC_AND_ADMIN (CAP_BIT(1) | CAP_BIT(2) | CAP_BIT(21))	/* DAC_OVERRIDE, DAC_READ_SEARCH, SYS_ADMIN */
+
+static void assert_no_dac(pid_t pid, const char *when)
+{
+	uint64_t eff = status_field(pid, "CapEff"), prm = status_field(pid, "CapPrm");
+
+	ck_assert_msg(eff != UINT64_MAX && !(eff & DAC_AND_ADMIN), "%s: CapEff %016llx holds "
+		      "DAC_OVERRIDE, DAC_READ_SEARCH or SYS_ADMIN", when, (unsigned long long)eff);
+	ck_assert_msg(prm != UINT64_MAX && !(prm & DAC_AND_ADMIN), "%s: CapPrm %016llx holds "
+		      "DAC_OVERRIDE, DAC_READ_SEARCH or SYS_ADMIN", when, (unsigned long long)prm);
+}
+
+/*
+ * As its own user, with the host source on: the daemon holds none of
+ * DAC_OVERRIDE, DAC_READ_SEARCH, SYS_ADMIN once set up, and its helper
+ * (which makes the instance) only what tracefs and kallsyms take; the
+ * host source records and dumps, and a reload that changes host: sets it
+ * up anew through the helper, still without them.
+ */
+START_TEST(own_user_keeps_no_dac)
+{
+	struct run r;
+	struct tally t;
+	struct passwd *pw;
+	char sample[4400], set[1024], out[1024], body[1024];
+	pid_t helper;
+	FILE *f;
+
+	NEED_TRACEFS();
+	pw = getpwnam("nobody");
+	if (!pw)
+		VMT_SKIP("no user nobody");
+	memset(&r, 0, sizeof(r));
+	r.dir = test_mkdtemp("hostsrc");
+	ck_assert_ptr_nonnull(r.dir);
+	ck_assert_int_eq(chmod(r.dir, 0711), 0);	/* nobody reaches its state folder */
+	snprintf(body, sizeof(body), "user: nobody\nhost:\n  enabled: true\n"
+		 "  events: [sched:sched_switch]\n  qemu_only: false\n");
+	ck_assert_int_eq(testd_start(&r.d, r.dir, body), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, " running: ") > 0, 10000),
+		      "vmtraced not running (log: %s)", r.d.log);
+	ck_assert_int_eq(testd_log_count(&r.d, "privilege: running as nobody"), 1);
+	ck_assert_uint_eq(status_field(r.d.pid, "Uid"), pw->pw_uid);
+	assert_no_dac(r.d.pid, "after start-up");
+	helper = child_named(r.d.pid, "vmtraced-priv");
+	ck_assert_msg(helper > 0, "no helper vmtraced-priv under %d", (int)r.d.pid);
+	/* the helper: DAC_OVERRIDE, DAC_READ_SEARCH, SYSLOG at most */
+	ck_assert_uint_eq(status_field(helper, "CapPrm") & ~(CAP_BIT(1) | CAP_BIT(2) | CAP_BIT(34)), 0);
+	ck_assert_uint_eq(status_field(helper, "CapBnd") & ~(CAP_BIT(1) | CAP_BIT(2) | CAP_BIT(34)), 0);
+
+	read_set_event(set, sizeof(set));
+	ck_assert_str_eq(set, "sched:sched_switch");
+	spawn_true(100);
+	dump_host(&r, sample, sizeof(sample));
+	merge_and_tally(&r, sample, &t);
+	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
+
+	/* a reload that changes host: a new instance, through the helper */
+	f = fopen(r.d.conf, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, header_fmt, r.d.state, r.d.sock,
+		"user: nobody\nhost:\n  enabled: true\n  events: [sched:sched_wakeup, "
+		"sched:sched_switch]\n  qemu_only: false\n");
+	fclose(f);
+	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), "reload"), 0);
+	read_set_event(set, sizeof(set));
+	ck_assert_str_eq(set, "sched:sched_switch,sched:sched_wakeup");
+	assert_no_dac(r.d.pid, "after the reload");
+	spawn_true(100);
+	dump_host(&r, sample, sizeof(sample));
+	merge_and_tally(&r, sample, &t);
+	ck_assert_uint_gt(tally_of(&t.names, "sched_wakeup"), 0);
+	ck_assert_int_eq(testd_log_count(&r.d, "take effect at the next start"), 0);
+	run_end(&r);
+	/* the helper went with the daemon */
+	ck_assert_int_ne(kill(helper, 0), 0);
+}
+END_TEST
+
+/*
+ * As vmtraced.service runs it (its user through setpriv, its ambient
+ * capabilities) with the host source: an upgrade's successor, which has
+ * no capability left, sets the host source up again through the helper
+ * handed over, and keeps no DAC capability either.
+ */
+START_TEST(upgrade_as_user_keeps_host)
+{
+	const char *caps = "+bpf,+perfmon,+dac_override,+syslog";
+	char inh[64], amb[64], bound[80];
+	const char *argv_[] = { "setpriv", "--reuid=nobody", "--regid=nogroup", "--init-groups",
+				inh, amb, bound, NULL };
+	const char *env[] = { "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1", NULL };
+	struct testd_opts o = { .env = env, .wrapper = argv_ };
+	struct run r;
+	struct tally t;
+	char sample[4400], set[1024], out[1024];
+
+	NEED_TRACEFS();
+	if (!getpwnam("nobody") || itest_sh("command -v setpriv >/dev/null && getent group nogroup >/dev/null"))
+		VMT_SKIP("no user nobody, group nogroup or setpriv");
+	snprintf(inh, sizeof(inh), "--inh-caps=%s", caps);
+	snprintf(amb, sizeof(amb), "--ambient-caps=%s", caps);
+	snprintf(bound, sizeof(bound), "--bounding-set=-all,%s", caps);
+	memset(&r, 0, sizeof(r));
+	r.dir = test_mkdtemp("hostsrc");
+	ck_assert_ptr_nonnull(r.dir);
+	ck_assert_int_eq(chmod(r.dir, 0711), 0);
+	ck_assert_int_eq(itest_sh("mkdir -p '%s/state' && chown -R nobody '%s'", r.dir, r.dir), 0);
+	ck_assert_msg(testd_start_opts(&r.d, r.dir, "host:\n  enabled: true\n  events: "
+				       "[sched:sched_switch]\n  qemu_only: false\n", &o) == 0,
+		      "log: %s", r.d.log);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, " running: ") > 0, 10000),
+		      "vmtraced not running (log: %s)", r.d.log);
+	assert_no_dac(r.d.pid, "after start-up");
+	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), "upgrade"), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, "detectors and host source set up after") == 1,
+				 30000), "no set-up after the take-over (log: %s)", r.d.log);
+	ck_assert_int_eq(testd_log_count(&r.d, "root needed"), 0);
+	ck_assert_int_eq(testd_log_count(&r.d, "recording sched:sched_switch in ftrace instance"), 2);
+	assert_no_dac(r.d.pid, "after the upgrade");
+	read_set_event(set, sizeof(set));
+	ck_assert_str_eq(set, "sched:sched_switch");
+	spawn_true(100);
+	dump_host(&r, sample, sizeof(sample));
+	merge_and_tally(&r, sample, &t);
+	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
+	run_end(&r);
+}
+END_TEST
+
 /* Without root the daemon says why once and runs on without the host. */
 START_TEST(not_root_runs_without_host)
 {
@@ -429,6 +613,8 @@ int main(void)
 	tcase_add_test(t, missing_events);
 	tcase_add_test(t, reload_applies_host_changes);
 	tcase_add_test(t, not_root_runs_without_host);
+	tcase_add_test(t, own_user_keeps_no_dac);
+	tcase_add_test(t, upgrade_as_user_keeps_host);
 	tcase_set_timeout(t, 120);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);
