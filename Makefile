@@ -179,8 +179,10 @@ $(O)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) $(TEST_INC) -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
 # Small programs the suites use (tdcount; unitfilter runs a program under a
-# unit file's SystemCallFilter=), built like the tests.
-TOOL_BINS   := $(O)/tests/tools/tdcount $(O)/tests/tools/tdlink $(O)/tests/tools/unitfilter
+# unit file's SystemCallFilter=; corpusexport is tests/corpus/mkbusy.sh's),
+# built like the tests.
+TOOL_BINS   := $(O)/tests/tools/tdcount $(O)/tests/tools/tdlink $(O)/tests/tools/unitfilter \
+               $(O)/tests/tools/corpusexport
 $(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"
