@@ -180,14 +180,16 @@ $(O)/tests/%: tests/integration/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) $(TEST_INC) -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS)
 
 # Small programs the suites use (tdcount; unitfilter runs a program under a
-# unit file's SystemCallFilter=), built like the tests.
-TOOL_BINS   := $(O)/tests/tools/tdcount $(O)/tests/tools/tdlink $(O)/tests/tools/unitfilter
+# unit file's SystemCallFilter=; corpusexport is tests/corpus/mkbusy.sh's),
+# built like the tests.
+TOOL_BINS   := $(O)/tests/tools/tdcount $(O)/tests/tools/tdlink $(O)/tests/tools/unitfilter \
+               $(O)/tests/tools/corpusexport
 $(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@mkdir -p $(dir $@)
 	@echo "  TOOL    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS) $(DAEMON_LIBS)
 
-# The fixed corpus (real guest pages and the metadata that decodes them,
+# The fixed corpora (real guest pages and the metadata that decodes them,
 # tests/corpus/README.md), unpacked into the build folder for the tests and
 # benchmarks that want a deterministic input.
 CORPUS_TAR  := tests/corpus/guest-6.1.tar.zst
@@ -196,7 +198,14 @@ $(CORPUS): $(CORPUS_TAR)
 	@mkdir -p $(O)/corpus
 	@echo "  UNTAR   $<"
 	$(Q)rm -rf $(O)/corpus/guest-6.1 && tar --zstd -xf $< -C $(O)/corpus && touch $@
-corpus: $(CORPUS)
+# The busy guest's (stress-ng, syscall events; tests/corpus/mkbusy.sh), the same way.
+CORPUS_BUSY_TAR := tests/corpus/guest-6.1-busy.tar.zst
+CORPUS_BUSY     := $(O)/corpus/guest-6.1-busy/.unpacked
+$(CORPUS_BUSY): $(CORPUS_BUSY_TAR)
+	@mkdir -p $(O)/corpus
+	@echo "  UNTAR   $<"
+	$(Q)rm -rf $(O)/corpus/guest-6.1-busy && tar --zstd -xf $< -C $(O)/corpus && touch $@
+corpus: $(CORPUS) $(CORPUS_BUSY)
 
 # The fault-injection shim test_faults preloads into vmtraced: a plain
 # shared object, never sanitized (it comes ahead of the ASan runtime).
@@ -206,7 +215,7 @@ $(SHIM): tests/tools/faultshim.c
 	@echo "  SHIM    $@"
 	$(Q)$(CC) -O2 -g -Wall -Wextra -D_GNU_SOURCE -fPIC -shared -o $@ $< -ldl -lpthread
 
-tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM) $(CORPUS) $(O)/tests/vmtraced-layout2
+tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM) $(CORPUS) $(CORPUS_BUSY) $(O)/tests/vmtraced-layout2
 
 # `make check`: packages, the layering check (tools/layering.py: no include
 # cycle among daemon/'s modules, no forbidden include or link), then a

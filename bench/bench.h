@@ -40,9 +40,12 @@ struct bench_corpus {
 	struct vmt_buf bundle;
 	uint32_t bundle_files;
 	char dir[512];
+	char name[128];		/* VMT_BENCH_CORPUS's, or VMT_CORPUS */
 };
 
-/* $VMT_CORPUS, else ../shared/corpus/guest-6.1 beside the tree. */
+/* $VMT_CORPUS, else the corpus named by $VMT_BENCH_CORPUS (default guest-6.1;
+ * vmtb-window and vmtb-ingest take --corpus NAME) in BUILD/corpus/, else in
+ * ../shared/corpus/ beside the tree. */
 int corpus_open(struct bench_corpus *c);
 /* Events in the first n pages of the endless loop of cpu's pages. */
 uint64_t corpus_events(const struct bench_corpus *c, unsigned cpu, uint64_t n);

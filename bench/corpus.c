@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The benchmarks' input: the shared corpus's real guest pages (one file per
- * CPU) and a small metadata bundle built from its meta/ folder: the header
- * files, the sched, irq and timer event formats, trace_clock, printk_formats
- * and saved_cmdlines. No kallsyms: it would only make every session start
+ * The benchmarks' input: a corpus's real guest pages (one file per CPU) and
+ * a small metadata bundle built from its meta/ folder: the header files, the
+ * sched, irq and timer event formats, those of the syscall events its
+ * set_event names (guest-6.1-busy's), trace_clock, printk_formats and
+ * saved_cmdlines. No kallsyms: it would only make every session start
  * slower, and the daemon does not need it to stream.
  */
 #include <dirent.h>
@@ -74,6 +75,26 @@ static int add_system(struct bench_corpus *c, const char *sys)
 	return r;
 }
 
+/* events/syscalls/EVENT/format of each "syscalls:EVENT" line of set_event
+ * (not the whole system: some 700 formats the daemon does not need). */
+static void add_syscalls(struct bench_corpus *c)
+{
+	char path[1100], rel[600];
+	char *data, *save = NULL;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/meta/set_event", c->dir);
+	if (read_file(path, 1 << 20, &data, &len) < 0)
+		return;
+	for (char *l = strtok_r(data, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "syscalls:", 9) || strchr(l + 9, '/') || strlen(l + 9) > 200)
+			continue;
+		snprintf(rel, sizeof(rel), "events/syscalls/%s/format", l + 9);
+		add_file(c, rel);
+	}
+	free(data);
+}
+
 static int load_pages(struct bench_corpus *c, unsigned cpu)
 {
 	char path[1100];
@@ -112,9 +133,13 @@ int corpus_open(struct bench_corpus *c)
 					   "printk_formats", "saved_cmdlines", "trace_clock" };
 	static const char *const systems[] = { "irq", "sched", "timer" };
 	const char *e = getenv("VMT_CORPUS");
+	const char *name = getenv("VMT_BENCH_CORPUS");
 	int r;
 
 	memset(c, 0, sizeof(*c));
+	if (!name || !*name || strchr(name, '/'))
+		name = "guest-6.1";
+	snprintf(c->name, sizeof(c->name), "%s", e ? e : name);
 	if (e) {
 		snprintf(c->dir, sizeof(c->dir), "%s", e);
 	} else {
@@ -123,10 +148,10 @@ int corpus_open(struct bench_corpus *c)
 		const char *b = getenv("VMT_BUILD") ? getenv("VMT_BUILD") : "build";
 		struct stat st;
 
-		snprintf(c->dir, sizeof(c->dir), "%s%s%s/corpus/guest-6.1", b[0] == '/' ? "" : src,
-			 b[0] == '/' ? "" : "/", b);
+		snprintf(c->dir, sizeof(c->dir), "%s%s%s/corpus/%s", b[0] == '/' ? "" : src,
+			 b[0] == '/' ? "" : "/", b, name);
 		if (stat(c->dir, &st) < 0)
-			snprintf(c->dir, sizeof(c->dir), "%s/../shared/corpus/guest-6.1", src);
+			snprintf(c->dir, sizeof(c->dir), "%s/../shared/corpus/%s", src, name);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(top); i++) {
 		r = add_file(c, top[i]);
@@ -135,6 +160,7 @@ int corpus_open(struct bench_corpus *c)
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(systems); i++)
 		add_system(c, systems[i]);
+	add_syscalls(c);
 	for (unsigned cpu = 0; cpu < BENCH_CPUS; cpu++) {
 		r = load_pages(c, cpu);
 		if (r < 0)

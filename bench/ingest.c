@@ -8,6 +8,7 @@
  * target: vmtraced >= 0.9 x the drain. Also vmtraced's CPU seconds per GB.
  * vmtraced runs twice: with its rings compressed (zstd -1, the default)
  * and raw (record.compression: off).
+ * vmtb-ingest [--corpus NAME] [--vmtraced-only] [N...]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -204,6 +205,11 @@ int main(int argc, char **argv)
 	bool quick = bench_quick(), only_daemon = false;
 	int fails = 0;
 
+	if (argc > 2 && !strcmp(argv[1], "--corpus")) {
+		setenv("VMT_BENCH_CORPUS", argv[2], 1);	/* corpus_open() reads it */
+		argc -= 2;
+		argv += 2;
+	}
 	if (corpus_open(&corpus) < 0) {
 		fprintf(stderr, "vmtb-ingest: no corpus at %s\n", corpus.dir);
 		return 1;
@@ -228,9 +234,9 @@ int main(int argc, char **argv)
 		warmup_s = 1.5;
 		measure_s = 5;
 	}
-	printf("== ingest: N guests x %u CPUs, FIFO pairs, corpus pages looped (%zu + %zu pages)\n"
+	printf("== ingest: N guests x %u CPUs, FIFO pairs, corpus %s pages looped (%zu + %zu pages)\n"
 	       "   %u x %.1f s per reader, measured after %.1f s, baseline and vmtraced runs alternated\n",
-	       BENCH_CPUS, corpus.npages[0], corpus.npages[1], reps, measure_s, warmup_s);
+	       BENCH_CPUS, corpus.name, corpus.npages[0], corpus.npages[1], reps, measure_s, warmup_s);
 	printf("   baseline: vmtb-drain, one epoll loop, read() into a 64 KiB buffer; "
 	       "rates are the bytes the producers got written (GB = 1e9 B)\n");
 	printf("   vmtraced with 4 MiB rings, record.compression off (ingest-NxK-off) and zstd -1, "

@@ -186,7 +186,8 @@ static void show(const struct codec *k, const struct run *w)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: vmtb-window [--guests N] [--ring MiB] [--rate MB/s] [--seconds S]\n");
+	fprintf(stderr, "usage: vmtb-window [--guests N] [--ring MiB] [--rate MB/s] [--seconds S] "
+		"[--corpus NAME]\n");
 	return 2;
 }
 
@@ -197,6 +198,7 @@ int main(int argc, char **argv)
 		{ "ring", required_argument, NULL, 'r' },
 		{ "rate", required_argument, NULL, 'R' },
 		{ "seconds", required_argument, NULL, 's' },
+		{ "corpus", required_argument, NULL, 'c' },
 		{ 0 }
 	};
 	struct run runs[ARRAY_SIZE(codecs)];
@@ -222,6 +224,9 @@ int main(int argc, char **argv)
 		case 's':
 			measure_s = VMT_MAX(0.5, atof(optarg));
 			break;
+		case 'c':
+			setenv("VMT_BENCH_CORPUS", optarg, 1);	/* corpus_open() reads it */
+			break;
 		default:
 			return usage();
 		}
@@ -230,9 +235,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vmtb-window: no corpus at %s\n", corpus.dir);
 		return 1;
 	}
-	printf("== window: %u guest(s) x %u CPUs x %u MiB rings, corpus pages replayed at %.0f MB/s "
-	       "per guest (%.1f per CPU)\n", nguests, BENCH_CPUS, ring_mib, rate_mbs,
-	       rate_mbs / BENCH_CPUS);
+	printf("== window: %u guest(s) x %u CPUs x %u MiB rings, corpus %s (%zu + %zu pages) replayed "
+	       "at %.0f MB/s per guest (%.1f per CPU)\n", nguests, BENCH_CPUS, ring_mib, corpus.name,
+	       corpus.npages[0], corpus.npages[1], rate_mbs, rate_mbs / BENCH_CPUS);
 	printf("   each codec: stream until every guest overwrites, then status every 0.25 s for "
 	       "%.0f s; window s = pages x page size / rate\n", measure_s);
 	printf("   baseline: compression off, the same rings, in this run\n");

@@ -21,6 +21,10 @@
 #   -a ARGS    more kernel command line (vmt.load=, vmt.timeout=, vmt.agentargs=,
 #              see init.sh)
 #   -T SECS    vmt.timeout: the guest powers off after SECS (default 600)
+#   -x FILE    a host program to add to the initramfs as /bin/NAME, with its
+#              shared libraries (repeat for more; e.g. stress-ng for
+#              vmt.load=stress); such an initramfs is CACHE/initramfs-extra.cpio.gz,
+#              so the default one stays as it is
 #   -1         single-threaded TCG (-accel tcg,thread=single)
 #   -w         wait for QEMU to exit instead (still prints the pid first)
 #   -P         prepare only: fetch the kernel, build the initramfs, print
@@ -37,8 +41,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=build/guest AGENT=${VMT_AGENT:-build/vmtrace-agent} RUN="" TRANSPORT=pipe
-SMP=2 MEM=512M EVENTS='sched:*,irq:*,timer:*' APPEND="" TIMEOUT=600 ACCEL=tcg WAIT=0 PREP=0
-while getopts "c:A:r:t:s:m:e:a:T:1wPh" o; do
+SMP=2 MEM=512M EVENTS='sched:*,irq:*,timer:*' APPEND="" TIMEOUT=600 ACCEL=tcg WAIT=0 PREP=0 EXTRA=()
+while getopts "c:A:r:t:s:m:e:a:T:x:1wPh" o; do
 	case $o in
 	c) CACHE=$OPTARG ;;
 	A) AGENT=$OPTARG ;;
@@ -49,6 +53,7 @@ while getopts "c:A:r:t:s:m:e:a:T:1wPh" o; do
 	e) EVENTS=$OPTARG ;;
 	a) APPEND=$OPTARG ;;
 	T) TIMEOUT=$OPTARG ;;
+	x) EXTRA+=("$OPTARG") ;;
 	1) ACCEL=tcg,thread=single ;;
 	w) WAIT=1 ;;
 	P) PREP=1 ;;
@@ -68,10 +73,12 @@ fi
 KDIR=$CACHE/kernel
 KV=$("$HERE/kernel.sh" "$KDIR")
 INITRD=$CACHE/initramfs.cpio.gz
+[ ${#EXTRA[@]} = 0 ] || INITRD=$CACHE/initramfs-extra.cpio.gz
 # keyed on content, not dates: switching between two agent builds must rebuild
-KEY=$(cat "$AGENT" "$HERE/init.sh" "$HERE/mkinitrd.sh" | sha256sum | cut -c1-64)-$KV
+KEY=$(cat "$AGENT" "$HERE/init.sh" "$HERE/mkinitrd.sh" ${EXTRA[@]+"${EXTRA[@]}"} | sha256sum | cut -c1-64)-$KV
+[ ${#EXTRA[@]} = 0 ] || KEY="$KEY ${EXTRA[*]}"
 if [ ! -s "$INITRD" ] || [ "$(cat "$INITRD.key" 2>/dev/null)" != "$KEY" ]; then
-	"$HERE/mkinitrd.sh" "$KDIR" "$KV" "$AGENT" "$INITRD"
+	"$HERE/mkinitrd.sh" "$KDIR" "$KV" "$AGENT" "$INITRD" ${EXTRA[@]+"${EXTRA[@]}"}
 	echo "$KEY" > "$INITRD.key"
 fi
 if [ $PREP = 1 ]; then

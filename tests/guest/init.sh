@@ -21,7 +21,11 @@
 #   VMT-END                             about to power off
 #
 # Kernel command line options (all optional):
-#   vmt.load=forkloop|none   one fork/exec loop per vCPU (default forkloop)
+#   vmt.load=forkloop|stress|none
+#                            forkloop: one fork/exec loop per vCPU (default);
+#                            stress: /bin/stress-ng (boot.sh -x) in /tmp
+#   vmt.stress=A,B           stress-ng's arguments, commas for spaces (default
+#                            --cpu,1,--fork,1,--hdd,1,--hdd-bytes,8M)
 #   vmt.timeout=SECONDS      power off after this long (default 600, 0 = never)
 #   vmt.agentargs=A,B        extra agent arguments, commas for spaces (e.g. -v)
 #   vmt.tracing_on=0|1       tracing_on before the agent starts (default 0)
@@ -48,6 +52,7 @@ read UP IDLE </proc/uptime
 echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
 
 LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" KILLAG=""
+STRESS="--cpu 1 --fork 1 --hdd 1 --hdd-bytes 8M"
 for a in $(cat /proc/cmdline); do
 	case "$a" in
 	vmt.load=*) LOAD=${a#*=} ;;
@@ -57,6 +62,7 @@ for a in $(cat /proc/cmdline); do
 	vmt.trigger=*) TRIG=${a#*=} ;;
 	vmt.panic=*) PANIC=${a#*=} ;;
 	vmt.killagent=*) KILLAG=${a#*=} ;;
+	vmt.stress=*) STRESS=$(echo "${a#*=}" | tr , ' ') ;;
 	esac
 done
 
@@ -114,6 +120,11 @@ forkloop)
 		WL="$WL $!"
 		c=$((c + 1))
 	done
+	;;
+stress)
+	# its workers' files go to the tmpfs; it runs until vmt.timeout
+	(cd /tmp && exec /bin/stress-ng --temp-path /tmp --timeout 0 $STRESS) &
+	WL=" $!"
 	;;
 none) ;;
 *) echo "VMT-WARN unknown vmt.load=$LOAD" ;;

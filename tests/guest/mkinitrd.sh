@@ -1,12 +1,14 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# mkinitrd.sh KDIR KVER AGENT OUT: build the test guest's initramfs.
+# mkinitrd.sh KDIR KVER AGENT OUT [EXTRA...]: build the test guest's initramfs.
 #
 #   KDIR   a kernel tree from kernel.sh (KDIR/lib/modules/KVER, depmod'ed)
 #   KVER   its version (what kernel.sh printed)
 #   AGENT  the static vmtrace-agent binary, installed as /bin/vmtrace-agent
 #   OUT    the gzip'ed newc cpio to write
+#   EXTRA  optional host programs (a load such as stress-ng), installed as
+#          /bin/NAME with the shared libraries ldd lists, at their host paths
 #
 # Contents: busybox-static and its applets, the virtio modules in load order
 # (/lib/modules/load.list, from modprobe --show-depends), /dev/console and
@@ -37,6 +39,16 @@ for a in $("$BB" --list); do
 	[ -e "$R/bin/$a" ] || ln -s busybox "$R/bin/$a"
 done
 cp "$AGENT" "$R/bin/vmtrace-agent"
+shift 4
+for x in "$@"; do
+	[ -x "$x" ] || { echo "mkinitrd.sh: $x: not an executable" >&2; exit 1; }
+	cp "$x" "$R/bin/$(basename "$x")"
+	# "name => /path (addr)" and the loader's "/path (addr)"; vdso has no path
+	for l in $(ldd "$x" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
+		mkdir -p "$R$(dirname "$l")"
+		cp -L "$l" "$R$l"
+	done
+done
 
 # virtio_console needs virtio_ring and virtio; the PCI transport needs the
 # modern/legacy helpers. One module per modprobe call: a second name would

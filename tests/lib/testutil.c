@@ -72,22 +72,40 @@ const char *test_builddir(void)
 	return e ? e : "build";
 }
 
+const char *test_corpus_dir_named(const char *name)
+{
+	/* one slot per corpus, so that two names' paths stay valid together */
+	static struct {
+		char name[64];
+		char dir[PATH_MAX + 128];
+	} slot[4];
+	const char *b = test_builddir();
+	struct stat st;
+	size_t i;
+
+	for (i = 0; i < sizeof(slot) / sizeof(slot[0]) && slot[i].name[0]; i++)
+		if (!strcmp(slot[i].name, name))
+			break;
+	if (i == sizeof(slot) / sizeof(slot[0]) || strlen(name) >= sizeof(slot[i].name))
+		return NULL;
+	snprintf(slot[i].name, sizeof(slot[i].name), "%s", name);
+	/* unpacked by make from tests/corpus/ */
+	snprintf(slot[i].dir, sizeof(slot[i].dir), "%s%s%s/corpus/%s",
+		 b[0] == '/' ? "" : test_srcdir(), b[0] == '/' ? "" : "/", b, name);
+	if (stat(slot[i].dir, &st) == 0)
+		return slot[i].dir;
+	snprintf(slot[i].dir, sizeof(slot[i].dir), "%s/../shared/corpus/%s", test_srcdir(), name);
+	return stat(slot[i].dir, &st) ? NULL : slot[i].dir;
+}
+
 const char *test_corpus_dir(void)
 {
-	static char dir[PATH_MAX + 64];
 	const char *e = getenv("VMT_CORPUS");
 	struct stat st;
 
 	if (e)
 		return stat(e, &st) ? NULL : e;
-	/* unpacked by make from tests/corpus/ */
-	e = test_builddir();
-	snprintf(dir, sizeof(dir), "%s%s%s/corpus/guest-6.1", e[0] == '/' ? "" : test_srcdir(),
-		 e[0] == '/' ? "" : "/", e);
-	if (stat(dir, &st) == 0)
-		return dir;
-	snprintf(dir, sizeof(dir), "%s/../shared/corpus/guest-6.1", test_srcdir());
-	return stat(dir, &st) ? NULL : dir;
+	return test_corpus_dir_named("guest-6.1");
 }
 
 char *test_mkdtemp(const char *tag)

@@ -53,6 +53,10 @@ const char *test_shim_path(void);
 /* VMT_CORPUS, or BUILD/corpus/guest-6.1 (make unpacks tests/corpus/ there), or
  * ../shared/corpus/guest-6.1 beside the source tree; NULL if none is there. */
 const char *test_corpus_dir(void);
+/* BUILD/corpus/NAME (e.g. "guest-6.1-busy", tests/corpus/README.md), or
+ * ../shared/corpus/NAME beside the source tree; NULL if neither is there
+ * (or a fifth name is asked for). */
+const char *test_corpus_dir_named(const char *name);
 /* A fresh directory under $TMPDIR, removed by test_rmtree(). */
 char *test_mkdtemp(const char *tag);
 void test_rmtree(const char *path);

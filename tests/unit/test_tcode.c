@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The transcoder (lib/tcode.h): every page of the corpus, random pages and
- * mutated pages come back bit for bit; hostile encodings are refused or
- * decode to something, never read out of bounds (ASan); on the corpus the
+ * The transcoder (lib/tcode.h): every page of both corpora (guest-6.1, a
+ * fork loop; guest-6.1-busy, stress-ng with syscall events), random pages
+ * and mutated pages come back bit for bit; hostile encodings are refused or
+ * decode to something, never read out of bounds (ASan); on the corpora the
  * streams compress better than the pages do.
  */
 #include <errno.h>
@@ -68,16 +69,17 @@ static void teardown(void)
 	cpu[0] = cpu[1] = NULL;
 }
 
-/* pages -> streams -> pages, compared; the encoded length. */
-static size_t round_trip(const uint8_t *pages, uint32_t n, struct vmt_tcode_stats *st)
+/* pages -> streams -> pages with e and d, compared; the encoded length. */
+static size_t round_trip_with(struct vmt_tcode_ctx *e, struct vmt_tcode_ctx *d,
+			      const uint8_t *pages, uint32_t n, struct vmt_tcode_stats *st)
 {
 	struct vmt_buf out = { 0 };
 	uint8_t *back = malloc((size_t)n * PS);
 	size_t len;
 
 	ck_assert_ptr_nonnull(back);
-	ck_assert_int_eq(tcode_encode(enc, pages, n, &out, st), 0);
-	ck_assert_int_eq(tcode_decode(dec, out.data, out.len, back, n), 0);
+	ck_assert_int_eq(tcode_encode(e, pages, n, &out, st), 0);
+	ck_assert_int_eq(tcode_decode(d, out.data, out.len, back, n), 0);
 	for (uint32_t i = 0; i < n; i++)
 		ck_assert_msg(!memcmp(back + (size_t)i * PS, pages + (size_t)i * PS, PS),
 			      "page %u of %u differs after the round trip", i, n);
@@ -87,43 +89,124 @@ static size_t round_trip(const uint8_t *pages, uint32_t n, struct vmt_tcode_stat
 	return len;
 }
 
-START_TEST(corpus_pages_round_trip)
+static size_t round_trip(const uint8_t *pages, uint32_t n, struct vmt_tcode_stats *st)
 {
-	struct vmt_tcode_stats st = { 0 };
+	return round_trip_with(enc, dec, pages, n, st);
+}
+
+/*
+ * Every page of both CPUs of a corpus through e and d, RUN pages at a time,
+ * and zstd -1 of the pages and of the streams; prints the ratios. The
+ * transcoder's stats into *st.
+ */
+static void corpus_round_trip(const char *name, struct vmt_tcode_ctx *e, struct vmt_tcode_ctx *d,
+			      uint8_t *const pages[2], const size_t npages[2],
+			      struct vmt_tcode_stats *st)
+{
 	size_t in = 0, enc_len = 0, zraw = 0, zenc = 0;
 
-	if (!have_corpus)
-		VMT_SKIP("no corpus");
-	ck_assert_uint_gt(tcode_nevents(tc), 1000);
+	memset(st, 0, sizeof(*st));
 	for (int c = 0; c < 2; c++) {
-		for (size_t i = 0; i < ncpu_pages[c]; i += RUN) {
-			uint32_t n = (uint32_t)(ncpu_pages[c] - i < RUN ? ncpu_pages[c] - i : RUN);
-			const uint8_t *p = cpu[c] + i * PS;
+		for (size_t i = 0; i < npages[c]; i += RUN) {
+			uint32_t n = (uint32_t)(npages[c] - i < RUN ? npages[c] - i : RUN);
+			const uint8_t *p = pages[c] + i * PS;
 			struct vmt_buf out = { 0 };
 			size_t cap = ZSTD_compressBound((size_t)n * PS);
 			uint8_t *z = malloc(cap);
 
-			enc_len += round_trip(p, n, &st);
+			ck_assert_ptr_nonnull(z);
+			enc_len += round_trip_with(e, d, p, n, st);
 			in += (size_t)n * PS;
-			ck_assert_int_eq(tcode_encode(enc, p, n, &out, NULL), 0);
+			ck_assert_int_eq(tcode_encode(e, p, n, &out, NULL), 0);
 			zraw += ZSTD_compress(z, cap, p, (size_t)n * PS, 1);
 			zenc += ZSTD_compress(z, cap, out.data, out.len, 1);
 			buf_free(&out);
 			free(z);
 		}
 	}
-	printf("corpus: %zu bytes, streams %zu (%.2fx), zstd-1 of pages %.2fx, of streams %.2fx; "
-	       "%llu records, %llu events split, %llu raw, %llu predicted, %llu tails raw\n",
-	       in, enc_len, (double)in / (double)enc_len, (double)in / (double)zraw,
-	       (double)in / (double)zenc, (unsigned long long)st.records,
-	       (unsigned long long)st.events, (unsigned long long)st.events_raw,
-	       (unsigned long long)st.predicted, (unsigned long long)st.tail_raw);
+	printf("corpus %s: %zu+%zu pages, %zu bytes, streams %zu (%.2fx), zstd-1 of pages %.2fx, "
+	       "of streams %.2fx; %llu records, %llu events split, %llu raw, %llu predicted, "
+	       "%llu tails raw\n",
+	       name, npages[0], npages[1], in, enc_len, (double)in / (double)enc_len,
+	       (double)in / (double)zraw, (double)in / (double)zenc,
+	       (unsigned long long)st->records, (unsigned long long)st->events,
+	       (unsigned long long)st->events_raw, (unsigned long long)st->predicted,
+	       (unsigned long long)st->tail_raw);
+	/* the point of it: streams compress better than the pages */
+	ck_assert_msg(zenc * 5 < zraw * 4, "%s: zstd of streams %zu, of pages %zu", name, zenc, zraw);
+}
+
+START_TEST(corpus_pages_round_trip)
+{
+	struct vmt_tcode_stats st;
+
+	if (!have_corpus)
+		VMT_SKIP("no corpus");
+	ck_assert_uint_gt(tcode_nevents(tc), 1000);
+	corpus_round_trip("guest-6.1", enc, dec, cpu, ncpu_pages, &st);
 	/* what expected-event-counts.txt says the corpus holds */
 	ck_assert_uint_eq(st.events + st.events_raw, 139511);
 	ck_assert_uint_eq(st.events_raw, 0);
 	ck_assert_uint_gt(st.predicted, 0);
-	/* the point of it: streams compress better than the pages */
-	ck_assert_msg(zenc * 5 < zraw * 4, "zstd of streams %zu, of pages %zu", zenc, zraw);
+}
+END_TEST
+
+/* The sum of an expected-event-counts.txt ("  COUNT name:" lines). */
+static uint64_t expected_total(const char *dir)
+{
+	_cleanup_free_ char *data = NULL;
+	char path[4200];
+	uint64_t total = 0;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/expected-event-counts.txt", dir);
+	ck_assert_int_eq(read_file(path, 1 << 20, &data, &len), 0);
+	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n"))
+		total += strtoull(line, NULL, 10);
+	return total;
+}
+
+/* The busy guest's corpus, with its own metadata: syscall events, stress-ng
+ * workers, a disk stressor. */
+START_TEST(busy_corpus_pages_round_trip)
+{
+	const char *dir = test_corpus_dir_named("guest-6.1-busy");
+	struct vmt_buf b = { 0 };
+	struct vmt_tcode *t;
+	struct vmt_tcode_ctx *e, *d;
+	struct vmt_tcode_stats st;
+	uint8_t *pages[2] = { NULL, NULL };
+	size_t npages[2] = { 0, 0 };
+	uint64_t want;
+	char path[4200];
+
+	if (!dir)
+		VMT_SKIP("no guest-6.1-busy corpus (make tests unpacks it)");
+	snprintf(path, sizeof(path), "%s/meta", dir);
+	ck_assert_int_eq(corpus_load_meta(path, &b), 0);
+	for (int c = 0; c < 2; c++) {
+		snprintf(path, sizeof(path), "%s/pages/cpu%d.raw", dir, c);
+		ck_assert_int_eq(corpus_load_pages(path, PS, &pages[c], &npages[c]), 0);
+		ck_assert_uint_gt(npages[c], 1000);
+	}
+	ck_assert_int_eq(tcode_new(&t, b.data, b.len, PS), 0);
+	/* the agent sends the formats of the enabled systems only */
+	ck_assert_uint_gt(tcode_nevents(t), 500);
+	ck_assert_int_eq(tcode_ctx_new(&e, t), 0);
+	ck_assert_int_eq(tcode_ctx_new(&d, t), 0);
+	corpus_round_trip("guest-6.1-busy", e, d, pages, npages, &st);
+	/* what stock trace-cmd decodes from the same pages */
+	want = expected_total(dir);
+	ck_assert_uint_gt(want, 100000);
+	ck_assert_uint_eq(st.events + st.events_raw, want);
+	ck_assert_uint_eq(st.events_raw, 0);
+	ck_assert_uint_gt(st.predicted, 0);
+	tcode_ctx_free(e);
+	tcode_ctx_free(d);
+	tcode_free(t);
+	buf_free(&b);
+	free(pages[0]);
+	free(pages[1]);
 }
 END_TEST
 
@@ -285,6 +368,7 @@ int main(void)
 
 	tcase_add_checked_fixture(t, setup, teardown);
 	TEST_ADD(t, corpus_pages_round_trip);
+	TEST_ADD(t, busy_corpus_pages_round_trip);
 	TEST_ADD(t, random_and_mutated_pages_round_trip);
 	TEST_ADD(t, hostile_encodings);
 	TEST_ADD(t, odd_formats);
