@@ -16,6 +16,9 @@ B=${VMT_BUILD:-build}
 export VMT_BUILD=$B VMT_SRCDIR=$PWD
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Check's own per-case time limits stretch with the tests' deadlines: they
+# only catch a hang, and a loaded machine is slow, not hung
+export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-${VMT_TEST_TIMEOUT_SCALE:-1}}
 kinds=${*:-unit integration sandbox e2e}
 pass=0 fail=0 skip=0 failed_suites=""
 log=$(mktemp -d "${TMPDIR:-/tmp}/vmt-tests.XXXXXX")
