@@ -22,7 +22,8 @@
 #
 # The image (build/systemd-images/KEY/, or $VM_CACHE) is built once per
 # key: this script, vmexec.c, the Debian release, the base package list and
-# the dependencies of the given .debs. Those dependencies are installed into
+# the dependencies of the given .debs (the script: the functions that make
+# the image). Those dependencies are installed into
 # the image when it is built, from the same Debian archive (apt-get satisfy
 # in mmdebstrap's chroot), so that the machine needs no network: the
 # machine has none (-nic none), and `apt-get install ./x.deb` inside it
@@ -40,11 +41,18 @@ RELEASE=bookworm
 CACHE=${VM_CACHE:-$ROOT/build/systemd-images}
 # whole seconds for the shell; vmexec stretches its own waits
 SCALE=$(awk -v s="${VMT_TEST_TIMEOUT_SCALE:-1}" 'BEGIN { print (s > 1) ? int(s + 0.999) : 1 }')
-# What a test machine needs and no more: no getty, no network, no timers.
+# What a test machine needs and no more: no login, no getty, no network,
+# no timers, none of the modules and mounts a test does not use (each costs
+# seconds under TCG). tracefs stays (sys-kernel-tracing.mount).
 BASE=systemd,systemd-sysv,dbus,udev,kmod,procps,linux-image-cloud-amd64,lz4,systemd-timesyncd
 MASK="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer
  e2scrub_reap.service getty@tty1.service serial-getty@ttyS0.service systemd-timesyncd.service
- systemd-networkd-wait-online.service"
+ systemd-networkd-wait-online.service systemd-logind.service systemd-user-sessions.service
+ systemd-update-utmp.service systemd-update-utmp-runlevel.service systemd-random-seed.service
+ modprobe@dm_mod.service modprobe@fuse.service modprobe@loop.service modprobe@efi_pstore.service
+ modprobe@drm.service modprobe@configfs.service kmod-static-nodes.service systemd-pstore.service
+ sys-fs-fuse-connections.mount sys-kernel-config.mount sys-kernel-debug.mount dev-hugepages.mount
+ dev-mqueue.mount"
 CMDLINE="root=/dev/vda rw console=ttyS0 quiet loglevel=3 panic=-1 fsck.mode=skip mitigations=off
  systemd.show_status=0 net.ifnames=0"
 
@@ -83,16 +91,18 @@ image_build() {
 	local deps key out tmp vmexec t0 kv
 	deps=$(deb_deps "$@")
 	vmexec=$(vmexec_build)
-	key=$( { cat "$0" "$HERE/vmexec.c"; echo "$RELEASE $BASE"; echo "$deps"; } | sha256sum | cut -c1-16)
+	# what goes into the image: the code that makes it, not the whole script
+	key=$( { declare -f image_build image_setup initrd_build; cat "$HERE/vmexec.c"
+		echo "$RELEASE $BASE $MASK"; echo "$deps"; } | sha256sum | cut -c1-16)
 	out=$CACHE/$RELEASE-$key
 	mkdir -p "$CACHE"
 	exec 8>"$CACHE/.lock"
 	flock 8	# two suites asking for the same image build it once
 	if [ ! -s "$out/rootfs.img" ]; then
-		for t in mmdebstrap mkfs.ext4; do command -v $t >/dev/null || die "no $t (make deps)"; done
+		for t in mmdebstrap mkfs.ext4 cpio busybox; do command -v $t >/dev/null || die "no $t (make deps)"; done
 		t0=$(date +%s)
 		tmp=$out.tmp
-		rm -rf "$tmp" && mkdir -p "$tmp"
+		rm -rf "$tmp" && mkdir -p "$tmp" "$CACHE/debs"
 		log "building the image $out (log in $tmp/build.log)"
 		# initramfs: the modules to mount the root, not all of them
 		if ! mmdebstrap --variant=minbase --include="$BASE" \
@@ -101,7 +111,12 @@ image_build() {
 			--setup-hook='mkdir -p "$1/etc/initramfs-tools/conf.d"' \
 			--setup-hook='printf "MODULES=list\nCOMPRESS=lz4\n" >"$1/etc/initramfs-tools/conf.d/vm"' \
 			--setup-hook='printf "virtio_pci\nvirtio_blk\next4\n" >"$1/etc/initramfs-tools/modules"' \
+			--skip=download/empty --skip=essential/unlink \
+			--setup-hook="mkdir -p \"\$1/var/cache/apt/archives\"" \
+			--setup-hook="sync-in '$CACHE/debs' /var/cache/apt/archives/" \
 			${deps:+--customize-hook="chroot \"\$1\" apt-get satisfy -y -q --no-install-recommends '$(echo "$deps" | paste -sd, | sed 's/,/, /g')'"} \
+			--customize-hook="sync-out /var/cache/apt/archives '$CACHE/debs'" \
+			--customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb' \
 			"$RELEASE" "$tmp/root" >"$tmp/build.log" 2>&1; then
 			tail -20 "$tmp/build.log" >&2
 			die "mmdebstrap failed (see $tmp/build.log)"
@@ -109,7 +124,7 @@ image_build() {
 		image_setup "$tmp/root" "$vmexec"
 		kv=$(cd "$tmp/root/boot" && ls vmlinuz-* | sed 's/^vmlinuz-//' | sort -V | tail -1)
 		cp "$tmp/root/boot/vmlinuz-$kv" "$tmp/vmlinuz"
-		cp "$tmp/root/boot/initrd.img-$kv" "$tmp/initrd.img"
+		initrd_build "$tmp/root" "$kv" "$tmp/initrd.img"
 		# room for the packages installed at `up`, in a sparse file
 		mkfs.ext4 -q -L vmroot -d "$tmp/root" "$tmp/rootfs.img" \
 			$(( $(du -sm "$tmp/root" | cut -f1) + 1024 ))M >>"$tmp/build.log" 2>&1 ||
@@ -120,6 +135,36 @@ image_build() {
 	fi
 	exec 8>&-
 	echo "$out"
+}
+
+# Debian's initramfs takes ~10 s under TCG (udev, scripts) to do what
+# matters here: load virtio_pci and virtio_blk, mount /dev/vda (ext4 is
+# built in). This one does that with busybox, in well under a second.
+initrd_build() {	# root kver out
+	local r=$1 t f
+	t=$(mktemp -d "${TMPDIR:-/tmp}/vm-initrd.XXXXXX")
+	mkdir -p "$t/bin" "$t/dev" "$t/proc" "$t/sys" "$t/root" "$t/m"
+	cp /bin/busybox "$t/bin/busybox"
+	for f in $(for m in virtio_pci virtio_blk; do modprobe -d "$r" -S "$2" --show-depends $m; done |
+		awk '$1 == "insmod" && !seen[$2]++ { print $2 }'); do
+		[ -e "$f" ] || f=$r$f
+		cp "$f" "$t/m/" && echo "${f##*/}" >>"$t/m/list"
+	done
+	cat >"$t/init" <<-'EOF'
+	#!/bin/busybox sh
+	/bin/busybox --install -s /bin
+	mount -t proc proc /proc && mount -t sysfs sysfs /sys && mount -t devtmpfs devtmpfs /dev
+	for m in $(cat /m/list); do insmod /m/$m; done
+	i=0
+	while [ ! -b /dev/vda ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+	mount -t ext4 -o rw /dev/vda /root || { echo "initrd: cannot mount /dev/vda"; sleep 5; poweroff -f; }
+	umount /proc /sys /dev
+	exec switch_root /root /sbin/init
+	EOF
+	chmod 755 "$t/init"
+	mknod "$t/dev/console" c 5 1
+	(cd "$t" && find . | cpio -o -H newc --quiet | gzip -1) >"$3"
+	rm -rf "$t"
 }
 
 # What makes the root a quick test machine, written from the host.
@@ -152,6 +197,7 @@ image_setup() {	# root vmexec
 	od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$r/etc/machine-id"
 	echo >>"$r/etc/machine-id"
 	echo '/dev/vda / ext4 rw 0 0' >"$r/etc/fstab"
+	ln -sf /lib/systemd/system/multi-user.target "$r/etc/systemd/system/default.target"
 }
 
 alive() { [ -s "$1/qemu.pid" ] && grep -qs '^qemu-system' "/proc/$(cat "$1/qemu.pid")/comm"; }
@@ -190,7 +236,7 @@ cmd_up() {
 	: >"$dir/console.log"
 	# snapshot=on: QEMU's overlay goes to TMPDIR, in DIR; the image stays clean
 	TMPDIR=$dir setsid qemu-system-x86_64 -name vmsh,debug-threads=on -machine pc -accel tcg \
-		-smp "$smp" -m "$mem" -display none -vga none -no-reboot -nic none \
+		-smp "$smp" -m "$mem" -nodefaults -display none -no-reboot -nic none \
 		-serial "file:$dir/console.log" -monitor "unix:$dir/monitor,server=on,wait=off" \
 		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$(echo $CMDLINE)" \
 		-drive "file=$img/rootfs.img,format=raw,if=virtio,snapshot=on,cache=unsafe" \
@@ -216,7 +262,7 @@ up_finish() {	# dir deb...
 		paths+=("/var/tmp/vm-debs/${d##*/}")
 	done
 	"$VMEXEC" run "$dir" -- env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-		--no-install-recommends --no-download "${paths[@]}" >&2 || { log "apt-get install failed"; return 1; }
+		--no-install-recommends "${paths[@]}" >&2 || { log "apt-get install failed"; return 1; }
 	wait_running "$dir" 120 || { log "not running after the install"; return 1; }
 }
 
@@ -224,7 +270,7 @@ cmd_down() {
 	local dir=${1:?usage: vm.sh down DIR} pid i
 	alive "$dir" || { rm -f "$dir/qemu.pid"; return 0; }
 	pid=$(cat "$dir/qemu.pid")
-	"$(vmexec_build)" run -w 10 -t 30 "$dir" -- systemctl poweroff --no-block >/dev/null 2>&1 || kill "$pid"
+	"$(vmexec_build)" run -w 10 -t 30 "$dir" -- systemctl poweroff --no-block >/dev/null 2>&1 || kill "$pid" 2>/dev/null || true
 	for ((i = 0; i < 600 * SCALE; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
