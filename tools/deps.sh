@@ -8,10 +8,12 @@
 # prometheus is there for promtool (test_ctl checks vmtracectl metrics with
 # it); on a host run by systemd its postinst also starts the server (port
 # 9090): `systemctl disable --now prometheus` if that is not wanted.
+# mmdebstrap and e2fsprogs build tests/systemd/vm.sh's Debian image (its
+# kernel is installed into the image from the archive, not on this host).
 set -eu
 PKGS="make gcc pkg-config libsystemd-dev libnats-dev libssl-dev nats-server nodejs libtracefs-dev libtraceevent-dev libtracecmd-dev
 libbpf-dev bpftool clang llvm libzstd-dev liblz4-dev zstd libyaml-dev check trace-cmd
-qemu-system-x86 busybox-static cpio kmod systemd libc6-dev libclang-rt-14-dev
+qemu-system-x86 busybox-static cpio kmod systemd libc6-dev libclang-rt-14-dev mmdebstrap e2fsprogs
 kernelshark xvfb imagemagick stress-ng libcap-dev libseccomp-dev python3
 dpkg-dev debhelper lintian prometheus
 libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev libxml2-dev"
