@@ -290,6 +290,13 @@ static int npm_get(const struct cluster *c, int node, const char *name, const ch
 			c->n[node].port, name, out, out);
 }
 
+static bool outage_kill(void)
+{
+	const char *e = getenv("VMT_FLEET_OUTAGE_KILL");
+
+	return e && !strcmp(e, "1");
+}
+
 static const char *ctl(void)
 {
 	static char p[600];
@@ -406,8 +413,10 @@ START_TEST(label_dump_two_hosts_bucket_outages)
 	 * reads chunks until the server's num_pending is 0, our fetch counts
 	 * the meta's chunks; the check below tells them apart should it come
 	 * back). A node killed is the case above. */
-	node_signal(&c, 1, SIGTERM);
-	node_signal(&c, 2, SIGTERM);
+	/* VMT_FLEET_OUTAGE_KILL=1 (tests/tools/fleet-outage-loop.sh): all
+	 * three SIGKILLed, the case that question is about */
+	node_signal(&c, 1, outage_kill() ? SIGKILL : SIGTERM);
+	node_signal(&c, 2, outage_kill() ? SIGKILL : SIGTERM);
 	wait_fleet_state(&a.d, "connecting");
 	up = itest_num(&a.d, NULL, "fleet_uploaded");
 	itest_dump_one(&a.d, "g1", sample, sizeof(sample));
@@ -452,7 +461,11 @@ START_TEST(label_dump_two_hosts_bucket_outages)
 				    ctl(), a.d.conf, c.dir, objc, sample, c.dir,
 				    strrchr(sample, '/') + 1);
 
-		ck_abort_msg("npm reader failed (see %s.node); vmtracectl fleet fetch: %s", got,
+		/* the meta against the chunks the stream holds (VMT_KEEP keeps it) */
+		itest_sh("VMT_NPM=%s node %s/tests/tools/fleet-inspect.mjs nats://127.0.0.1:%d vmt good "
+			 "vmtrace '%s' >%s.inspect 2>&1", npm_dir(), test_srcdir(), c.n[1].port, objc,
+			 got);
+		ck_abort_msg("npm reader failed (see %s.node, .inspect); vmtracectl fleet fetch: %s", got,
 			     ours == 0 ? "identical" : "failed too");
 	}
 	ck_assert_int_eq(itest_sh("cmp -s '%s' '%s'", sample, got), 0);
