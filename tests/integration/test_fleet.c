@@ -695,6 +695,60 @@ START_TEST(queue_max_backlog_in_passes)
 }
 END_TEST
 
+/*
+ * A chunk stored twice (natsshim.so makes the daemon's first js_Publish
+ * twice, which is what a publish that timed out and was stored later
+ * leaves next to its retry): the uploader finds the stream holding more
+ * than it wrote, writes no marker, purges those chunks and uploads again;
+ * the npm reader, which reads every message on the chunk subject, then
+ * reads the object whole.
+ */
+START_TEST(upload_checked_before_marked)
+{
+	struct cluster c;
+	struct itest_run r;
+	char shim[700], asan[600], sample[600], aux[300], obj[400], got[800], path[800];
+	const char *a = getenv("ASAN_OPTIONS");
+
+	ITEST_NEED_INPUT(in);
+	/* next to BUILD/npm, made absolute there */
+	snprintf(shim, sizeof(shim), "%.*s/tests/tools/natsshim.so",
+		 (int)(strrchr(npm_dir(), '/') - npm_dir()), npm_dir());
+	if (access(shim, R_OK) != 0)
+		VMT_SKIP("%s missing (make tests builds it)", shim);
+	/* this test's process only (Check forks one a test): the daemon
+	 * inherits them; the shim comes ahead of a sanitizer runtime */
+	snprintf(asan, sizeof(asan), "%s%sverify_asan_link_order=0", a ? a : "", a && *a ? ":" : "");
+	setenv("ASAN_OPTIONS", asan, 1);
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("VMT_NATS_DUP", "1", 1);
+	one_node_host(&c, &r, "fleetdup", "hostG", "", NULL, NULL);
+	unsetenv("LD_PRELOAD");
+	unsetenv("VMT_NATS_DUP");
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	wait_fleet_drained(&r.d, 2);	/* the aux file (uploaded first) and the sample */
+	ck_assert_msg(testd_log_count(&r.d, "natsshim: js_Publish 1 on $O.vmtrace.C.") == 1,
+		      "no chunk made twice (log %s)", r.d.log);
+	ck_assert_msg(testd_log_count(&r.d, " messages on its chunk subject, ") == 1,
+		      "the extra chunk not seen (log %s)", r.d.log);
+	ck_assert_uint_ge(itest_num(&r.d, NULL, "fleet_upload_failures"), 1);
+	/* both read whole by the npm client, the aux file first (the one made twice) */
+	ck_assert_int_eq(run_out(aux, sizeof(aux), "cd %s/g1 && ls aux-*.vmtaux", r.d.state), 0);
+	aux[strcspn(aux, "\n")] = 0;
+	snprintf(obj, sizeof(obj), "hostG/g1/%s", aux);
+	snprintf(got, sizeof(got), "%s/aux.got", c.dir);
+	ck_assert_msg(npm_get(&c, 0, obj, got) == 0, "npm reader failed: see %s.node", got);
+	snprintf(path, sizeof(path), "%s/g1/%s", r.d.state, aux);
+	ck_assert_int_eq(itest_sh("cmp -s '%s' '%s'", path, got), 0);
+	snprintf(obj, sizeof(obj), "hostG/g1/%s", strrchr(sample, '/') + 1);
+	snprintf(got, sizeof(got), "%s/sample.got", c.dir);
+	ck_assert_msg(npm_get(&c, 0, obj, got) == 0, "npm reader failed: see %s.node", got);
+	ck_assert_int_eq(itest_sh("cmp -s '%s' '%s'", sample, got), 0);
+	itest_run_end(&r);
+	cluster_stop(&c);
+}
+END_TEST
+
 START_TEST(retention_keeps_unuploaded)
 {
 	struct itest_run r;
@@ -727,6 +781,7 @@ int main(void)
 	TEST_ADD(t, retention_keeps_unuploaded);
 	TEST_ADD(t, reload_new_labels_hand_over);
 	TEST_ADD(t, queue_max_backlog_in_passes);
+	TEST_ADD(t, upload_checked_before_marked);
 	TEST_ADD(t, label_dump_two_hosts_bucket_outages);
 	tcase_set_timeout(t, 600);
 	suite_add_tcase(s, t);
