@@ -9,6 +9,7 @@
 // put, ADR-20); raw: the writer does what daemon/fleet.c upload() did
 // (chunks with a JetStream publish each, then the meta with Nats-Rollup:
 // sub; a failed attempt is left as it is, the next one takes a new nuid).
+// VMT_REPRO_STEPDOWN=1 moves the stream's leader right after that write.
 // Prints a line a run, a closing line "repro: N runs, M mismatches, ...", and
 // for a mismatch what the stream holds (tests/tools/fleet-inspect.mjs).
 import { createRequire } from "module";
@@ -65,13 +66,16 @@ async function cluster(rdir) {
 function start(x) {
   const fd = openSync(x.log, "a");
   x.proc = spawn("nats-server", ["-c", x.conf], { stdio: ["ignore", fd, fd] });
-  x.exited = new Promise((r) => x.proc.on("exit", r));
+  live.add(x);
+  x.exited = new Promise((r) => x.proc.on("exit", () => { live.delete(x); r(); }));
 }
 
 async function waitHealthy(x) {
-  const end = Date.now() + 60000;
+  // after three SIGKILLs a 2.9 stream may stay without a leader ("has NO
+  // quorum, stalled") for a minute or more on a loaded machine
+  const end = Date.now() + 300000;
   while (!(await healthy(x.mport))) {
-    if (Date.now() > end) throw new Error(`n${x.conf} not healthy`);
+    if (Date.now() > end) throw new Error(`${x.conf}: not healthy in 300 s`);
     await sleep(20);
   }
 }
@@ -108,9 +112,10 @@ async function write(nc, os, name, data) {
     tries++;
     try {
       if (mode === "raw") await rawPut(nc.jetstream(), "vmtrace", name, data);
-      else await os.put({ name }, (async function* () { yield data; })());
+      else await os.putBlob({ name }, data);
       return tries;
     } catch (e) {
+      if (tries >= 40) throw new Error(`${name}: not written after ${tries} tries: ${e.message}`);
       await sleep(wait);
       wait = Math.min(wait * 2, 10000);
     }
@@ -132,6 +137,8 @@ async function readBack(port, name, want) {
 }
 
 let mism = 0, other = 0;
+const live = new Set();
+process.on("exit", () => { for (const x of live) x.proc.kill("SIGKILL"); });
 for (let run = 1; run <= runs; run++) {
   const rdir = `${dir}/run-${run}`;
   rmSync(rdir, { recursive: true, force: true });
@@ -158,6 +165,10 @@ for (let run = 1; run <= runs; run++) {
   n.forEach(start);
   for (const x of n) await waitHealthy(x);
   const tries = await w;
+  // VMT_REPRO_STEPDOWN=1: the stream's leader moved at once, the reads
+  // follow without waiting (a reader meeting a leader that just took over)
+  if (process.env.VMT_REPRO_STEPDOWN === "1")
+    await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.OBJ_vmtrace", "", { timeout: 5000 }).catch(() => {});
   const res = [];
   let bad = false;
   for (const o of objs) {
