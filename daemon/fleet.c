@@ -622,6 +622,8 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 			got += k;
 		if (got < 0 || (got < CHUNK && k < 0)) {
 			r = -errno;
+			if (chunks)
+				upload_purge(f, nc, js, csubj);
 			goto out;
 		}
 		if (!got)
