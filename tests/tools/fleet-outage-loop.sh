@@ -5,7 +5,8 @@
 # own that is kept when the run fails (its servers' logs, the npm
 # reader's output, and <obj>.inspect: the meta against the chunks the
 # stream holds). Prints a line a run and a closing line:
-#   outage loop: N runs, P passed, F failed (digest mismatches: M)
+#   outage loop: N runs, P passed, F failed (digest mismatches: M; runs
+#   where the uploader found an object not whole and uploaded it again: C)
 # Usage: tests/tools/fleet-outage-loop.sh [N] [OUTDIR]   (N default 100)
 # VMT_BUILD names the build (default build/san); run from anywhere. The
 # test's deadlines are stretched 4 times (VMT_TEST_TIMEOUT_SCALE) unless
@@ -21,7 +22,7 @@ export VMT_TEST_TIMEOUT_SCALE=${VMT_TEST_TIMEOUT_SCALE:-4}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 [ -x "$B/tests/test_fleet" ] || { echo "no $B/tests/test_fleet (make O=$B tests)"; exit 2; }
 mkdir -p "$out"
-pass=0 fail=0 mism=0
+pass=0 fail=0 mism=0 checks=0
 
 # Pids of live processes whose environment holds VMT_SUITE_TAG=$1.
 tagged_pids() {
@@ -44,6 +45,13 @@ for i in $(seq 1 "$n"); do
 	# a failed run leaves its servers and daemons: ended by pid
 	for p in $(tagged_pids "$tag"); do kill -9 "$p" 2>/dev/null; done
 	secs=$(($(date +%s) - start))
+	# the uploader's check (daemon/fleet.c upload_verify) finding the
+	# stream not holding an object whole: said for every run
+	fired=$(cat "$tmp"/vmt-host*/vmtraced.log 2>/dev/null | grep -c ' messages on its chunk subject, ')
+	if [ "$fired" != 0 ]; then
+		checks=$((checks + 1))
+		grep -h ' messages on its chunk subject, ' "$tmp"/vmt-host*/vmtraced.log | sed 's/^/    /'
+	fi
 	if [ $rc = 0 ] && grep -q '^100%: Checks: 1, Failures: 0, Errors: 0' "$tmp/check.log"; then
 		pass=$((pass + 1))
 		echo "run $i: ok (${secs}s)"
@@ -60,5 +68,6 @@ for i in $(seq 1 "$n"); do
 		[ -n "$ins" ] && sed 's/^/    /' "$ins"
 	fi
 done
-echo "outage loop: $n runs, $pass passed, $fail failed (digest mismatches: $mism)"
+echo "outage loop: $n runs, $pass passed, $fail failed (digest mismatches: $mism;" \
+	"runs where the uploader found an object not whole and uploaded it again: $checks)"
 [ $fail = 0 ]
