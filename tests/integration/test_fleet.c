@@ -409,11 +409,13 @@ START_TEST(label_dump_two_hosts_bucket_outages)
 	/* every node down: the dump is written and waits. n2 and n3 are
 	 * stopped (SIGTERM), not killed: after three SIGKILLs a 2.9 stream
 	 * may stay without a leader ("has NO quorum, stalled") for a minute
-	 * or more, past this test's deadlines on a loaded machine. Once the
-	 * npm reader found a wrong digest in that case (issue 23): it is run
-	 * in a loop by tests/tools/fleet-outage-loop.sh (VMT_FLEET_OUTAGE_KILL
-	 * =1 kills them), and the uploader now checks the stream holds the
-	 * object whole before its marker. A node killed is the case above. */
+	 * or more, past this test's deadlines on a loaded machine; and the
+	 * npm reader may then find a wrong digest (issue 23: 1 run in 240 of
+	 * tests/tools/fleet-outage-loop.sh, VMT_FLEET_OUTAGE_KILL=1): the
+	 * stream's leader held the object whole, a second read was right, and
+	 * the failed read's ordered consumer was on n1, the replica down
+	 * longest, still catching up (2.9 puts an R1 consumer on any replica;
+	 * nats.js stops at its pending 0). A node killed is the case above. */
 	node_signal(&c, 1, outage_kill() ? SIGKILL : SIGTERM);
 	node_signal(&c, 2, outage_kill() ? SIGKILL : SIGTERM);
 	wait_fleet_state(&a.d, "connecting");

@@ -24,6 +24,9 @@ const { connect, headers, JSONCodec, nuid } = require("nats");
 const [dir, runsArg, mode = "put"] = process.argv.slice(2);
 const runs = Number(runsArg || 1);
 const CHUNK = 128 * 1024;
+// objects of SIZE to 2 SIZE bytes (VMT_REPRO_SIZE, default 2 MB: the size
+// of test_fleet's samples, which a lagging replica takes a while to catch up)
+const SIZE = Number(process.env.VMT_REPRO_SIZE || 2000000);
 // base64url with its padding, as nats.js names a meta subject
 const b64 = (s) => Buffer.from(s).toString("base64").replace(/\+/g, "-").replace(/\//g, "_");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -139,6 +142,7 @@ async function readBack(port, name, want) {
 let mism = 0, other = 0;
 const live = new Set();
 process.on("exit", () => { for (const x of live) x.proc.kill("SIGKILL"); });
+for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => process.exit(1));
 for (let run = 1; run <= runs; run++) {
   const rdir = `${dir}/run-${run}`;
   rmSync(rdir, { recursive: true, force: true });
@@ -151,7 +155,7 @@ for (let run = 1; run <= runs; run++) {
   const os = await nc.jetstream().views.os("vmtrace", { replicas: 3 });
   const objs = [];
   const obj = (tag) => {
-    const o = { name: `host/g1/${tag}-${run}.vmts`, data: randomBytes(200000 + Math.floor(Math.random() * 400000)) };
+    const o = { name: `host/g1/${tag}-${run}.vmts`, data: randomBytes(SIZE + Math.floor(Math.random() * SIZE)) };
     objs.push(o);
     return o;
   };
@@ -171,6 +175,9 @@ for (let run = 1; run <= runs; run++) {
     await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.OBJ_vmtrace", "", { timeout: 5000 }).catch(() => {});
   const res = [];
   let bad = false;
+  // the object written after the restart first, at once (the moment a
+  // replica that was down longest may still be catching up)
+  objs.unshift(objs.pop());
   for (const o of objs) {
     // a read that times out (a loaded machine) is tried again; a digest
     // that does not match is not
