@@ -610,10 +610,83 @@ static void sample_headers(int fd, char *out, size_t n)
 		 "\"Vmt-Window-Since-Ns\":[\"%" PRIu64 "\"]", reasons, s.created_ns, s.window_since_ns);
 }
 
+/* Best effort: the chunks of an attempt that failed, gone (ADR-20 says a
+ * writer purges them); while disconnected it would only wait for the
+ * request's timeout, so it is left to a later purge of the bucket. */
+static void upload_purge(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, const char *csubj)
+{
+	char stream[80];
+	jsOptions o;
+	jsErrCode jerr = 0;
+
+	if (natsConnection_Status(nc) != NATS_CONN_STATUS_CONNECTED)
+		return;
+	snprintf(stream, sizeof(stream), "OBJ_%s", f->conf.bucket);
+	jsOptions_Init(&o);
+	o.Stream.Purge.Subject = csubj;
+	js_PurgeStream(js, stream, &o, &jerr);
+}
+
+/*
+ * Whether the stream holds the object whole, asked of the stream's leader
+ * before the marker says so: its chunk subject holds exactly the chunks
+ * whose publishes were acknowledged, and the meta that stands on its meta
+ * subject is the one just written (its sequence). An acknowledged publish
+ * is stored, but after servers are killed a publish that timed out may
+ * still be stored later, and a reader (nats.js) reads every message on
+ * the chunk subject, not `chunks` of them. -EIO: it does not hold it
+ * whole; -EAGAIN: it could not be asked.
+ */
+static int upload_verify(struct vmt_fleet *f, jsCtx *js, const char *name, const char *csubj,
+			 uint64_t chunks, const char *msubj, uint64_t mseq)
+{
+	static uint64_t last_log;	/* the uploader thread's only */
+	char stream[80];
+	jsOptions o;
+	jsStreamInfo *si = NULL;
+	natsMsg *m = NULL;
+	jsErrCode jerr = 0;
+	uint64_t held = 0, standing = 0;
+	natsStatus s;
+
+	snprintf(stream, sizeof(stream), "OBJ_%s", f->conf.bucket);
+	jsOptions_Init(&o);
+	o.Stream.Info.SubjectsFilter = csubj;
+	s = js_GetStreamInfo(&si, js, stream, &o, &jerr);
+	if (s == NATS_OK && si->State.Subjects)
+		for (int i = 0; i < si->State.Subjects->Count; i++)
+			if (!strcmp(si->State.Subjects->List[i].Subject, csubj))
+				held = si->State.Subjects->List[i].Msgs;
+	jsStreamInfo_Destroy(si);
+	if (s == NATS_OK)
+		s = js_GetLastMsg(&m, js, stream, msubj, NULL, &jerr);
+	if (s == NATS_OK)
+		standing = natsMsg_GetSequence(m);
+	natsMsg_Destroy(m);
+	if (s != NATS_OK) {
+		set_error(f, "upload: asking the stream what it holds", s);
+		return -EAGAIN;	/* not known: nothing purged */
+	}
+	if (held == chunks && standing == mseq)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	snprintf(f->st.error, sizeof(f->st.error), "upload: %s: the stream holds %" PRIu64 " messages "
+		 "on its chunk subject, %" PRIu64 " written; its meta is at %" PRIu64 ", %" PRIu64
+		 " written (uploaded again)", name, held, chunks, standing, mseq);
+	if (!last_log || now_monotonic_ns() - last_log > LOG_EVERY_NS) {
+		last_log = now_monotonic_ns();
+		log_warning("fleet: %s (logged once a minute)", f->st.error);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return -EIO;
+}
+
 static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, const char *guest,
 		  const char *file, bool sample)
 {
-	char subj[512], id[23], name[300], ename[420], digest[64], meta[8192], hdrs[2400], mt[40];
+	char subj[512], csubj[512], id[23], name[300], ename[420], digest[64], meta[8192], hdrs[2400];
+	char mt[40];
+	jsPubAck *pa = NULL;
 	uint8_t *buf = NULL, sha[32];
 	unsigned shalen = 0;
 	uint64_t size = 0, chunks = 0;
@@ -635,7 +708,7 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 		goto out;
 	}
 	nuid(id);
-	snprintf(subj, sizeof(subj), "$O.%s.C.%s", f->conf.bucket, id);
+	snprintf(csubj, sizeof(csubj), "$O.%s.C.%s", f->conf.bucket, id);
 	for (;;) {
 		ssize_t got = 0, k;
 
@@ -643,14 +716,17 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 			got += k;
 		if (got < 0 || (got < CHUNK && k < 0)) {
 			r = -errno;
+			if (chunks)
+				upload_purge(f, nc, js, csubj);
 			goto out;
 		}
 		if (!got)
 			break;
 		EVP_DigestUpdate(md, buf, (size_t)got);
-		s = js_Publish(NULL, js, subj, buf, (int)got, NULL, &jerr);
+		s = js_Publish(NULL, js, csubj, buf, (int)got, NULL, &jerr);
 		if (s != NATS_OK) {
 			set_error(f, "upload", s);
+			upload_purge(f, nc, js, csubj);
 			r = -EIO;
 			goto out;
 		}
@@ -680,10 +756,17 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 	if (s == NATS_OK)
 		s = natsMsgHeader_Set(msg, "Nats-Rollup", "sub");
 	if (s == NATS_OK)
-		s = js_PublishMsg(NULL, js, msg, NULL, &jerr);
+		s = js_PublishMsg(&pa, js, msg, NULL, &jerr);
 	if (s != NATS_OK) {
+		/* its chunks stay: a meta that timed out may still be stored */
 		set_error(f, "upload", s);
 		r = -EIO;
+		goto out;
+	}
+	r = upload_verify(f, js, name, csubj, chunks, subj, pa->Sequence);
+	if (r < 0) {
+		if (r == -EIO)
+			upload_purge(f, nc, js, csubj);	/* not whole, or not the one that stands */
 		goto out;
 	}
 	/* the marker: the backlog is what has none */
@@ -713,6 +796,7 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 		natsConnection_PublishString(nc, subj, meta);
 	}
 out:
+	jsPubAck_Destroy(pa);
 	natsMsg_Destroy(msg);
 	EVP_MD_CTX_free(md);
 	free(buf);

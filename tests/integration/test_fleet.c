@@ -31,6 +31,15 @@
 
 static struct itest_input in;
 
+/* VMT_FLEET_OUTAGE_KILL=1: the all-nodes-down case SIGKILLs (for
+ * tests/tools/fleet-outage-loop.sh, outside make check) */
+static bool outage_kill(void)
+{
+	const char *e = getenv("VMT_FLEET_OUTAGE_KILL");
+
+	return e && !strcmp(e, "1");
+}
+
 static void local_path(const struct itest_run *r, const char *object, char *out, size_t n)
 {
 	const char *file = strrchr(object, '/');
@@ -96,14 +105,17 @@ START_TEST(label_dump_two_hosts_bucket_outages)
 	ftest_wait_fleet_drained(&a.d, up + 1);
 
 	/* every node down: the dump is written and waits. n2 and n3 are
-	 * stopped (SIGTERM), not killed: once in about a dozen runs, after all
-	 * three had been SIGKILLed, the npm reader found the digest of the
-	 * object uploaded after the restart wrong (cause not found; nats.js
-	 * reads chunks until the server's num_pending is 0, our fetch counts
-	 * the meta's chunks; the check below tells them apart should it come
-	 * back). A node killed is the case above. */
-	ftest_node_signal(&c, 1, SIGTERM);
-	ftest_node_signal(&c, 2, SIGTERM);
+	 * stopped (SIGTERM), not killed: after three SIGKILLs a 2.9 stream
+	 * may stay without a leader ("has NO quorum, stalled") for a minute
+	 * or more, past this test's deadlines on a loaded machine; and the
+	 * npm reader may then find a wrong digest (issue 23: 1 run in 240 of
+	 * tests/tools/fleet-outage-loop.sh, VMT_FLEET_OUTAGE_KILL=1): the
+	 * stream's leader held the object whole, a second read was right, and
+	 * the failed read's ordered consumer was on n1, the replica down
+	 * longest, still catching up (2.9 puts an R1 consumer on any replica;
+	 * nats.js stops at its pending 0). A node killed is the case above. */
+	ftest_node_signal(&c, 1, outage_kill() ? SIGKILL : SIGTERM);
+	ftest_node_signal(&c, 2, outage_kill() ? SIGKILL : SIGTERM);
 	ftest_wait_fleet_state(&a.d, "connecting");
 	up = itest_num(&a.d, NULL, "fleet_uploaded");
 	itest_dump_one(&a.d, "g1", sample, sizeof(sample));
@@ -144,12 +156,22 @@ START_TEST(label_dump_two_hosts_bucket_outages)
 	snprintf(got, sizeof(got), "%s/npm-after.vmts", c.dir);
 	if (ftest_npm_get(&c, 1, objc, got) != 0) {
 		/* what the bucket holds, read by our own client (counts chunks) */
+		char again[820];
 		int ours = itest_sh("%s fleet fetch -c %s -o %s/ours '%s' >&2 && cmp '%s' %s/ours/g1/%s",
 				    ftest_ctl(), a.d.conf, c.dir, objc, sample, c.dir,
 				    strrchr(sample, '/') + 1);
 
-		ck_abort_msg("npm reader failed (see %s.node); vmtracectl fleet fetch: %s", got,
-			     ours == 0 ? "identical" : "failed too");
+		/* the meta against the chunks the stream holds (VMT_KEEP keeps it) */
+		itest_sh("VMT_NPM=%s node %s/tests/tools/fleet-inspect.mjs nats://127.0.0.1:%d vmt good "
+			 "vmtrace '%s' >%s.inspect 2>&1", ftest_npm_dir(), test_srcdir(), c.n[1].port, objc,
+			 got);
+		/* read again: a transient view of the server, or what it stores */
+		snprintf(again, sizeof(again), "%s.again", got);
+		ck_abort_msg("npm reader failed (see %s.node, .inspect); vmtracectl fleet fetch: %s; "
+			     "the npm reader again: %s", got, ours == 0 ? "identical" : "failed too",
+			     ftest_npm_get(&c, 1, objc, again) == 0 && itest_sh("cmp -s '%s' '%s'", sample,
+										 again) == 0 ?
+			     "identical" : "failed too");
 	}
 	ck_assert_int_eq(itest_sh("cmp -s '%s' '%s'", sample, got), 0);
 
@@ -381,6 +403,60 @@ START_TEST(queue_max_backlog_in_passes)
 }
 END_TEST
 
+/*
+ * A chunk stored twice (natsshim.so makes the daemon's first js_Publish
+ * twice, which is what a publish that timed out and was stored later
+ * leaves next to its retry): the uploader finds the stream holding more
+ * than it wrote, writes no marker, purges those chunks and uploads again;
+ * the npm reader, which reads every message on the chunk subject, then
+ * reads the object whole.
+ */
+START_TEST(upload_checked_before_marked)
+{
+	struct ftest_cluster c;
+	struct itest_run r;
+	char shim[700], asan[600], sample[600], aux[300], obj[400], got[800], path[800];
+	const char *a = getenv("ASAN_OPTIONS");
+
+	ITEST_NEED_INPUT(in);
+	/* next to BUILD/npm, made absolute there */
+	snprintf(shim, sizeof(shim), "%.*s/tests/tools/natsshim.so",
+		 (int)(strrchr(ftest_npm_dir(), '/') - ftest_npm_dir()), ftest_npm_dir());
+	if (access(shim, R_OK) != 0)
+		VMT_SKIP("%s missing (make tests builds it)", shim);
+	/* this test's process only (Check forks one a test): the daemon
+	 * inherits them; the shim comes ahead of a sanitizer runtime */
+	snprintf(asan, sizeof(asan), "%s%sverify_asan_link_order=0", a ? a : "", a && *a ? ":" : "");
+	setenv("ASAN_OPTIONS", asan, 1);
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("VMT_NATS_DUP", "1", 1);
+	one_node_host(&c, &r, "fleetdup", "hostG", "", NULL, NULL);
+	unsetenv("LD_PRELOAD");
+	unsetenv("VMT_NATS_DUP");
+	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
+	ftest_wait_fleet_drained(&r.d, 2);	/* the aux file (uploaded first) and the sample */
+	ck_assert_msg(testd_log_count(&r.d, "natsshim: js_Publish 1 on $O.vmtrace.C.") == 1,
+		      "no chunk made twice (log %s)", r.d.log);
+	ck_assert_msg(testd_log_count(&r.d, " messages on its chunk subject, ") == 1,
+		      "the extra chunk not seen (log %s)", r.d.log);
+	ck_assert_uint_ge(itest_num(&r.d, NULL, "fleet_upload_failures"), 1);
+	/* both read whole by the npm client, the aux file first (the one made twice) */
+	ck_assert_int_eq(ftest_run_out(aux, sizeof(aux), "cd %s/g1 && ls aux-*.vmtaux", r.d.state), 0);
+	aux[strcspn(aux, "\n")] = 0;
+	snprintf(obj, sizeof(obj), "hostG/g1/%s", aux);
+	snprintf(got, sizeof(got), "%s/aux.got", c.dir);
+	ck_assert_msg(ftest_npm_get(&c, 0, obj, got) == 0, "npm reader failed: see %s.node", got);
+	snprintf(path, sizeof(path), "%s/g1/%s", r.d.state, aux);
+	ck_assert_int_eq(itest_sh("cmp -s '%s' '%s'", path, got), 0);
+	snprintf(obj, sizeof(obj), "hostG/g1/%s", strrchr(sample, '/') + 1);
+	snprintf(got, sizeof(got), "%s/sample.got", c.dir);
+	ck_assert_msg(ftest_npm_get(&c, 0, obj, got) == 0, "npm reader failed: see %s.node", got);
+	ck_assert_int_eq(itest_sh("cmp -s '%s' '%s'", sample, got), 0);
+	itest_run_end(&r);
+	ftest_cluster_stop(&c);
+}
+END_TEST
+
 START_TEST(retention_keeps_unuploaded)
 {
 	struct itest_run r;
@@ -415,6 +491,7 @@ int main(void)
 	TEST_ADD(t, retention_keeps_unuploaded);
 	TEST_ADD(t, reload_new_labels_hand_over);
 	TEST_ADD(t, queue_max_backlog_in_passes);
+	TEST_ADD(t, upload_checked_before_marked);
 	TEST_ADD(t, label_dump_two_hosts_bucket_outages);
 	tcase_set_timeout(t, 600);
 	suite_add_tcase(s, t);

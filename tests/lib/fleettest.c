@@ -234,7 +234,7 @@ void ftest_wait_fleet_drained(struct testd *d, uint64_t min_uploaded)
 	}
 }
 
-static const char *npm_dir(void)
+const char *ftest_npm_dir(void)
 {
 	static char dir[600];
 
@@ -254,23 +254,23 @@ void ftest_need_tools(void)
 {
 	if (itest_sh("command -v nats-server >/dev/null && command -v node >/dev/null") != 0)
 		VMT_SKIP("nats-server or node missing (make deps installs them)");
-	if (itest_sh("grep -qs '\"version\": \"2.29.3\"' %s/node_modules/nats/package.json", npm_dir()) != 0 &&
+	if (itest_sh("grep -qs '\"version\": \"2.29.3\"' %s/node_modules/nats/package.json", ftest_npm_dir()) != 0 &&
 	    itest_sh("npm install --prefix %s nats@2.29.3 --no-audit --no-fund >/dev/null 2>&1",
-		     npm_dir()) != 0)
+		     ftest_npm_dir()) != 0)
 		VMT_SKIP("the npm package nats could not be installed");
 }
 
 int ftest_npm_get(const struct ftest_cluster *c, int node, const char *name, const char *out)
 {
 	return itest_sh("VMT_NPM=%s node %s/tests/tools/fleet-reader.mjs nats://127.0.0.1:%d %s %s "
-			"vmtrace get '%s' '%s' >%s.node 2>&1", npm_dir(), test_srcdir(),
+			"vmtrace get '%s' '%s' >%s.node 2>&1", ftest_npm_dir(), test_srcdir(),
 			c->n[node].port, c->user, c->pass, name, out, out);
 }
 
 int ftest_npm_list(const struct ftest_cluster *c, int node, const char *out)
 {
 	return itest_sh("VMT_NPM=%s node %s/tests/tools/fleet-reader.mjs nats://127.0.0.1:%d %s %s "
-			"vmtrace list >%s 2>&1", npm_dir(), test_srcdir(), c->n[node].port, c->user,
+			"vmtrace list >%s 2>&1", ftest_npm_dir(), test_srcdir(), c->n[node].port, c->user,
 			c->pass, out);
 }
 

@@ -55,6 +55,8 @@ void ftest_servers_yaml(char *out, size_t n, const struct ftest_cluster *c);
 void ftest_need_tools(void);
 /* The reader gets object name into the file out (its line into out.node);
  * it checks the object's digest as the npm client does. */
+/* BUILD/npm, absolute: where the npm client is installed */
+const char *ftest_npm_dir(void);
 int ftest_npm_get(const struct ftest_cluster *c, int node, const char *name, const char *out);
 /* The reader lists the bucket ("NAME SIZE" lines) into the file out. */
 int ftest_npm_list(const struct ftest_cluster *c, int node, const char *out);
