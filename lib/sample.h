@@ -194,7 +194,7 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
  */
 int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why_len);
 int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char *why, size_t why_len);
-/* What sample_read_with() does with the pages (docs/FORMAT.md 1.3). */
+/* What sample_read_with() does with the pages (docs/FORMAT.md 1.4). */
 enum vmt_sample_pages {
 	VMT_SAMPLE_PAGES_KEEP = 0,	/* every CPU's decoded into cpus[].pages: sample_read() */
 	/* every CPU decoded in turn and let go: npages, counts and refusals as

@@ -82,7 +82,7 @@ int vfile_open_mem(struct vmt_vfile *f, const void *data, size_t size, const cha
 void vfile_close(struct vmt_vfile *f);
 
 /*
- * What a reader may decode of a file from elsewhere (docs/FORMAT.md 1.3):
+ * What a reader may decode of a file from elsewhere (docs/FORMAT.md 1.4):
  * real sections and frames are 3-8:1, so VMT_READ_RATIO times the file's
  * size, plus VMT_READ_SLACK for small files, and never more than
  * VMT_READ_CAP. A max_memory (vmtracectl --max-memory) other than 0 is the
