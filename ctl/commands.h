@@ -4,6 +4,7 @@
 #define VMT_COMMANDS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct vmt_ctl_opts {
@@ -23,6 +24,13 @@ int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_report(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_fleet(const struct vmt_ctl_opts *o, int argc, char **argv);
 int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv);
+
+/*
+ * --max-memory SIZE of info, report and merge: what a sample may decode to
+ * (vfile_budget()), in place of 64 times its size. -EINVAL, said, if SIZE
+ * is not a size above 0.
+ */
+int ctl_max_memory(const char *arg, uint64_t *out);
 
 /* "usage: vmtracectl … NAME SYNOPSIS" and its summary, from the command table. */
 void ctl_command_usage(FILE *f, const char *name);

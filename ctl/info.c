@@ -5,6 +5,7 @@
  * counter, so that what was lost is visible before anything is merged.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -210,26 +211,43 @@ static void show(const char *path, const struct vmt_sample *s)
 	}
 }
 
+/*
+ * A sample is read without its pages: what info prints is in its small
+ * sections, and its frames are decoded one at a time only to count what
+ * the reader takes and refuses (VMT_SAMPLE_PAGES_FRAMES).
+ */
 int cmd_info(const struct vmt_ctl_opts *o, int argc, char **argv)
 {
-	int bad = 0;
+	static const struct option longopts[] = {
+		{ "max-memory", required_argument, NULL, 'M' },
+		{ 0 },
+	};
+	struct vmt_sample_read_opts ro = { .pages = VMT_SAMPLE_PAGES_FRAMES };
+	int bad = 0, opt;
 
 	(void)o;
-	if (argc < 2) {
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt != 'M' || ctl_max_memory(optarg, &ro.max_memory) < 0) {
+			ctl_command_usage(stderr, "info");
+			return 2;
+		}
+	}
+	if (optind >= argc) {
 		ctl_command_usage(stderr, "info");
 		return 2;
 	}
-	for (int i = 1; i < argc; i++) {
+	for (int i = optind; i < argc; i++) {
 		struct vmt_sample *s;
 		char why[512];
-		int r = sample_read(argv[i], &s, why, sizeof(why));
+		int r = sample_read_with(argv[i], &ro, &s, why, sizeof(why));
 
 		if (r < 0) {
 			fprintf(stderr, "vmtracectl: %s: %s\n", argv[i], r == -EBADMSG ? why : strerror(-r));
 			bad = 1;
 			continue;
 		}
-		if (i > 1)
+		if (i > optind)
 			printf("\n");
 		show(argv[i], s);
 		sample_free(s);

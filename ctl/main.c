@@ -3,6 +3,7 @@
  * vmtracectl: talks to vmtraced over its control socket, and turns samples
  * into trace.dat files.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "commands.h"
 #include "ctlproto.h"
 #include "log.h"
+#include "util.h"
 
 /*
  * Commands that parse options of their own (own_help) answer -h/--help
@@ -35,8 +37,8 @@ static const struct {
 	  "re-read the configuration (exit 1, with its error, if refused)", false },
 	{ "upgrade", cmd_upgrade, "upgrade",
 	  "hand the sessions over to the installed vmtraced (exit 1, with why, if refused)", false },
-	{ "info", cmd_info, "info SAMPLE...", "what a sample holds: triggers, window, counters", false },
-	{ "merge", cmd_merge, "merge -o OUT.dat SAMPLE...", "samples (+ their aux) -> trace.dat", true },
+	{ "info", cmd_info, "info [--max-memory SIZE] SAMPLE...", "what a sample holds: triggers, window, counters", false },
+	{ "merge", cmd_merge, "merge [--max-memory SIZE] -o OUT.dat SAMPLE...", "samples (+ their aux) -> trace.dat", true },
 	{ "report", cmd_report, "report [--stats] [--cpu LIST] [--event PAT]... SAMPLE...",
 	  "the samples' events as text, one time line", true },
 	{ "fleet", cmd_fleet, "fleet dump [--host H] [--guest G] [--label K=V] [--reason TEXT] "
@@ -64,8 +66,18 @@ static void usage(FILE *f)
 		   "  -h, --help           this help\n"
 		   "  -V, --version        the version\n"
 		   "\nExit: 0 done, 1 failed or refused (the daemon not running, nothing written),\n"
-		   "2 usage error; merge: 3 some samples left out. See vmtracectl(8).\n",
+		   "2 usage error; merge, report: 3 some samples left out; info: 1 a sample refused.\n"
+		   "See vmtracectl(8).\n",
 		VMT_CTL_DEFAULT_SOCKET);
+}
+
+int ctl_max_memory(const char *arg, uint64_t *out)
+{
+	if (parse_size(arg, out) < 0 || !*out) {
+		fprintf(stderr, "vmtracectl: --max-memory %s: not a size like 512M or 8G\n", arg);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 void ctl_command_usage(FILE *f, const char *name)

@@ -189,9 +189,33 @@ struct linkage {
 	uint32_t nguests;
 };
 
-static int write_group(const char *path, const struct vmt_sset_group *g, const struct linkage *lk,
-		       bool quiet)
+/* The group whose CPUs tracedat_write() asks for, one at a time. */
+struct group_load {
+	struct vmt_sset *set;
+	struct vmt_sset_group *g;
+};
+
+static int group_cpu_load(void *arg, uint32_t i, const uint8_t *const **pages, uint64_t *npages)
 {
+	struct group_load *gl = arg;
+	int r = sset_cpu_load(gl->set, gl->g, i);
+
+	*pages = gl->g->cpus[i].pages;
+	*npages = gl->g->cpus[i].npages;
+	return r;
+}
+
+static void group_cpu_unload(void *arg, uint32_t i)
+{
+	struct group_load *gl = arg;
+
+	sset_cpu_unload(gl->g, i);
+}
+
+static int write_group(const char *path, struct vmt_sset *set, struct vmt_sset_group *g,
+		       const struct linkage *lk, bool quiet)
+{
+	struct group_load gl = { set, g };
 	struct vmt_tracedat_cpu *cpus = calloc(g->ncpus, sizeof(*cpus));
 	char **stats = calloc(g->ncpus, sizeof(*stats));
 	const struct vmt_sample *last = g->samples[g->nsamples - 1];
@@ -219,8 +243,7 @@ static int write_group(const char *path, const struct vmt_sset_group *g, const s
 			u.crashed == 1 ? "y" : "ies", u.outside);
 	r = -ENOMEM;
 	for (uint32_t c = 0; c < g->ncpus; c++) {
-		cpus[c] = (struct vmt_tracedat_cpu){ .cpu = c, .pages = g->cpus[c].pages,
-						     .npages = g->cpus[c].npages };
+		cpus[c] = (struct vmt_tracedat_cpu){ .cpu = c };
 		if (c < last->ncpus && last->cpus[c].have_guest_stats) {
 			stats[c] = malloc(512);
 			if (!stats[c])
@@ -241,6 +264,10 @@ static int write_group(const char *path, const struct vmt_sset_group *g, const s
 		.nr_cpus = g->ncpus,
 		.trace_id = is_host(g) ? lk->host_id : g->trace_id,
 		.zstd_level = 3,
+		/* one CPU's pages in memory at a time */
+		.load = group_cpu_load,
+		.unload = group_cpu_unload,
+		.load_arg = &gl,
 	};
 	if (is_host(g)) {
 		in.guests = lk->guests;
@@ -457,14 +484,16 @@ static bool ends_with(const char *s, const char *tail)
 
 struct merge_opts {
 	const char *out, *aux_path, *config, *since_s, *until_s;
+	uint64_t max_memory;	/* --max-memory, 0 if not given */
 	char state_dir[4096];	/* "" : the configuration's */
 	int quiet;
 };
 
 static void merge_usage(FILE *f)
 {
-	fprintf(f, "usage: vmtracectl merge [-o DIR|FILE.dat] [--aux AUX] [-q] SAMPLE...\n"
-			"       vmtracectl merge [-o DIR] [-d STATE_DIR|-c CONFIG] --since WHEN [--until WHEN] [GUEST...]\n");
+	fprintf(f, "usage: vmtracectl merge [-o DIR|FILE.dat] [--aux AUX] [-q] [--max-memory SIZE] SAMPLE...\n"
+			"       vmtracectl merge [-o DIR] [-d STATE_DIR|-c CONFIG] [--max-memory SIZE]\n"
+			"                        --since WHEN [--until WHEN] [GUEST...]\n");
 }
 
 /* Options into *m: -1 to go on, else the status to exit with. */
@@ -478,6 +507,7 @@ static int merge_options(int argc, char **argv, struct merge_opts *m)
 		{ "until", required_argument, NULL, 'U' },
 		{ "state-dir", required_argument, NULL, 'd' },
 		{ "config", required_argument, NULL, 'c' },
+		{ "max-memory", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -493,6 +523,10 @@ static int merge_options(int argc, char **argv, struct merge_opts *m)
 		case 'U': m->until_s = optarg; break;
 		case 'd': snprintf(m->state_dir, sizeof(m->state_dir), "%s", optarg); break;
 		case 'c': m->config = optarg; break;
+		case 'M':
+			if (ctl_max_memory(optarg, &m->max_memory) < 0)
+				return 2;
+			break;
 		case 'h': merge_usage(stdout); return 0;
 		default: merge_usage(stderr); return 2;
 		}
@@ -534,6 +568,7 @@ static int load_samples(struct vmt_sset *set, const struct merge_opts *m, char *
 	int ret;
 
 	set->quiet = false;
+	set->max_memory = m->max_memory;
 	if (isatty(STDERR_FILENO) && !m->quiet) {
 		set->progress = progress_cb;
 		set->progress_arg = prog;
@@ -585,7 +620,7 @@ static int link_groups(const struct vmt_sset *set, struct linkage *lk)
 }
 
 /* One trace.dat per group; how many were written. */
-static uint32_t write_groups(const struct vmt_sset *set, const struct linkage *lk, const char *out,
+static uint32_t write_groups(struct vmt_sset *set, const struct linkage *lk, const char *out,
 			     bool one_file, bool quiet)
 {
 	uint32_t written = 0;
@@ -597,7 +632,7 @@ static uint32_t write_groups(const struct vmt_sset *set, const struct linkage *l
 			snprintf(path, sizeof(path), "%s", out);
 		else
 			group_file(path, sizeof(path), out, &set->groups[i]);
-		if (write_group(path, &set->groups[i], lk, quiet) == 0)
+		if (write_group(path, set, &set->groups[i], lk, quiet) == 0)
 			written++;
 	}
 	return written;
@@ -644,10 +679,11 @@ int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 	if (prepare_output(m.out, set.ngroups, &one_file) < 0 || link_groups(&set, &lk) < 0)
 		goto done;
 	written = write_groups(&set, &lk, m.out, one_file, m.quiet);
-	if (!m.quiet && (set.bad_samples || set.no_aux))
-		printf("%u sample(s) refused, %u left out for want of their aux file\n", set.bad_samples,
-		       set.no_aux);
-	ret = written == set.ngroups && !set.bad_samples && !set.no_aux ? 0 : written ? 3 : 1;
+	if (!m.quiet && (set.bad_samples || set.no_aux || set.bad_cpus))
+		printf("%u sample(s) refused, %u left out for want of their aux file, %u sample CPU(s) "
+		       "that no longer read\n", set.bad_samples, set.no_aux, set.bad_cpus);
+	ret = written == set.ngroups && !set.bad_samples && !set.no_aux && !set.bad_cpus ? 0 :
+	      written ? 3 : 1;
 done:
 	free(lk.guests);
 	sset_free(&set);

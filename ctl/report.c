@@ -230,7 +230,7 @@ static int print_stats(struct report *r, uint32_t from, uint32_t to)
 
 /* ---- set-up ---------------------------------------------------------------- */
 
-static int report_groups(struct report *r, const struct vmt_sset *set)
+static int report_groups(struct report *r, struct vmt_sset *set)
 {
 	bool any_clock = false;
 	uint32_t nstreams = 0;
@@ -294,10 +294,21 @@ static int report_groups(struct report *r, const struct vmt_sset *set)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < r->ngroups; i++) {
 		struct rgroup *rg = &r->groups[i];
+		/* the set's own group: report_groups() took it from set, const only to the rest */
+		struct vmt_sset_group *g = (struct vmt_sset_group *)rg->g;
+
 		for (uint32_t c = 0; c < rg->g->ncpus; c++) {
 			struct vmt_decode_stream *s = &r->streams[r->nstreams];
+			int ret;
 
-			if ((r->o.cpu_filter && (c >= VMT_MAX_CPUS || !r->o.cpus[c])) || !rg->g->cpus[c].npages)
+			if (r->o.cpu_filter && (c >= VMT_MAX_CPUS || !r->o.cpus[c]))
+				continue;
+			/* the time line interleaves every stream: each holds its pages
+			 * (each once, however many samples held them) to the end */
+			ret = sset_cpu_load(set, g, c);
+			if (ret < 0)
+				return ret;
+			if (!g->cpus[c].npages)
 				continue;
 			if (decode_cursor_init(&s->cur, rg->dec) < 0)
 				return -ENOMEM;
@@ -358,11 +369,12 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: vmtracectl report [--aux FILE] [--cpu LIST] [--event PATTERN]... [--guest NAME]...\n"
 		"                         [--since SEC] [--until SEC] [--host-time|--raw-time] [--stats]\n"
-		"                         SAMPLE...\n");
+		"                         [--max-memory SIZE] SAMPLE...\n");
 }
 
 /* Options into *o: -1 to go on, else the status to exit with (0 after --help). */
-static int report_options(int argc, char **argv, struct report_opts *o, const char **aux_path)
+static int report_options(int argc, char **argv, struct report_opts *o, const char **aux_path,
+			  uint64_t *max_memory)
 {
 	static const struct option longopts[] = {
 		{ "aux", required_argument, NULL, 'a' },
@@ -374,6 +386,7 @@ static int report_options(int argc, char **argv, struct report_opts *o, const ch
 		{ "host-time", no_argument, NULL, 'H' },
 		{ "raw-time", no_argument, NULL, 'R' },
 		{ "stats", no_argument, NULL, 's' },
+		{ "max-memory", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -412,6 +425,10 @@ static int report_options(int argc, char **argv, struct report_opts *o, const ch
 		case 'H': o->host_time = true; o->raw_time = false; break;
 		case 'R': o->raw_time = true; o->host_time = false; break;
 		case 's': o->stats = true; break;
+		case 'M':
+			if (ctl_max_memory(optarg, max_memory) < 0)
+				return 2;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -487,7 +504,7 @@ int cmd_report(const struct vmt_ctl_opts *opts, int argc, char **argv)
 	int ret, rc;
 
 	(void)opts;
-	rc = report_options(argc, argv, &r.o, &aux_path);
+	rc = report_options(argc, argv, &r.o, &aux_path, &set.max_memory);
 	if (rc >= 0)
 		return rc;
 	rc = 0;
@@ -528,6 +545,9 @@ int cmd_report(const struct vmt_ctl_opts *opts, int argc, char **argv)
 	} else {
 		warn_skipped(&r);
 	}
+	/* what was refused is said above; the status says it too */
+	if (!rc && (set.bad_samples || set.no_aux || set.bad_cpus))
+		rc = 3;
 out:
 	report_free(&r);
 	sset_free(&set);

@@ -144,6 +144,27 @@ static int by_created(const void *a, const void *b)
 	return (x->created_ns > y->created_ns) - (x->created_ns < y->created_ns);
 }
 
+/* The samples by creation, each path staying with its sample. */
+static int group_sort(struct vmt_sset_group *g)
+{
+	struct { struct vmt_sample *s; const char *path; } *t = calloc(g->nsamples, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < g->nsamples; i++) {
+		t[i].s = g->samples[i];
+		t[i].path = g->paths[i];
+	}
+	/* by_created() compares the first member, a sample pointer */
+	qsort(t, g->nsamples, sizeof(*t), by_created);
+	for (uint32_t i = 0; i < g->nsamples; i++) {
+		g->samples[i] = t[i].s;
+		g->paths[i] = t[i].path;
+	}
+	free(t);
+	return 0;
+}
+
 /*
  * Gaps: pages the ring's stream numbered but no sample holds. A sample
  * spans the pages of its refused frames too: those are counted apart
@@ -181,6 +202,7 @@ static void group_gaps(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t 
 	}
 }
 
+/* The group's shape: page size, CPUs, layout, and each CPU's gaps. */
 static int group_pages(struct vmt_sset *set, struct vmt_sset_group *g)
 {
 	struct vmt_meta_entry hp;
@@ -194,58 +216,192 @@ static int group_pages(struct vmt_sset *set, struct vmt_sset_group *g)
 	g->cpus = calloc(g->ncpus, sizeof(*g->cpus));
 	if (!g->cpus)
 		return -ENOMEM;
-	for (uint32_t c = 0; c < g->ncpus; c++) {
-		struct vmt_sset_cpu *sc = &g->cpus[c];
-		struct spage *pg;
-		uint64_t total = 0, k = 0, u = 0;
-
-		for (uint32_t i = 0; i < g->nsamples; i++)
-			if (c < g->samples[i]->ncpus)
-				total += g->samples[i]->cpus[c].npages;
-		pg = calloc(total ? total : 1, sizeof(*pg));
-		sc->pages = calloc(total ? total : 1, sizeof(*sc->pages));
-		if (!pg || !sc->pages) {
-			free(pg);
-			return -ENOMEM;
-		}
-		for (uint32_t i = 0; i < g->nsamples; i++) {
-			const struct vmt_sample *s = g->samples[i];
-			if (c >= s->ncpus || s->page_size != g->page_size)
-				continue;
-			for (uint32_t p = 0; p < s->cpus[c].npages; p++) {
-				const uint8_t *page = s->cpus[c].pages + (size_t)p * g->page_size;
-				struct vmt_page_info info;
-				/* the daemon checked them; a file is not trusted either */
-				if (page_scan(&g->layout, page, &info) < 0) {
-					say(set, "%s cpu%u: page %u does not parse; left out", g->paths[i], c, p);
-					continue;
-				}
-				pg[k++] = (struct spage){ page, info.base_ts, crc32c(0, page, g->page_size),
-							  info.commit };
-			}
-		}
-		qsort(pg, k, sizeof(*pg), spage_cmp);
-		for (uint64_t i = 0; i < k; i++) {
-			struct vmt_page_info info;
-			/* identical neighbours: one page dumped twice */
-			if (u && !spage_cmp(&pg[i - 1], &pg[i]) && !memcmp(pg[i - 1].p, pg[i].p, g->page_size)) {
-				sc->duplicates++;
-				continue;
-			}
-			sc->pages[u++] = pg[i].p;
-			page_scan(&g->layout, pg[i].p, &info);
-			sc->events += info.events;
-			if (info.events) {
-				if (!sc->first_ts || info.first_ts < sc->first_ts)
-					sc->first_ts = info.first_ts;
-				sc->last_ts = VMT_MAX(sc->last_ts, info.last_ts);
-			}
-		}
-		sc->npages = u;
-		free(pg);
+	for (uint32_t c = 0; c < g->ncpus; c++)
 		group_gaps(set, g, c);
-	}
 	return 0;
+}
+
+/*
+ * The pages of a group's CPU as they come in, each kept once: copies in
+ * blocks, and a hash of (time, commit, CRC) to find a page seen before.
+ */
+#define SSET_BLOCK_PAGES 256u
+
+struct cpu_pages {
+	struct vmt_sset_cpu *sc;
+	uint32_t page_size;
+	struct spage *pg;
+	uint64_t n, cap;
+	uint64_t *hash;		/* index + 1 into pg, 0 free */
+	uint64_t hcap;		/* a power of two, at least twice n */
+	uint32_t used;		/* pages in the last block */
+};
+
+static uint64_t spage_hash(const struct spage *p)
+{
+	uint64_t h = p->ts * 0x9e3779b97f4a7c15ull ^ ((uint64_t)p->crc << 32 | p->commit);
+
+	return h ^ (h >> 29);
+}
+
+static int cp_grow(struct cpu_pages *cp)
+{
+	uint64_t hcap = cp->hcap ? cp->hcap * 2 : 1024, *h;
+	struct spage *pg;
+
+	pg = realloc(cp->pg, hcap / 2 * sizeof(*pg));
+	if (!pg)
+		return -ENOMEM;
+	cp->pg = pg;
+	cp->cap = hcap / 2;
+	h = calloc(hcap, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < cp->n; i++) {
+		uint64_t k = spage_hash(&cp->pg[i]) & (hcap - 1);
+
+		while (h[k])
+			k = (k + 1) & (hcap - 1);
+		h[k] = i + 1;
+	}
+	free(cp->hash);
+	cp->hash = h;
+	cp->hcap = hcap;
+	return 0;
+}
+
+/* 1 if an identical page is held already, 0 once page is copied in, -ENOMEM. */
+static int cp_add(struct cpu_pages *cp, const uint8_t *page, const struct spage *key)
+{
+	struct vmt_sset_cpu *sc = cp->sc;
+	uint64_t k;
+	uint8_t *copy;
+
+	if (cp->n == cp->cap && cp_grow(cp) < 0)
+		return -ENOMEM;
+	for (k = spage_hash(key) & (cp->hcap - 1); cp->hash[k]; k = (k + 1) & (cp->hcap - 1)) {
+		const struct spage *o = &cp->pg[cp->hash[k] - 1];
+
+		if (!spage_cmp(o, key) && !memcmp(o->p, page, cp->page_size))
+			return 1;
+	}
+	if (!sc->nblocks || cp->used == SSET_BLOCK_PAGES) {
+		uint8_t **b = realloc(sc->blocks, (sc->nblocks + 1) * sizeof(*b));
+
+		if (!b)
+			return -ENOMEM;
+		sc->blocks = b;
+		b[sc->nblocks] = malloc((size_t)SSET_BLOCK_PAGES * cp->page_size);
+		if (!b[sc->nblocks])
+			return -ENOMEM;
+		sc->nblocks++;
+		cp->used = 0;
+	}
+	copy = sc->blocks[sc->nblocks - 1] + (size_t)cp->used++ * cp->page_size;
+	memcpy(copy, page, cp->page_size);
+	cp->pg[cp->n] = *key;
+	cp->pg[cp->n].p = copy;
+	cp->hash[k] = ++cp->n;
+	return 0;
+}
+
+/* One sample's pages of the CPU into cp. */
+static int cpu_take(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t i, uint32_t c,
+		    struct cpu_pages *cp)
+{
+	const struct vmt_sample *meta = g->samples[i];
+	struct vmt_sample_read_opts o = { .max_memory = set->max_memory,
+					  .pages = VMT_SAMPLE_PAGES_ONE_CPU, .cpu = c };
+	struct vmt_sample *s;
+	char why[512];
+	int r;
+
+	if (c >= meta->ncpus || meta->page_size != g->page_size || !meta->cpus[c].npages)
+		return 0;
+	r = sample_read_with(g->paths[i], &o, &s, why, sizeof(why));
+	if (r == 0 && s->cpus[c].npages != meta->cpus[c].npages) {
+		snprintf(why, sizeof(why), "cpu %u holds %u pages now, %u when it was read first", c,
+			 s->cpus[c].npages, meta->cpus[c].npages);
+		r = -ESTALE;
+	}
+	if (r < 0) {
+		if (r == -ENOMEM)
+			return r;
+		say(set, "%s: %s; its cpu%u left out", g->paths[i],
+		    r == -EBADMSG || r == -ESTALE ? why : strerror(-r), c);
+		set->bad_cpus++;
+		sample_free(s);
+		return 0;
+	}
+	for (uint32_t p = 0; r >= 0 && p < s->cpus[c].npages; p++) {
+		const uint8_t *page = s->cpus[c].pages + (size_t)p * g->page_size;
+		struct vmt_page_info info;
+		struct spage key;
+
+		/* the daemon checked them; a file is not trusted either */
+		if (page_scan(&g->layout, page, &info) < 0) {
+			say(set, "%s cpu%u: page %u does not parse; left out", g->paths[i], c, p);
+			continue;
+		}
+		key = (struct spage){ page, info.base_ts, crc32c(0, page, g->page_size), info.commit };
+		r = cp_add(cp, page, &key);
+		if (r > 0)
+			cp->sc->duplicates++;
+	}
+	sample_free(s);
+	return r < 0 ? r : 0;
+}
+
+int sset_cpu_load(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t c)
+{
+	struct vmt_sset_cpu *sc = &g->cpus[c];
+	struct cpu_pages cp = { .sc = sc, .page_size = g->page_size };
+	int r = 0;
+
+	sset_cpu_unload(g, c);
+	sc->npages = sc->events = sc->duplicates = sc->first_ts = sc->last_ts = 0;
+	for (uint32_t i = 0; r == 0 && i < g->nsamples; i++)
+		r = cpu_take(set, g, i, c, &cp);
+	free(cp.hash);
+	if (r == 0)
+		sc->pages = calloc(cp.n ? cp.n : 1, sizeof(*sc->pages));
+	if (r < 0 || !sc->pages) {
+		free(cp.pg);
+		sset_cpu_unload(g, c);
+		return -ENOMEM;
+	}
+	/* a total order but for equal pages, which are held once */
+	if (cp.n)
+		qsort(cp.pg, cp.n, sizeof(*cp.pg), spage_cmp);
+	for (uint64_t i = 0; i < cp.n; i++) {
+		struct vmt_page_info info;
+
+		sc->pages[i] = cp.pg[i].p;
+		page_scan(&g->layout, cp.pg[i].p, &info);
+		sc->events += info.events;
+		if (info.events) {
+			if (!sc->first_ts || info.first_ts < sc->first_ts)
+				sc->first_ts = info.first_ts;
+			sc->last_ts = VMT_MAX(sc->last_ts, info.last_ts);
+		}
+	}
+	sc->npages = cp.n;
+	sc->loaded = true;
+	free(cp.pg);
+	return 0;
+}
+
+void sset_cpu_unload(struct vmt_sset_group *g, uint32_t c)
+{
+	struct vmt_sset_cpu *sc = &g->cpus[c];
+
+	for (uint32_t b = 0; b < sc->nblocks; b++)
+		free(sc->blocks[b]);
+	free(sc->blocks);
+	free(sc->pages);
+	sc->blocks = NULL;
+	sc->nblocks = 0;
+	sc->pages = NULL;
 }
 
 static int point_cmp(const void *a, const void *b)
@@ -312,7 +468,7 @@ static void group_free(struct vmt_sset_group *g)
 	free(g->samples);
 	free(g->paths);
 	for (uint32_t c = 0; g->cpus && c < g->ncpus; c++)
-		free(g->cpus[c].pages);
+		sset_cpu_unload(g, c);
 	free(g->cpus);
 	aux_free(&g->aux);
 	clock_info_free(&g->clock);
@@ -411,7 +567,11 @@ int sset_load(struct vmt_sset *set, const char *const *paths, uint32_t npaths, c
 		struct stat st;
 		char why[512];
 
-		r = sample_read(paths[i], &s, why, sizeof(why));
+		struct vmt_sample_read_opts o = { .max_memory = set->max_memory,
+						  .pages = VMT_SAMPLE_PAGES_CHECK };
+
+		/* checked whole now, so that a bad sample is out before any is used */
+		r = sample_read_with(paths[i], &o, &s, why, sizeof(why));
 		if (stat(paths[i], &st) == 0)
 			done += (uint64_t)st.st_size;
 		if (set->progress)
@@ -431,7 +591,9 @@ int sset_load(struct vmt_sset *set, const char *const *paths, uint32_t npaths, c
 	for (uint32_t i = 0; i < set->ngroups; i++) {
 		struct vmt_sset_group *g = &set->groups[i];
 
-		qsort(g->samples, g->nsamples, sizeof(*g->samples), by_created);
+		r = group_sort(g);
+		if (r < 0)
+			return r;
 		r = group_find_aux(set, g, aux_path);
 		if (r == -ENOMEM)
 			return r;

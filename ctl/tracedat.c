@@ -623,6 +623,19 @@ static int buffer_option(struct td_writer *w, uint64_t section, const char *cloc
 	return r;
 }
 
+static int cpu_pages_check(struct td_writer *w, const struct vmt_tracedat_cpu *c, uint32_t ps)
+{
+	if (c->npages && !c->pages)
+		return td_fail(w, -EINVAL, "cpu %u: no pages array", c->cpu);
+	if (c->npages > UINT64_MAX / ps)
+		return td_fail(w, -EFBIG, "cpu %u: too many pages", c->cpu);
+	for (uint64_t k = 0; k < c->npages; k++)
+		if (!c->pages[k])
+			return td_fail(w, -EINVAL, "cpu %u: page %llu is NULL", c->cpu,
+				       (unsigned long long)k);
+	return 0;
+}
+
 /*
  * The flyrecord section of the top instance and its BUFFER option. Each
  * CPU starts page-aligned, as trace-cmd mmaps raw pages; a CPU without
@@ -643,13 +656,21 @@ static int flyrecord_write(struct td_writer *w, const struct vmt_tracedat_input 
 	if (r >= 0)
 		r = td_section_header(w, VMT_TD_BUFFER, w->zc ? VMT_TD_SEC_COMPRESSED : 0, desc, 0);
 	for (uint32_t i = 0; r >= 0 && i < in->nr_cpus; i++) {
-		const struct vmt_tracedat_cpu *c = &in->cpus[i];
+		struct vmt_tracedat_cpu c = in->cpus[i];
 
-		r = td_pad(w, w->page_size);
-		out[i] = (struct td_cpu_out){ .cpu = c->cpu, .offset = w->off };
-		if (r >= 0 && c->npages)
-			r = w->zc ? cpu_write_zstd(w, c) : cpu_write_raw(w, c);
+		if (in->load) {
+			r = in->load(in->load_arg, i, &c.pages, &c.npages);
+			if (r >= 0)
+				r = cpu_pages_check(w, &c, w->page_size);
+		}
+		if (r >= 0)
+			r = td_pad(w, w->page_size);
+		out[i] = (struct td_cpu_out){ .cpu = c.cpu, .offset = w->off };
+		if (r >= 0 && c.npages)
+			r = w->zc ? cpu_write_zstd(w, &c) : cpu_write_raw(w, &c);
 		out[i].size = w->off - out[i].offset;
+		if (in->load)
+			in->unload(in->load_arg, i);
 	}
 	if (r >= 0)
 		r = td_patch_le64(w, start + 8, w->off - start - 16);
@@ -803,15 +824,15 @@ static int input_check(struct td_writer *w, const struct vmt_tracedat_input *in)
 		/* the reader sizes its tables by the highest CPU id */
 		if (c->cpu >= (in->ncpus ? in->ncpus : VMT_TD_CPU_MAX))
 			return td_fail(w, -EINVAL, "cpu %u out of range", c->cpu);
-		if (c->npages && !c->pages)
-			return td_fail(w, -EINVAL, "cpu %u: no pages array", c->cpu);
-		if (c->npages > UINT64_MAX / ps)
-			return td_fail(w, -EFBIG, "cpu %u: too many pages", c->cpu);
-		for (uint64_t k = 0; k < c->npages; k++)
-			if (!c->pages[k])
-				return td_fail(w, -EINVAL, "cpu %u: page %llu is NULL", c->cpu,
-					       (unsigned long long)k);
+		if (!in->load) {
+			int r = cpu_pages_check(w, c, ps);
+
+			if (r < 0)
+				return r;
+		}
 	}
+	if (in->load && !in->unload)
+		return td_fail(w, -EINVAL, "load without unload");
 	return 0;
 }
 

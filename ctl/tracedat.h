@@ -56,6 +56,15 @@ struct vmt_tracedat_input {
 	const struct vmt_tracedat_guest *guests;	/* host file: GUEST options */
 	uint32_t nguests;
 	int zstd_level;		/* 0 = "none" compression */
+	/*
+	 * Pages on demand, one CPU at a time (NULL: cpus[] hold them all):
+	 * before cpus[i] is written, load() gives its pages (0, or -errno to
+	 * fail the file); after, unload() lets them go. cpus[i].pages is then
+	 * not read.
+	 */
+	int (*load)(void *arg, uint32_t i, const uint8_t *const **pages, uint64_t *npages);
+	void (*unload)(void *arg, uint32_t i);
+	void *load_arg;
 };
 
 /*

@@ -147,6 +147,10 @@ static int aux_parse(const struct vmt_vfile *f, uint64_t max_meta, struct vmt_au
 	if (f->format_version != VMT_AUX_VERSION)
 		return vfile_bad(why, n, f, NULL, "format version %u, this reader knows %d",
 			    f->format_version, VMT_AUX_VERSION);
+	/* an aux comes from elsewhere too: bounded by its size before decoding */
+	r = vfile_budget_check(f, vfile_budget(f->size, 0), NULL, NULL, NULL, why, n);
+	if (r < 0)
+		return r;
 	for (uint32_t i = 0; i < f->nsect; i++) {
 		const struct vmt_vsection *x = &f->sect[i], **slot;
 

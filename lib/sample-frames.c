@@ -81,6 +81,21 @@ static bool frame_fits(const struct vmt_sample *s, const struct vmt_frame_hdr *h
 	       payload_raw_bound(h->codec, x->raw_size - VMT_FRAME_HDR_SIZE);
 }
 
+uint64_t sample_section_cost(const struct vmt_vfile *f, const struct vmt_vsection *x, void *arg)
+{
+	const struct vmt_sample *s = arg;
+	struct vmt_frame_hdr h;
+
+	if (x->type != VMT_SAMPLE_SECT_FRAME)
+		return UINT64_MAX;
+	/* refused undecoded: a header that does not read, a claim its payload cannot hold */
+	if (x->flags || x->raw_size < VMT_FRAME_HDR_SIZE ||
+	    frame_hdr_get(f->map + x->offset, VMT_FRAME_HDR_SIZE, &h, NULL, 0) < 0 ||
+	    !frame_fits(s, &h, x))
+		return 0;
+	return (uint64_t)h.npages * s->page_size;
+}
+
 uint64_t sample_frames_bound(const struct vmt_vfile *f, const struct vmt_sample *s, uint32_t cpu,
 			     const struct sample_frame_ref *fr, uint32_t n)
 {
@@ -169,12 +184,28 @@ int sample_frames_decode(const struct vmt_vfile *f, struct vmt_sample *s, uint32
 	uint32_t run = 0;
 	char msg[200];
 
+	uint8_t *scratch = NULL;
+	uint64_t scratch_pages = 0;
+
 	for (uint32_t k = 0; k < n; k++) {
 		const struct vmt_frame_hdr *h = &fr[k].h;
+		uint8_t *dst = out ? out + got * s->page_size : NULL;
+		uint64_t space = room - got;
 
 		fr[k].note = -1;
-		if (frame_read(f, s, &fr[k], c->frame_pages - got, out ? out + got * s->page_size : NULL,
-			       room - got, msg, sizeof(msg)) < 0) {
+		if (!out && room == UINT64_MAX) {
+			/* counting only: one frame at a time, its claim budgeted already */
+			space = claimed_pages(f, &fr[k]);
+			if (space > scratch_pages) {
+				free(scratch);
+				scratch = malloc((size_t)space * s->page_size);
+				scratch_pages = scratch ? space : 0;
+				if (!scratch)
+					return -ENOMEM;
+			}
+			dst = scratch;
+		}
+		if (frame_read(f, s, &fr[k], c->frame_pages - got, dst, space, msg, sizeof(msg)) < 0) {
 			refuse(s, cpu, &fr[k], k, "%s", msg);
 			run_pages += claimed_pages(f, &fr[k]);
 			run++;
@@ -195,6 +226,7 @@ int sample_frames_decode(const struct vmt_vfile *f, struct vmt_sample *s, uint32
 		c->frame_bytes += fr[k].x->stored_size;
 		c->frame_codecs |= 1u << h->codec;
 	}
+	free(scratch);
 	/* refused frames hold what is missing; with none, nothing may be */
 	if (run)
 		place_run(s, fr + n - run, run, seq, c->frame_pages - got);

@@ -20,6 +20,13 @@ struct sample_frame_ref {
 };
 
 /*
+ * vfile_budget_check()'s cost of a section of a sample (arg): a FRAME
+ * section the pages its header claims (read without the CRC), 0 when it
+ * is refused undecoded (its header does not read or claims more than its
+ * payload can hold); UINT64_MAX (vfile's default) for the others.
+ */
+uint64_t sample_section_cost(const struct vmt_vfile *f, const struct vmt_vsection *x, void *arg);
+/*
  * The most pages the n frames of s->cpus[cpu] (in file order) can decode
  * to, from their headers as they stand, without the CRC: what to allocate
  * before decoding. Never more than the CPU's frame_pages.
@@ -33,7 +40,9 @@ uint64_t sample_frames_bound(const struct vmt_vfile *f, const struct vmt_sample 
  * are left out and counted, and it is said in s->refusals. *pages gets the
  * pages read. -EBADMSG with why when the frames read and the refused ones
  * cannot hold the CPU record's frame_pages (a refused frame at the end
- * holds whatever is missing; frames read do not).
+ * holds whatever is missing; frames read do not). With out NULL and room
+ * UINT64_MAX it only counts: each frame is decoded into a scratch buffer of
+ * its own size, one at a time.
  */
 int sample_frames_decode(const struct vmt_vfile *f, struct vmt_sample *s, uint32_t cpu,
 			 struct sample_frame_ref *fr, uint32_t n, uint8_t *out, uint64_t room,

@@ -694,19 +694,60 @@ static int read_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
 	return 0;
 }
 
+/* FRAMES mode: the frames counted through a scratch buffer, PAGES only CRC-checked. */
+static int check_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
+			   const struct sample_sections *ss, uint32_t cpu, char *why, size_t n)
+{
+	struct vmt_sample_cpu *c = &s->cpus[cpu];
+	uint32_t nfr = ss->first_frame[cpu + 1] - ss->first_frame[cpu];
+	const struct vmt_vsection *ps = ss->pages[cpu];
+	uint64_t got = 0;
+	int r = 0;
+
+	if (nfr || c->frame_pages)
+		r = sample_frames_decode(f, s, cpu, ss->frames ? ss->frames + ss->first_frame[cpu] : NULL,
+					 nfr, NULL, UINT64_MAX, &got, why, n);
+	if (r < 0)
+		return r;
+	if (crc32c(0, f->map + ps->offset, (size_t)ps->stored_size) != ps->data_crc)
+		return vfile_bad(why, n, f, ps, "data CRC mismatch");
+	c->npages = (uint32_t)(got + c->npages - c->frame_pages);
+	return 0;
+}
+
 static int read_page_sections(const struct vmt_vfile *f, struct vmt_sample *s,
-			      const struct sample_sections *ss, char *why, size_t n)
+			      const struct sample_sections *ss, const struct vmt_sample_read_opts *o,
+			      char *why, size_t n)
 {
 	for (uint32_t i = 0; i < s->ncpus; i++) {
-		int r = read_cpu_pages(f, s, ss, i, why, n);
+		int r = 0;
 
+		switch (o->pages) {
+		case VMT_SAMPLE_PAGES_FRAMES:
+			r = check_cpu_pages(f, s, ss, i, why, n);
+			break;
+		case VMT_SAMPLE_PAGES_ONE_CPU:
+			if (i == o->cpu)
+				r = read_cpu_pages(f, s, ss, i, why, n);
+			break;
+		case VMT_SAMPLE_PAGES_CHECK:
+			/* one CPU's pages at a time: what a summary needs is counted */
+			r = read_cpu_pages(f, s, ss, i, why, n);
+			free(s->cpus[i].pages);
+			s->cpus[i].pages = NULL;
+			break;
+		default:
+			r = read_cpu_pages(f, s, ss, i, why, n);
+			break;
+		}
 		if (r < 0)
 			return r;
 	}
 	return 0;
 }
 
-static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char *why, size_t n)
+static int sample_parse(const struct vmt_vfile *f, const struct vmt_sample_read_opts *o,
+			struct vmt_sample **out, char *why, size_t n)
 {
 	struct sample_sections ss = { 0 };
 	struct vmt_sample *s;
@@ -721,7 +762,12 @@ static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char
 	if (r >= 0)
 		r = parse_cpu_sections(f, s, &ss, why, n);
 	if (r >= 0)
-		r = read_page_sections(f, s, &ss, why, n);
+		r = vfile_budget_check(f, vfile_budget(f->size, o->max_memory), sample_section_cost, s, NULL,
+				       why, n);
+	if (r >= 0 && o->pages == VMT_SAMPLE_PAGES_ONE_CPU && o->cpu >= s->ncpus)
+		r = vfile_bad(why, n, f, NULL, "no cpu %u: ncpus is %u", o->cpu, s->ncpus);
+	if (r >= 0)
+		r = read_page_sections(f, s, &ss, o, why, n);
 	free(ss.frames);
 	if (r < 0) {
 		sample_free(s);
@@ -731,7 +777,10 @@ static int sample_parse(const struct vmt_vfile *f, struct vmt_sample **out, char
 	return 0;
 }
 
-int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char *why, size_t why_len)
+static const struct vmt_sample_read_opts default_opts;
+
+int sample_read_mem_with(const void *data, size_t len, const struct vmt_sample_read_opts *o,
+			 struct vmt_sample **out, char *why, size_t why_len)
 {
 	struct vmt_vfile f;
 	int r;
@@ -740,12 +789,18 @@ int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char 
 	r = vfile_open_mem(&f, data, len, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES, why, why_len);
 	if (r < 0)
 		return r;
-	r = sample_parse(&f, out, why, why_len);
+	r = sample_parse(&f, o ? o : &default_opts, out, why, why_len);
 	vfile_close(&f);
 	return r;
 }
 
-int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why_len)
+int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char *why, size_t why_len)
+{
+	return sample_read_mem_with(data, len, NULL, out, why, why_len);
+}
+
+int sample_read_with(const char *path, const struct vmt_sample_read_opts *o, struct vmt_sample **out,
+		     char *why, size_t why_len)
 {
 	struct vmt_vfile f;
 	int r;
@@ -754,9 +809,14 @@ int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why
 	r = vfile_open(&f, path, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES, why, why_len);
 	if (r < 0)
 		return r;
-	r = sample_parse(&f, out, why, why_len);
+	r = sample_parse(&f, o ? o : &default_opts, out, why, why_len);
 	vfile_close(&f);
 	return r;
+}
+
+int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why_len)
+{
+	return sample_read_with(path, NULL, out, why, why_len);
 }
 
 int sample_read_info_fd(int fd, struct vmt_sample *s, char *why, size_t why_len)

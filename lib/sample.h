@@ -195,6 +195,35 @@ int sample_write(int fd, const struct vmt_sample *s, int zstd_level, int zstd_wo
  */
 int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why_len);
 int sample_read_mem(const void *data, size_t len, struct vmt_sample **out, char *why, size_t why_len);
+/* What sample_read_with() does with the pages (docs/FORMAT.md 1.4). */
+enum vmt_sample_pages {
+	VMT_SAMPLE_PAGES_KEEP = 0,	/* every CPU's decoded into cpus[].pages: sample_read() */
+	/* every CPU decoded in turn and let go: npages, counts and refusals as
+	 * with KEEP, pages NULL; one CPU's pages in memory at a time */
+	VMT_SAMPLE_PAGES_CHECK,
+	/* frames decoded one at a time into a scratch buffer, to count what is
+	 * read and refused; PAGES sections only CRC-checked; pages NULL */
+	VMT_SAMPLE_PAGES_FRAMES,
+	/* only cpu's pages decoded and kept (the others' npages as the file says) */
+	VMT_SAMPLE_PAGES_ONE_CPU,
+};
+
+struct vmt_sample_read_opts {
+	uint64_t max_memory;	/* the budget; 0: vfile_budget()'s default */
+	enum vmt_sample_pages pages;
+	uint32_t cpu;		/* VMT_SAMPLE_PAGES_ONE_CPU */
+};
+
+/*
+ * sample_read() under o (NULL: the defaults). Whatever the mode, a sample
+ * whose sections and frames together declare more than the budget is
+ * refused whole (-EBADMSG, why names the section) before anything is
+ * decoded; nothing decodes to more than it declares.
+ */
+int sample_read_with(const char *path, const struct vmt_sample_read_opts *o, struct vmt_sample **out,
+		     char *why, size_t why_len);
+int sample_read_mem_with(const void *data, size_t len, const struct vmt_sample_read_opts *o,
+			 struct vmt_sample **out, char *why, size_t why_len);
 void sample_free(struct vmt_sample *s);
 /*
  * Only the INFO section (guest, aux version, triggers, ...) into *s, which

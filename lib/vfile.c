@@ -476,6 +476,42 @@ const struct vmt_vsection *vfile_find(const struct vmt_vfile *f, uint32_t type, 
 	return NULL;
 }
 
+uint64_t vfile_budget(uint64_t file_size, uint64_t max_memory)
+{
+	if (max_memory)
+		return max_memory;
+	if (file_size > (VMT_READ_CAP - VMT_READ_SLACK) / VMT_READ_RATIO)
+		return VMT_READ_CAP;
+	return file_size * VMT_READ_RATIO + VMT_READ_SLACK;
+}
+
+int vfile_budget_check(const struct vmt_vfile *f, uint64_t budget,
+		       uint64_t (*cost)(const struct vmt_vfile *f, const struct vmt_vsection *s, void *arg),
+		       void *arg, uint64_t *sum, char *why, size_t why_len)
+{
+	uint64_t total = 0;
+
+	for (uint32_t i = 0; i < f->nsect; i++) {
+		const struct vmt_vsection *s = &f->sect[i];
+		uint64_t c = cost ? cost(f, s, arg) : UINT64_MAX;
+
+		if (c == UINT64_MAX)
+			c = s->flags & VMT_VSECT_ZSTD ? s->raw_size : 0;
+		if (c > budget - total) {
+			total = c > UINT64_MAX - total ? UINT64_MAX : total + c;
+			vfile_bad(why, why_len, f, s, "decodes to %" PRIu64 " bytes with the sections "
+				  "before it, more than the reader's budget of %" PRIu64 " bytes for a "
+				  "file of %zu (at most %u:1; --max-memory sets it)", total, budget,
+				  f->size, VMT_READ_RATIO);
+			return -EBADMSG;
+		}
+		total += c;
+	}
+	if (sum)
+		*sum = total;
+	return 0;
+}
+
 int vfile_section_data_why(const struct vmt_vfile *f, const struct vmt_vsection *s,
 			   const uint8_t **out, void **owned, char *why, size_t why_len)
 {

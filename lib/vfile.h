@@ -81,6 +81,29 @@ int vfile_open_mem(struct vmt_vfile *f, const void *data, size_t size, const cha
 		   uint64_t max_raw, char *why, size_t why_len);
 void vfile_close(struct vmt_vfile *f);
 
+/*
+ * What a reader may decode of a file from elsewhere (docs/FORMAT.md 1.4):
+ * real sections and frames are 3-8:1, so VMT_READ_RATIO times the file's
+ * size, plus VMT_READ_SLACK for small files, and never more than
+ * VMT_READ_CAP. A max_memory (vmtracectl --max-memory) other than 0 is the
+ * budget instead: it may raise the bound or lower it.
+ */
+#define VMT_READ_RATIO 64u
+#define VMT_READ_SLACK (1ull << 20)
+#define VMT_READ_CAP (4ull << 30)
+uint64_t vfile_budget(uint64_t file_size, uint64_t max_memory);
+/*
+ * What decoding every section costs, added up in file order, against
+ * budget, before any is decoded: a compressed section its raw size, a
+ * stored one nothing (it is read in place), unless cost (may be NULL)
+ * says otherwise for a section (a sample's frames) by returning other than
+ * UINT64_MAX. -EBADMSG with why naming the section where the sum passes the
+ * budget; 0 and *sum (may be NULL) otherwise.
+ */
+int vfile_budget_check(const struct vmt_vfile *f, uint64_t budget,
+		       uint64_t (*cost)(const struct vmt_vfile *f, const struct vmt_vsection *s, void *arg),
+		       void *arg, uint64_t *sum, char *why, size_t why_len);
+
 /* First section of type (and id, unless id is VMT_VSECT_ANY); NULL if none. */
 #define VMT_VSECT_ANY 0xffffffffu
 const struct vmt_vsection *vfile_find(const struct vmt_vfile *f, uint32_t type, uint32_t id);

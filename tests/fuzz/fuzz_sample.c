@@ -15,6 +15,7 @@
 
 #include "fuzz.h"
 #include "sample.h"
+#include "vfile.h"
 
 static int memfd = -1;
 
@@ -100,6 +101,44 @@ static void refusals_ok(const struct vmt_sample *s)
 	}
 }
 
+/*
+ * The other ways of reading (vmtracectl's): CHECK refuses what KEEP
+ * refuses and counts the same pages; FRAMES (info) refuses no more than
+ * KEEP and counts the same pages when both read; ONE_CPU reads the CPU's
+ * pages KEEP read.
+ */
+static void modes_agree(const uint8_t *data, size_t size, int r, const struct vmt_sample *s)
+{
+	static const enum vmt_sample_pages modes[] = { VMT_SAMPLE_PAGES_CHECK, VMT_SAMPLE_PAGES_FRAMES,
+						       VMT_SAMPLE_PAGES_ONE_CPU };
+	char why[256];
+
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		struct vmt_sample_read_opts o = { .pages = modes[m], .cpu = 0 };
+		struct vmt_sample *t = NULL;
+		int rt = sample_read_mem_with(data, size, &o, &t, why, sizeof(why));
+
+		FUZZ_CHECK(rt == 0 || rt == -EBADMSG || rt == -ENOMEM);
+		if (modes[m] == VMT_SAMPLE_PAGES_CHECK && r != -ENOMEM && rt != -ENOMEM)
+			FUZZ_CHECK((rt == 0) == (r == 0));
+		if (modes[m] == VMT_SAMPLE_PAGES_FRAMES && r == 0 && rt != -ENOMEM)
+			FUZZ_CHECK(rt == 0);
+		if (rt == 0 && r == 0) {
+			for (uint32_t i = 0; i < s->ncpus; i++) {
+				if (modes[m] == VMT_SAMPLE_PAGES_ONE_CPU && i)
+					continue;
+				FUZZ_CHECK(t->cpus[i].npages == s->cpus[i].npages);
+				FUZZ_CHECK((t->cpus[i].pages != NULL) ==
+					   (modes[m] == VMT_SAMPLE_PAGES_ONE_CPU && s->cpus[i].npages));
+			}
+			if (modes[m] == VMT_SAMPLE_PAGES_ONE_CPU && s->cpus[0].npages)
+				FUZZ_CHECK(!memcmp(t->cpus[0].pages, s->cpus[0].pages,
+						   (size_t)s->cpus[0].npages * s->page_size));
+		}
+		sample_free(t);
+	}
+}
+
 static void one(const uint8_t *data, size_t size)
 {
 	struct vmt_sample *s = NULL, info;
@@ -109,7 +148,13 @@ static void one(const uint8_t *data, size_t size)
 	r = sample_read_mem(data, size, &s, why, sizeof(why));
 	FUZZ_CHECK(r == 0 || r == -EBADMSG || r == -ENOMEM);
 	if (r == 0) {
+		uint64_t bytes = 0;
+
 		FUZZ_CHECK(s && s->ncpus >= 1 && s->ncpus <= VMT_MAX_CPUS && s->cpus);
+		/* what was decoded is within the budget of the input's size */
+		for (uint32_t i = 0; i < s->ncpus; i++)
+			bytes += (uint64_t)s->cpus[i].npages * s->page_size;
+		FUZZ_CHECK(bytes <= vfile_budget(size, 0));
 		FUZZ_CHECK(s->ntriggers <= VMT_SAMPLE_MAX_TRIGGERS);
 		for (uint32_t i = 0; i < s->ncpus; i++)
 			FUZZ_CHECK(s->cpus[i].cpu == i && (!s->cpus[i].npages || s->cpus[i].pages));
@@ -119,6 +164,7 @@ static void one(const uint8_t *data, size_t size)
 		FUZZ_CHECK(r != -EBADMSG || why[0]);
 	}
 
+	modes_agree(data, size, r, s);
 	ri = sample_read_info_fd(memfd_put(data, size), &info, why, sizeof(why));
 	FUZZ_CHECK(ri == 0 || ri == -EBADMSG || ri == -ENOMEM);
 	/* INFO is a part of what sample_read checks */

@@ -526,6 +526,56 @@ static void sample_seed(const char *name, uint32_t per_cpu, int zstd, bool clock
 			free(payload[c][k]);
 }
 
+/*
+ * Bombs: tiny samples that claim or produce far more than a reader may
+ * decode (docs/FORMAT.md 1.4): one CPU whose nframes frames are each zstd
+ * frames of VMT_FRAME_MAX_PAGES zero pages, or (nframes 0) whose PAGES
+ * section is as many zero pages, zstd-compressed; with lie, a frame header
+ * claiming its pages over a payload of a few bytes.
+ */
+static void bomb_seed(const char *name, uint32_t nframes, bool lie)
+{
+	static uint8_t zero[VMT_FRAME_MAX_PAGES * PAGE];
+	struct vmt_sample s = { .aux_version = 1, .aux_id = 0x1122334455667788ull,
+				.created_ns = 1795000000000000000ull, .page_size = PAGE, .ncpus = 1 };
+	struct vmt_sample_cpu cpu = { 0 };
+	struct vmt_sample_frame fr[2];
+	struct vmt_iovec all = { zero, sizeof(zero) };
+	struct vmt_frame_ctx *ctx = frame_ctx_new(VMT_FRAME_ZSTD, 19, sizeof(zero));
+	size_t cap = frame_bound(VMT_FRAME_ZSTD, sizeof(zero));
+	uint8_t *payload = malloc(cap);
+	ssize_t len;
+	int fd = fresh_memfd(), r;
+
+	if (!ctx || !payload)
+		die("bomb", -ENOMEM);
+	len = frame_compress(ctx, &all, 1, payload, cap);
+	if (len < 0)
+		die("frame_compress", (int)len);
+	frame_ctx_free(ctx);
+	snprintf(s.guest, sizeof(s.guest), "web1");
+	s.cpus = &cpu;
+	for (uint32_t k = 0; k < nframes && k < 2; k++)
+		fr[k] = (struct vmt_sample_frame){
+			.h = { .codec = VMT_FRAME_ZSTD, .npages = VMT_FRAME_MAX_PAGES,
+			       .first_seq = (uint64_t)k * VMT_FRAME_MAX_PAGES },
+			.payload = lie ? zero : payload, .len = lie ? 8 : (uint32_t)len };
+	cpu.npages = nframes ? nframes * VMT_FRAME_MAX_PAGES : VMT_FRAME_MAX_PAGES;
+	cpu.frame_pages = nframes * VMT_FRAME_MAX_PAGES;
+	cpu.frames = fr;
+	cpu.nframes = nframes;
+	if (!nframes) {
+		cpu.iov = &all;
+		cpu.niov = 1;
+	}
+	r = sample_write(fd, &s, 19, 0);
+	if (r < 0)
+		die("sample_write", r);
+	put_fd("sample", name, fd);
+	close(fd);
+	free(payload);
+}
+
 static void aux_seed(const char *name, const struct vmt_buf *bundle)
 {
 	struct vmt_aux a = { .version = 3, .created_ns = 1795000000000000000ull, .ncpus = 2,
@@ -566,6 +616,9 @@ int main(int argc, char **argv)
 	sample_seed("plain-2x1", 1, 0, false, 0);
 	sample_seed("zstd-clock-2x1", 1, 3, true, 0);
 	sample_seed("frames-zstd-lz4-2x4", 4, 3, false, 2);	/* version 2: 2 frames and 2 pages raw */
+	bomb_seed("bomb-frames", 2, false);	/* 2 x 16 MiB of zeros in frames */
+	bomb_seed("bomb-pages", 0, false);	/* 16 MiB of zeros in PAGES */
+	bomb_seed("bomb-frame-claims", 2, true);	/* headers claiming 16 MiB over 8 bytes */
 	aux_seed("small", &small_meta);
 	meta_find(small_meta.data, small_meta.len, "events/header_page", &e);
 	meta_add(&hp, "events/header_page", e.data, e.data_len);

@@ -14,9 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "aux.h"
 #include "corpus.h"
@@ -1239,6 +1242,282 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* ---- bounded readers ------------------------------------------------------- */
+
+/*
+ * In dir, `vmtracectl ARGS` with stdout and stderr into *out and *err; its
+ * exit code, and its peak RSS in KiB (getrusage of the child) into *rss_kb.
+ */
+static int run_rss(const char *dir, long *rss_kb, char **out, char **err, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static int run_rss(const char *dir, long *rss_kb, char **out, char **err, const char *fmt, ...)
+{
+	char args[8192], cmd[30000], o[4200], e[4200], bin[4200], pidf[4200], *pids;
+	const char *agent = getenv("VMT_AGENT"), *slash = agent ? strrchr(agent, '/') : NULL;
+	struct rusage ru;
+	va_list ap;
+	pid_t pid;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(o, sizeof(o), "%s/rss-out.txt", dir);
+	snprintf(e, sizeof(e), "%s/rss-err.txt", dir);
+	/* exec: the shell becomes vmtracectl, whose rusage wait4() gets; under
+	 * ASan without its quarantine, which keeps what was freed resident */
+	snprintf(bin, sizeof(bin), "%s/%s/vmtracectl", test_srcdir(), test_builddir());
+	/*
+	 * The build without sanitizers where there is one (beside VMT_AGENT):
+	 * under ASan, the child that tries the formats on libtraceevent
+	 * (decode_unsafe_entries()) peaks at ~280 MiB of the sanitizer's own,
+	 * and wait4() counts the largest descendant: it would hide the pages.
+	 */
+	if (slash) {
+		char plain[4200];
+
+		char *abs;
+
+		snprintf(plain, sizeof(plain), "%.*s/vmtracectl", (int)(slash - agent), agent);
+		abs = realpath(plain, NULL);
+		if (abs && access(abs, X_OK) == 0)
+			snprintf(bin, sizeof(bin), "%s", abs);
+		free(abs);
+	}
+	/*
+	 * ru_maxrss counts a process's memory before its exec too: forked from
+	 * this (large) test, vmtracectl would start at our size. A shell forks
+	 * it in the background instead, and we, its subreaper, wait for it.
+	 */
+	snprintf(pidf, sizeof(pidf), "%s/rss-pid.txt", dir);
+	snprintf(cmd, sizeof(cmd), "cd %s && ASAN_OPTIONS=\"$ASAN_OPTIONS:quarantine_size_mb=0\" "
+		 "%s %s >%s 2>%s </dev/null & echo $! >%s", dir, bin, args, o, e, pidf);
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	pids = slurp_path(pidf);
+	pid = (pid_t)atoi(pids);
+	free(pids);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(wait4(pid, &st, 0, &ru), pid);
+	*rss_kb = ru.ru_maxrss;
+	*out = slurp_path(o);
+	*err = slurp_path(e);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define BOMB_PS 65536u
+#define BOMB_FRAME_PAGES 4096u	/* VMT_FRAME_MAX_PAGES: 256 MiB of zeros a frame */
+
+/* A zstd frame (content size in its header) of n bytes of zeros, streamed:
+ * the zeros are never in memory whole. ~8 KiB for 256 MiB. */
+static uint8_t *zeros_frame(uint64_t n, size_t *len)
+{
+	static const uint8_t zero[1 << 20];
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+	size_t cap = 1 << 20, pos = 0, left;
+	uint8_t *out = malloc(cap);
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_nonnull(out);
+	ck_assert(!ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(c, n)));
+	for (uint64_t done = 0; done < n; done += sizeof(zero)) {
+		ZSTD_inBuffer in = { zero, VMT_MIN(sizeof(zero), n - done), 0 };
+
+		while (in.pos < in.size) {
+			ZSTD_outBuffer ob = { out, cap, pos };
+
+			ck_assert(!ZSTD_isError(ZSTD_compressStream2(c, &ob, &in, ZSTD_e_continue)));
+			pos = ob.pos;
+		}
+	}
+	do {
+		ZSTD_inBuffer in = { NULL, 0, 0 };
+		ZSTD_outBuffer ob = { out, cap, pos };
+
+		left = ZSTD_compressStream2(c, &ob, &in, ZSTD_e_end);
+		ck_assert(!ZSTD_isError(left));
+		pos = ob.pos;
+	} while (left);
+	ZSTD_freeCCtx(c);
+	*len = pos;
+	return out;
+}
+
+/*
+ * Bombs: a sample of one CPU whose nframes FRAME sections are each a zstd
+ * frame of 256 MiB of zeros, or (nframes 0) whose PAGES section is 256 MiB
+ * of zeros, zstd-compressed. Tiny files: what they decode to is not.
+ */
+static void write_bomb(const char *path, uint64_t aux_id, uint32_t nframes)
+{
+	static const uint8_t zero[1 << 20];
+	struct vmt_sample s = { .aux_version = 1, .aux_id = aux_id, .created_ns = 500,
+				.page_size = BOMB_PS, .ncpus = 1 };
+	struct vmt_sample_cpu cpu = { 0 };
+	struct vmt_sample_frame fr[4];
+	struct vmt_iovec iov[256];
+	size_t len;
+	uint8_t *payload = nframes ? zeros_frame((uint64_t)BOMB_FRAME_PAGES * BOMB_PS, &len) : NULL;
+	int fd;
+
+	ck_assert_uint_le(nframes, 4);
+	snprintf(s.guest, sizeof(s.guest), "g1");
+	s.cpus = &cpu;
+	for (uint32_t k = 0; k < nframes; k++)
+		fr[k] = (struct vmt_sample_frame){
+			.h = { .codec = VMT_FRAME_ZSTD, .npages = BOMB_FRAME_PAGES,
+			       .first_seq = (uint64_t)k * BOMB_FRAME_PAGES },
+			.payload = payload, .len = (uint32_t)len };
+	for (size_t i = 0; i < ARRAY_SIZE(iov); i++)
+		iov[i] = (struct vmt_iovec){ zero, sizeof(zero) };
+	cpu.npages = nframes ? nframes * BOMB_FRAME_PAGES : (uint32_t)(sizeof(iov) / sizeof(iov[0]) *
+								    sizeof(zero) / BOMB_PS);
+	cpu.frame_pages = nframes * BOMB_FRAME_PAGES;
+	cpu.frames = fr;
+	cpu.nframes = nframes;
+	if (!nframes) {
+		cpu.iov = iov;
+		cpu.niov = ARRAY_SIZE(iov);
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(sample_write(fd, &s, 3, 0), 0);
+	close(fd);
+	free(payload);
+}
+
+#define BOMB_RSS_MAX_KB (256 * 1024)
+
+/*
+ * A 17 KB sample whose two frames decode to 512 MiB, and one whose PAGES
+ * section decodes to 256 MiB: info, report and merge refuse each, naming
+ * the file and the section, before decoding (peak RSS under 256 MiB); a
+ * good sample given with it is still reported and merged, and the exit
+ * status says one was refused. --max-memory lets info read the frames.
+ */
+START_TEST(bombs_are_refused)
+{
+	static const char *const cmds[] = { "info", "report --stats", "merge -o out" };
+	char fb[4200], pb[4200];
+	struct stat st;
+	long rss;
+	int rc;
+	SETUP();
+
+	snprintf(fb, sizeof(fb), "%s/g1-frames.vmts", dir);
+	snprintf(pb, sizeof(pb), "%s/g1-pages.vmts", dir);
+	write_bomb(fb, id, 2);
+	write_bomb(pb, id, 0);
+	ck_assert_int_eq(stat(fb, &st), 0);
+	ck_assert_int_lt(st.st_size, 64 * 1024);
+	ck_assert_int_eq(stat(pb, &st), 0);
+	ck_assert_int_lt(st.st_size, 64 * 1024);
+	write_sample(s1, "g1", 1, id, 1000, &(struct range){ .count = { 50, 50 } }, NULL, NULL);
+	for (size_t b = 0; b < 2; b++) {
+		const char *bomb = b ? pb : fb, *sect = b ? "(type 0x20 id 0)" : "(type 0x21 id 0)";
+
+		for (size_t i = 0; i < ARRAY_SIZE(cmds); i++) {
+			/* the bomb alone: refused, nothing done */
+			free(out);
+			free(err);
+			rc = run_rss(dir, &rss, &out, &err, "%s %s", cmds[i], bomb);
+			ck_assert_msg(rc == 1, "%s %s: exit %d: %s", cmds[i], bomb, rc, err);
+			ck_assert_msg(strstr(err, bomb) && strstr(err, sect) && strstr(err, "budget"),
+				      "%s: %s", cmds[i], err);
+			ck_assert_msg(rss <= BOMB_RSS_MAX_KB, "%s %s: peak RSS %ld KiB", cmds[i], bomb, rss);
+			/* beside a good sample: that one is used, the status says one was refused */
+			free(out);
+			free(err);
+			rc = run_rss(dir, &rss, &out, &err, "%s %s %s", cmds[i], bomb, s1);
+			ck_assert_msg(rc == (i ? 3 : 1), "%s %s %s: exit %d: %s", cmds[i], bomb, s1, rc, err);
+			ck_assert_msg(strstr(err, bomb) && strstr(err, sect), "%s: %s", cmds[i], err);
+			ck_assert_msg(rss <= BOMB_RSS_MAX_KB, "%s %s %s: peak RSS %ld KiB", cmds[i], bomb, s1,
+				      rss);
+			ck_assert_msg(strstr(out, i == 1 ? "sched_switch" : "g1"), "%s: %s", cmds[i], out);
+		}
+	}
+	/* the budget is the user's to raise: the frames read, one at a time */
+	free(out);
+	free(err);
+	rc = run_rss(dir, &rss, &out, &err, "info --max-memory 600M %s", fb);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_ptr_nonnull(strstr(out, "frames: 2 read, 8192 pages"));
+	free(out);
+	free(err);
+	out = err = NULL;
+	rc = run_rss(dir, &rss, &out, &err, "info --max-memory x %s", fb);
+	ck_assert_int_eq(rc, 2);
+	TEARDOWN();
+}
+END_TEST
+
+/*
+ * merge works a guest boot's CPU at a time, each page held once: 20
+ * samples of the same window cost no more than twice one, and give the
+ * same trace.dat, byte for byte. Peak RSS is taken above that of merging a
+ * sample without pages (the program, its libraries, the aux: large under
+ * ASan), and one sample counts for at least its pages.
+ */
+START_TEST(merge_memory_does_not_grow_with_samples)
+{
+	struct range rg = all_pages(), none = { .count = { 0, 0 } };
+	char *many = calloc(20, 4200), path[4200], *one_dat, *many_dat;
+	long rss0, rss1, rss20, one;
+	size_t l1, l20;
+	int rc;
+	SETUP();
+
+	ck_assert_ptr_nonnull(many);
+	snprintf(path, sizeof(path), "%s/g1-0.vmts", dir);
+	write_sample(path, "g1", 1, id, 999, &none, NULL, NULL);
+	rc = run_rss(dir, &rss0, &out, &err, "merge -q -o zero.dat %s", path);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	write_sample(s1, "g1", 1, id, 1000, &rg, NULL, NULL);
+	strcat(many, s1);
+	for (int i = 2; i <= 20; i++) {
+		snprintf(path, sizeof(path), "%s/g1-%d.vmts", dir, i);
+		write_sample(path, "g1", 1, id, 1000 + (uint64_t)i, &rg, NULL, NULL);
+		strcat(many, " ");
+		strcat(many, path);
+	}
+	free(out);
+	free(err);
+	rc = run_rss(dir, &rss1, &out, &err, "merge -q -o one.dat %s", s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	free(out);
+	free(err);
+	rc = run_rss(dir, &rss20, &out, &err, "merge -q -o many.dat %s", many);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	one = VMT_MAX(rss1 - rss0, (long)((npages[0] + npages[1]) * PS / 1024));
+	printf("merge_memory_does_not_grow_with_samples: peak RSS %ld KiB without pages, +%ld KiB for "
+	       "1 sample, +%ld KiB for 20 (%.2fx, at most 2x of %ld)\n", rss0, rss1 - rss0,
+	       rss20 - rss0, (double)(rss20 - rss0) / (double)one, one);
+	ck_assert_msg(rss20 - rss0 <= 2 * one, "peak RSS +%ld KiB for 20 samples, +%ld KiB for one",
+		      rss20 - rss0, one);
+	/* under ASan a fixed cost of its own hides the pages in the ratio: the
+	 * 19 samples more must not cost as much as one sample's pages either */
+	ck_assert_msg(rss20 - rss1 <= (long)((npages[0] + npages[1]) * PS / 1024),
+		      "peak RSS %ld KiB for 20 samples, %ld KiB for one", rss20, rss1);
+	snprintf(path, sizeof(path), "%s/one.dat", dir);
+	ck_assert_int_eq(read_file(path, 1u << 30, &one_dat, &l1), 0);
+	snprintf(path, sizeof(path), "%s/many.dat", dir);
+	ck_assert_int_eq(read_file(path, 1u << 30, &many_dat, &l20), 0);
+	ck_assert_uint_eq(l1, l20);
+	ck_assert(!memcmp(one_dat, many_dat, l1));
+	free(one_dat);
+	free(many_dat);
+	free(many);
+	TEARDOWN();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("report");
@@ -1282,6 +1561,8 @@ int main(void)
 	tcase_add_test(t, merge_output_not_followed);
 	tcase_add_test(t, format_that_crashes_the_parser);
 	tcase_add_test(t, merge_crafted_formats);
+	tcase_add_test(t, bombs_are_refused);
+	tcase_add_test(t, merge_memory_does_not_grow_with_samples);
 	tcase_set_timeout(t, 300);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);
