@@ -89,7 +89,7 @@ void vfile_close(struct vmt_vfile *f);
  * budget instead: it may raise the bound or lower it.
  */
 #define VMT_READ_RATIO 64u
-#define VMT_READ_SLACK (1ull << 20)
+#define VMT_READ_SLACK (32ull << 20)
 #define VMT_READ_CAP (4ull << 30)
 uint64_t vfile_budget(uint64_t file_size, uint64_t max_memory);
 /*
