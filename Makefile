@@ -113,14 +113,15 @@ $(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 # calls (libseccomp)
 # the fleet (daemon/fleet.c, ctl/fleet.c): NATS, and SHA-256 for the object store's digest
 FLEET_LIBS  := $(shell $(PKG_CONFIG) --libs libnats libcrypto 2>/dev/null)
-# the fleet's labels from libvirt domain metadata (daemon/lvmeta*.c): the
+# the fleet's labels from libvirt domain metadata and the guests' crashes
+# libvirt reports (daemon/lvmeta*.c): the
 # libvirt client library, and libxml2 to read the element; the daemon alone
 XML_CFLAGS  := $(shell $(PKG_CONFIG) --cflags libxml-2.0 2>/dev/null)
 XML_LIBS    := $(shell $(PKG_CONFIG) --libs libxml-2.0 2>/dev/null)
 LIBVIRT_CFLAGS := $(shell $(PKG_CONFIG) --cflags libvirt 2>/dev/null)
 LIBVIRT_LIBS := $(shell $(PKG_CONFIG) --libs libvirt 2>/dev/null)
 $(O)/daemon/lvmeta-xml.o: ALL_CFLAGS += $(XML_CFLAGS)
-$(O)/daemon/lvmeta.o: ALL_CFLAGS += $(LIBVIRT_CFLAGS)
+$(O)/daemon/lvmeta.o $(O)/daemon/lvmeta-events.o: ALL_CFLAGS += $(LIBVIRT_CFLAGS)
 DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null) $(FLEET_LIBS) \
 	$(LIBVIRT_LIBS) $(XML_LIBS)
 $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)

@@ -4,7 +4,7 @@
  * daemon can leave out what it does not want or what cannot attach (the
  * kvm tracepoints exist only with the kvm module loaded):
  *   process_death   sched_process_exit of a registered QEMU's last thread,
- *                   by a signal or with a non-zero status (or any, by setting)
+ *                   with its status: the daemon decides about a status 0
  *   vcpu_starvation sched_wakeup / preemption -> sched_switch in, per vCPU
  *   kvm_exit        kvm_exit -> kvm_entry on one vCPU, with the reason
  *   oom             oom:mark_victim of a registered process (or any)
@@ -26,8 +26,6 @@ const volatile __u64 starve_threshold_ns = 100000000ull;
 const volatile __u64 kvm_threshold_ns = 50000000ull;
 const volatile __u64 min_interval_ns[VMT_DET_COUNT] = {};
 const volatile __u32 any_oom = 0;
-/* process_death: an exit with status 0 is an anomaly too */
-const volatile __u32 death_clean_exit = 0;
 /* Exits where the vCPU waits by design: VMX HLT (12), SVM HLT (0x78) and
  * IDLE_HLT (0xa6). The numbers do not collide between the two vendors. */
 const volatile __u32 kvm_ignore[4] = { 12, 0x78, 0xa6, 0xffffffff };
@@ -180,15 +178,8 @@ int BPF_PROG(vmt_process_exit, struct task_struct *p)
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
 	code = BPF_CORE_READ(p, exit_code);
-	/* decided here, not in the daemon: a QEMU shut down on purpose
-	 * (virsh shutdown/destroy: SIGTERM, handled, exit 0) costs no record */
-	if (code == 0 && !death_clean_exit) {
-		struct vmt_detect_counters *c = counters(VMT_DET_PROCESS_DEATH);
-
-		if (c)
-			c->filtered++;
-		return 0;
-	}
+	/* a status 0 too (one record per QEMU's life): whether it was a clean
+	 * shutdown only the daemon knows, from the guest's agent (BYE) */
 	report(VMT_DET_PROCESS_DEATH, bpf_ktime_get_ns(), (__u32)code, 0, reg->guest, tgid, tid,
 	       VMT_DETECT_NO_VCPU, code & 0x7f);
 	return 0;

@@ -44,7 +44,7 @@ struct vmt_detect_counters {
 	__u64 emitted;		/* sent to the ring buffer */
 	__u64 suppressed;	/* held back by the minimum interval */
 	__u64 dropped;		/* ring buffer full */
-	__u64 filtered;		/* left out by a setting (process_death: clean exits) */
+	__u64 filtered;		/* left out by a setting (none in BPF now) */
 };
 
 /* One anomaly. time_ns is CLOCK_MONOTONIC (bpf_ktime_get_ns). */

@@ -4,7 +4,9 @@
  * be recorded (agent-ctl-path and one trace-path-cpuN per vCPU, unix
  * sockets libvirt binds where discovery finds them), for a vCPU count
  * given or read from `virsh dumpxml DOMAIN`. Past what QEMU's default
- * virtio-serial controller holds, the controller too. --split DIR writes
+ * virtio-serial controller holds, the controller too. And a pvpanic
+ * device (--no-panic leaves it out): a guest's panic becomes libvirt's
+ * CRASHED event, which vmtraced dumps the guest for. --split DIR writes
  * one file per device, as `virsh attach-device` takes them.
  */
 #include <errno.h>
@@ -146,7 +148,17 @@ static int put_channel(const char *dir, const char *name)
 	return put(dir, file, xml);
 }
 
-static int print_devices(unsigned vcpus, const char *dir)
+/* The guest's kernel (its pvpanic driver) tells QEMU of a panic, QEMU
+ * tells libvirt (GUEST_PANICKED), libvirt reports CRASHED/PANICKED to its
+ * clients: vmtraced dumps the guest at once (detectors.libvirt_events),
+ * whatever the guest's panic= says. <on_crash> decides what QEMU does next
+ * (destroy, the default; restart; preserve). */
+static const char panic_xml[] =
+	"<!-- vmtraced: a guest panic becomes libvirt's CRASHED event (vmtraced dumps the guest);\n"
+	"     <on_crash> decides what QEMU does next. The guest needs its pvpanic driver. -->\n"
+	"<panic model='isa'/>\n";
+
+static int print_devices(unsigned vcpus, const char *dir, bool panic)
 {
 	unsigned nports = vcpus + 1;
 	char xml[128], name[32];
@@ -165,13 +177,15 @@ static int print_devices(unsigned vcpus, const char *dir)
 		if (put_channel(dir, name) < 0)
 			return 1;
 	}
+	if (panic && put(dir, "panic", panic_xml) < 0)
+		return 1;
 	return 0;
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: vmtracectl libvirt-xml [-c URI] [--split DIR] DOMAIN\n"
-		   "       vmtracectl libvirt-xml [--split DIR] --vcpus N\n");
+	fprintf(f, "usage: vmtracectl libvirt-xml [-c URI] [--split DIR] [--no-panic] DOMAIN\n"
+		   "       vmtracectl libvirt-xml [--split DIR] [--no-panic] --vcpus N\n");
 }
 
 int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv)
@@ -180,11 +194,13 @@ int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv)
 		{ "vcpus", required_argument, NULL, 'n' },
 		{ "split", required_argument, NULL, 'd' },
 		{ "connect", required_argument, NULL, 'c' },
+		{ "no-panic", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *dir = NULL, *uri = NULL;
 	unsigned vcpus = 0, current;
+	bool panic = true;
 	struct stat st;
 	int opt;
 
@@ -205,6 +221,7 @@ int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv)
 			break;
 		case 'd': dir = optarg; break;
 		case 'c': uri = optarg; break;
+		case 'P': panic = false; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -240,5 +257,5 @@ int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv)
 			fprintf(stderr, "vmtracectl: note: %s has %u vCPUs online of %u; ports for %u\n",
 				argv[optind], current, vcpus, vcpus);
 	}
-	return print_devices(vcpus, dir);
+	return print_devices(vcpus, dir, panic);
 }

@@ -324,8 +324,10 @@ static int automatic_allowed(struct vmt_dumps *ds, const struct vmt_dump *open,
 		*names = (char *const *)only;
 		*n = 1;
 	}
-	/* a guest's silence is its own doing too: its budget pays */
-	by = (t->kind == VMT_TRIGGER_GUEST || t->kind == VMT_TRIGGER_SILENCE) && *n == 1
+	/* a guest's silence, or a crash libvirt reports, is its own doing
+	 * too: its budget pays */
+	by = (t->kind == VMT_TRIGGER_GUEST || t->kind == VMT_TRIGGER_SILENCE ||
+	      t->kind == VMT_TRIGGER_LIBVIRT) && *n == 1
 		     ? guest_list_find(ds->guests, (*names)[0]) : NULL;
 	if (!open && !trigger_take(&ds->policy, &ds->conf->triggers, by ? &by->dumps : NULL, now)) {
 		ds->triggers_suppressed++;

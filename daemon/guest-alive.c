@@ -159,6 +159,7 @@ void alive_session_start(struct vmt_guest *g)
 	a->heard_ns = now_monotonic_ns();
 	a->heard_what = "its session";
 	a->watched = !g->src && (g->hello.flags & VMT_HELLO_BYE);
+	a->unclean = a->watched;
 	if (!a->watched) {
 		if (!g->src && alive_conf(g)->enabled)
 			guest_log(g, VMT_LOG_INFO, 0, "guest_silence: the agent (%s) does not say BYE: "
@@ -219,6 +220,7 @@ void alive_on_bye(struct vmt_guest *g, const struct vmt_msg *m)
 		text[i] = m->payload[i] >= 0x20 && m->payload[i] < 0x7f ? (char)m->payload[i] : '?';
 	text[n] = 0;
 	g->alive.c.byes++;
+	g->alive.unclean = false;
 	if (g->state != GUEST_STREAMING && g->state != GUEST_STARTING) {
 		g->c.msgs_unexpected++;
 		return;
@@ -233,4 +235,32 @@ void alive_on_bye(struct vmt_guest *g, const struct vmt_msg *m)
 void alive_free(struct vmt_guest *g)
 {
 	g->alive.timer = sd_event_source_disable_unref(g->alive.timer);
+}
+
+void alive_channels_open(struct vmt_guest *g)
+{
+	g->alive.unclean = false;
+}
+
+/* 64 KiB: far more than a BYE, and what one callback reads anyway */
+#define EXIT_READ_BUDGET (64u << 10)
+
+bool guest_exit_unclean(struct vmt_guest *g)
+{
+	bool r;
+
+	/* the agent's BYE goes out before the guest powers off, but the
+	 * detector's record is read ahead of the channels: read what waits */
+	if (channel_is_open(&g->ctl))
+		guest_ctl_read(g, EXIT_READ_BUDGET);
+	r = g->alive.unclean;
+	g->alive.unclean = false;
+	return r;
+}
+
+void guest_crashed(struct vmt_guest *g)
+{
+	/* as a silence found: once, until it speaks again (alive_heard) */
+	if (!g->src && g->state == GUEST_STREAMING)
+		g->alive.silent = true;
 }

@@ -35,6 +35,9 @@ struct vmt_guest_alive {
 	sd_event_source *timer;	/* every fifth of the timeout while watched */
 	bool watched;		/* streaming, and the agent says VMT_HELLO_BYE */
 	bool silent;		/* found silent; cleared when it speaks again */
+	/* its agent says BYE and streamed without saying it: a QEMU exiting
+	 * with status 0 now is no clean shutdown (guest_exit_unclean) */
+	bool unclean;
 	uint64_t heard_ns;	/* CLOCK_MONOTONIC: its last page or message */
 	const char *heard_what;	/* what that was (a static name) */
 	uint64_t ping_id;	/* the ping out (VMT_SYNC_ID_PING | n), 0: none */
@@ -54,5 +57,8 @@ void alive_on_pong(struct vmt_guest *g, uint64_t id);
 /* BYE: the agent exits on purpose; the session is over. */
 void alive_on_bye(struct vmt_guest *g, const struct vmt_msg *m);
 void alive_free(struct vmt_guest *g);
+/* New channels (a new QEMU, or the same one reached again): what an
+ * earlier session left says nothing of this one. */
+void alive_channels_open(struct vmt_guest *g);
 
 #endif

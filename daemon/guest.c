@@ -383,6 +383,7 @@ void guest_connect(struct vmt_guest *g)
 		  g->nchan);
 	/* bytes already in the data channels belong to no session we know */
 	guest_drain_data(g);
+	alive_channels_open(g);
 	guest_set_state(g, GUEST_WAIT_HELLO);
 	guest_send_host_hello(g);
 	guest_arm(g, RETRY_USEC);

@@ -266,6 +266,13 @@ int guest_hand_over(struct vmt_guest *g, struct vmt_upgrade_out *o);
  * word to the agent; -ENOENT none, else -errno: refused (logged, counted
  * in in->refused), it connects afresh. */
 int guest_adopt_session(struct vmt_guest *g, struct vmt_upgrade_in *in);
+/* guest-alive.c: its QEMU exited with status 0; was that no clean
+ * shutdown? True if its agent says BYE (VMT_HELLO_BYE), streamed, and did
+ * not say it (what waits in the control channel read first). Once. */
+bool guest_exit_unclean(struct vmt_guest *g);
+/* guest-alive.c: the host knows its kernel crashed (libvirt said so): it
+ * is not asked to flush, nor reported silent, until it speaks again. */
+void guest_crashed(struct vmt_guest *g);
 /* Ring bytes from the control rx. */
 uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g);
 uint64_t guest_ctl_rejected_msgs(const struct vmt_guest *g);

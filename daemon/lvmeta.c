@@ -20,10 +20,8 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
-#include "config.h"	/* VMT_LABELS_MAX */
 #include "log.h"
-#include "lvmeta.h"
-#include "sample.h"	/* VMT_NAME_MAX */
+#include "lvmeta-int.h"
 #include "util.h"
 
 #define GUESTS_MAX 1024		/* guests read at once; more are left out, said */
@@ -31,53 +29,8 @@
 #define BACKOFF_MAX_MS 10000
 #define KEEPALIVE_S 5		/* libvirtd gone quiet: closed after 5 s x 3 */
 #define KEEPALIVE_COUNT 3
-#define LOG_EVERY_NS (60ull * 1000000000ull)
+#define LOG_EVERY_NS LV_LOG_EVERY_NS
 #define SHORT_NAME 20		/* libvirt's channel folder keeps this much of a name */
-
-struct lv_guest {
-	char name[VMT_NAME_MAX];
-	int id;
-	bool dirty;		/* to read */
-	uint64_t log_ns;	/* its last refusal said, once a minute */
-};
-
-struct lv_result {
-	struct lv_result *next;
-	char name[VMT_NAME_MAX];
-	int id;
-	char labels[VMT_LABELS_MAX];
-};
-
-struct vmt_lvmeta {
-	sd_event *event;
-	char uri[256];
-	const struct vmt_lvmeta_ops *ops;
-	void *owner;
-	int loop_efd;		/* results for the loop */
-	int thread_efd;		/* the loop wakes the thread */
-	sd_event_source *src;
-	pthread_t thread;
-	bool started;
-
-	pthread_mutex_t lock;	/* what follows */
-	bool stop;
-	struct lv_guest *g;
-	uint32_t n;
-	struct lv_result *r_head;
-	const char *state;
-	char error[512];
-	uint64_t reads, refused, connect_failures;
-
-	/* the thread's own */
-	virConnectPtr conn;
-	int meta_cb;		/* the metadata-change registration, -1 when none */
-	int timer, watch;
-	bool lost;		/* libvirt closed the connection */
-	uint32_t backoff_ms;
-	uint64_t next_try_ns;
-	uint64_t log_ns;	/* connection trouble, said once a minute */
-	uint64_t left_out_ns;	/* more guests than GUESTS_MAX, said once a minute (loop) */
-};
 
 static pthread_once_t lv_once = PTHREAD_ONCE_INIT;
 static int lv_init_r;
@@ -105,7 +58,7 @@ static const char *lv_error(void)
 }
 
 /* Is domain full the guest whose channel folder gave name? */
-static bool name_matches(const char *full, const char *name)
+bool lv_name_matches(const char *full, const char *name)
 {
 	size_t n = strlen(name);
 
@@ -116,7 +69,7 @@ static bool name_matches(const char *full, const char *name)
 
 /* ---- the thread: libvirt ------------------------------------------------ */
 
-static void wake_loop(struct vmt_lvmeta *l)
+void lv_wake_loop(struct vmt_lvmeta *l)
 {
 	(void)eventfd_write(l->loop_efd, 1);	/* the counter does not overflow */
 }
@@ -149,18 +102,32 @@ static struct lv_guest *find(struct vmt_lvmeta *l, const char *name)
 	return NULL;
 }
 
+struct lv_guest *lv_guest_of(struct vmt_lvmeta *l, virDomainPtr dom)
+{
+	const char *full = virDomainGetName(dom);
+	int id = (int)virDomainGetID(dom);
+
+	for (uint32_t i = 0; i < l->n; i++)
+		if (id > 0 && l->g[i].id == id)
+			return &l->g[i];
+	/* a domain that stopped has no id any more */
+	for (uint32_t i = 0; i < l->n; i++)
+		if (lv_name_matches(full, l->g[i].name))
+			return &l->g[i];
+	return NULL;
+}
+
 static void on_meta(virConnectPtr conn, virDomainPtr dom, int type, const char *nsuri, void *opaque)
 {
 	struct vmt_lvmeta *l = opaque;
-	const char *full = virDomainGetName(dom);
-	int id = (int)virDomainGetID(dom);
+	struct lv_guest *g;
 
 	if (type != VIR_DOMAIN_METADATA_ELEMENT || !nsuri || strcmp(nsuri, VMT_LVMETA_NS))
 		return;
 	pthread_mutex_lock(&l->lock);
-	for (uint32_t i = 0; i < l->n; i++)
-		if ((id > 0 && l->g[i].id == id) || name_matches(full, l->g[i].name))
-			l->g[i].dirty = true;
+	g = lv_guest_of(l, dom);
+	if (g)
+		g->dirty = true;
 	pthread_mutex_unlock(&l->lock);
 }
 
@@ -199,6 +166,7 @@ static void drop_conn(struct vmt_lvmeta *l)
 	if (l->meta_cb >= 0)
 		virConnectDomainEventDeregisterAny(l->conn, l->meta_cb);
 	l->meta_cb = -1;
+	lv_events_deregister(l);
 	virConnectUnregisterCloseCallback(l->conn, on_close);
 	virConnectClose(l->conn);
 	l->conn = NULL;
@@ -215,10 +183,11 @@ static void connect_once(struct vmt_lvmeta *l)
 		virConnectRegisterCloseCallback(l->conn, on_close, l, NULL);
 		if (virConnectSetKeepAlive(l->conn, KEEPALIVE_S, KEEPALIVE_COUNT) < 0)
 			log_debug("libvirt: no keepalive on %s: %s", l->uri, lv_error());
-		l->meta_cb = virConnectDomainEventRegisterAny(
-			l->conn, NULL, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
-			VIR_DOMAIN_EVENT_CALLBACK(on_meta), l, NULL);
-		if (l->meta_cb >= 0) {
+		if (l->labels)
+			l->meta_cb = virConnectDomainEventRegisterAny(
+				l->conn, NULL, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
+				VIR_DOMAIN_EVENT_CALLBACK(on_meta), l, NULL);
+		if ((!l->labels || l->meta_cb >= 0) && (!l->events || lv_events_register(l) == 0)) {
 			l->backoff_ms = 0;
 			pthread_mutex_lock(&l->lock);
 			for (uint32_t i = 0; i < l->n; i++)
@@ -226,10 +195,12 @@ static void connect_once(struct vmt_lvmeta *l)
 			l->state = "connected";
 			l->error[0] = 0;
 			pthread_mutex_unlock(&l->lock);
-			log_info("libvirt: connected to %s (read-only), reading the guests' labels", l->uri);
+			log_info("libvirt: connected to %s (read-only)%s%s", l->uri,
+				 l->labels ? ", reading the guests' labels" : "",
+				 l->events ? ", following their crashes and watchdogs" : "");
 			return;
 		}
-		snprintf(why, sizeof(why), "no metadata change events from %.200s: %.200s", l->uri,
+		snprintf(why, sizeof(why), "no domain events from %.200s: %.200s", l->uri,
 			 lv_error());
 		drop_conn(l);
 	} else {
@@ -260,7 +231,7 @@ static bool read_one(struct vmt_lvmeta *l, const char *name, int id)
 
 	if (id > 0) {
 		dom = virDomainLookupByID(l->conn, id);
-		if (dom && !name_matches(virDomainGetName(dom), name)) {
+		if (dom && !lv_name_matches(virDomainGetName(dom), name)) {
 			virDomainFree(dom);	/* the id went to another domain */
 			dom = NULL;
 		}
@@ -308,13 +279,13 @@ static bool read_one(struct vmt_lvmeta *l, const char *name, int id)
 	l->reads++;
 	push_result(l, name, id, labels);
 	pthread_mutex_unlock(&l->lock);
-	wake_loop(l);
+	lv_wake_loop(l);
 	return true;
 }
 
 static void read_dirty(struct vmt_lvmeta *l)
 {
-	for (;;) {
+	while (l->labels) {
 		char name[VMT_NAME_MAX] = "";
 		int id = 0;
 
@@ -412,6 +383,7 @@ static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userda
 
 	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return 0;
+	lv_events_deliver(l);
 	pthread_mutex_lock(&l->lock);
 	r = l->r_head;
 	l->r_head = NULL;
@@ -457,6 +429,8 @@ int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t 
 		snprintf(v[i].name, sizeof(v[i].name), "%s", g[i].name);
 		v[i].id = g[i].id;
 		old = find(l, g[i].name);
+		if (old)
+			v[i].crashed_id = old->crashed_id;
 		if (old && old->id == g[i].id) {
 			v[i].dirty = old->dirty;
 			v[i].log_ns = old->log_ns;
@@ -471,12 +445,22 @@ int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t 
 	l->g = v;
 	l->n = n;
 	pthread_mutex_unlock(&l->lock);
+	/* the thread, and libvirt in it, only once there is a libvirt guest */
+	if (n && !l->started) {
+		int r = -pthread_create(&l->thread, NULL, lv_thread, l);
+
+		if (r < 0) {
+			log_error_errno(r, "libvirt: cannot start its thread: %m");
+			return r;
+		}
+		l->started = true;
+	}
 	if (wake)
 		(void)eventfd_write(l->thread_efd, 1);
 	return 0;
 }
 
-int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri,
+int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri, bool labels, bool events,
 	       const struct vmt_lvmeta_ops *ops, void *owner)
 {
 	struct vmt_lvmeta *l = calloc(1, sizeof(*l));
@@ -487,9 +471,12 @@ int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri,
 		return -ENOMEM;
 	l->event = e;
 	snprintf(l->uri, sizeof(l->uri), "%s", uri);
+	l->labels = labels;
+	l->events = events;
 	l->ops = ops;
 	l->owner = owner;
-	l->meta_cb = -1;
+	l->meta_cb = l->life_cb = l->dog_cb = -1;
+	l->e_tail = &l->e_head;
 	l->state = "idle";
 	pthread_mutex_init(&l->lock, NULL);
 	l->loop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -501,10 +488,6 @@ int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri,
 	r = sd_event_add_io(e, &l->src, l->loop_efd, EPOLLIN, on_results, l);
 	if (r < 0)
 		goto fail;
-	r = -pthread_create(&l->thread, NULL, lv_thread, l);
-	if (r < 0)
-		goto fail;
-	l->started = true;
 	*out = l;
 	return 0;
 fail:
@@ -535,6 +518,7 @@ void lvmeta_free(struct vmt_lvmeta *l)
 		free(l->r_head);
 		l->r_head = n;
 	}
+	lv_events_free(l);
 	free(l->g);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
@@ -553,5 +537,11 @@ void lvmeta_status(struct vmt_lvmeta *l, struct vmt_lvmeta_status *st)
 	st->reads = l->reads;
 	st->refused = l->refused;
 	st->connect_failures = l->connect_failures;
+	st->events = l->ev_seen;
+	st->incidents = l->ev_incidents;
+	st->dropped = l->ev_dropped;
+	st->folded = l->ev_folded;
+	st->fired = l->ev_fired;
+	st->suppressed = l->ev_suppressed;
 	pthread_mutex_unlock(&l->lock);
 }

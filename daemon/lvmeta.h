@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lvmeta: fleet labels from libvirt domain metadata (docs/FLEET.md). With
- * fleet: on (libvirt_labels, accept label), the guests discovery found in a
- * libvirt-layout folder are read here: one thread of ours owns a read-only
- * libvirt connection (libvirt_uri), made only once there is a guest to read,
- * remade with backoff when libvirtd goes away, and libvirt's event loop,
- * through which metadata changes (`virsh metadata --live`) come. Every call
- * into libvirt blocks, so none is made on the sd-event loop: the loop hands
- * the thread the guests it wants read (lvmeta_set) and gets each guest's
- * labels back, checked, through an eventfd, as a call of the owner's labels
- * callback on the loop. The element is
+ * lvmeta: what libvirt says of the guests discovery found in its folders.
+ * One thread of ours, started once there is such a guest, owns a read-only
+ * libvirt connection (made then, remade with backoff when libvirtd goes
+ * away) and libvirt's event loop, through which come
+ *   - with fleet: on (libvirt_labels, accept label), the fleet's labels
+ *     from the domains' metadata (docs/FLEET.md), read and followed as
+ *     they change (`virsh metadata --live`);
+ *   - with detectors.libvirt_events, the domains' lifecycle events that say
+ *     a guest crashed (CRASHED, its detail: PANICKED with a pvpanic device;
+ *     STOPPED/CRASHED, libvirt's on_crash destroy, folded into the CRASHED
+ *     before it) and their watchdog events (lvmeta-events.c).
+ * Every call into libvirt blocks, so none is made on the sd-event loop: the
+ * loop hands the thread the guests it wants followed (lvmeta_set) and gets
+ * each guest's labels back, checked, and the events, through an eventfd,
+ * as calls of the owner's callbacks on the loop. The labels element is
  *   <vmtrace:labels xmlns:vmtrace="https://vmtrace.dev/xmlns/labels/1">
  *     <label key="tenant" value="blue"/>
  *   </vmtrace:labels>
@@ -27,6 +32,7 @@
 #define VMT_LVMETA_NS "https://vmtrace.dev/xmlns/labels/1"
 #define VMT_LVMETA_XML_MAX 4096	/* bytes of the metadata element */
 #define VMT_LVMETA_LABELS_MAX 16	/* labels of one guest */
+#define VMT_LVMETA_WHAT_MAX 160	/* what an event says, "domain crashed (panicked)" */
 
 struct vmt_lvmeta;
 
@@ -34,6 +40,13 @@ struct vmt_lvmeta_ops {
 	/* guest's labels from its metadata, "k=v,..." ("" for none, or refused);
 	 * on the loop, only for a guest the last lvmeta_set() named */
 	void (*labels)(void *owner, const char *guest, const char *labels);
+	/* libvirt said something of guest that is an incident (what: "domain
+	 * crashed (panicked)", ...; time_ns: CLOCK_REALTIME when it came;
+	 * crashed: its kernel is gone, not a watchdog), once per event, on the
+	 * loop; 0 a dump started, -EBUSY held back by the trigger budgets, else
+	 * -errno */
+	int (*event)(void *owner, const char *guest, const char *what, uint64_t time_ns,
+		     bool crashed);
 };
 
 /* A guest to read: its name (libvirt's channel folder may shorten the
@@ -44,14 +57,22 @@ struct vmt_lvmeta_guest {
 };
 
 struct vmt_lvmeta_status {
-	const char *state;	/* idle (nothing to read), connecting, connected */
+	const char *state;	/* idle (no libvirt guest), connecting, connected */
 	char error[512];	/* the last connection error, "" if none */
 	uint64_t reads;		/* metadata read and its labels handed to the loop */
 	uint64_t refused;	/* metadata refused (size, XML, a key or value) */
 	uint64_t connect_failures;
+	uint64_t events;	/* lifecycle and watchdog events of our guests */
+	uint64_t incidents;	/* of them, crashes and watchdogs handed to the loop */
+	uint64_t dropped;	/* of those, dropped: too many waiting for the loop */
+	uint64_t folded;	/* STOPPED/CRASHED after the CRASHED said: the same crash */
+	uint64_t fired;		/* dumps started */
+	uint64_t suppressed;	/* held back by the trigger budgets */
 };
 
-int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri,
+/* labels: read the fleet's labels; events: follow crashes and watchdogs.
+ * No thread, no libvirt until lvmeta_set() names a guest. */
+int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri, bool labels, bool events,
 	       const struct vmt_lvmeta_ops *ops, void *owner);
 void lvmeta_free(struct vmt_lvmeta *l);
 /* The guests to read from now on, all of them (on the loop): new ones and

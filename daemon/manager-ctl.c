@@ -98,6 +98,38 @@ static void put_silence(struct vmt_buf *b, const struct vmt_manager *m, uint32_t
 	ctl_put_FILTERED(b, s.byes);
 }
 
+/* libvirt_events: no BPF, libvirt's lifecycle and watchdog events of the
+ * guests discovery found in its folders (lvmeta-events.c). LOADED: its
+ * connection is up; EVENTS: libvirt's events of our guests; SEEN: crashes
+ * and watchdogs; DROPPED: too many waiting; FILTERED: a STOPPED after the
+ * CRASHED already said (the same crash). */
+static void put_lvevents(struct vmt_buf *b, const struct vmt_manager *m, uint32_t id)
+{
+	struct vmt_lvmeta_status st;
+	bool on = m->conf.libvirt_events.enabled;
+	char msg[600];
+
+	lvmeta_status(m->lvmeta, &st);
+	ctl_msg_begin(b, VMT_CTL_DETECTOR, id);
+	ctl_put_NAME(b, "libvirt_events");
+	ctl_put_ENABLED(b, (uint32_t)on);
+	ctl_put_LOADED(b, (uint32_t)(on && m->lvmeta && !strcmp(st.state, "connected")));
+	if (!on)
+		ctl_put_MESSAGE(b, "disabled in the configuration");
+	else if (!m->lvmeta || !strcmp(st.state, "idle"))
+		ctl_put_MESSAGE(b, "no libvirt guest: not connected");
+	else if (strcmp(st.state, "connected")) {
+		snprintf(msg, sizeof(msg), "%s: %s", st.state, st.error[0] ? st.error : "no error yet");
+		ctl_put_MESSAGE(b, msg);
+	}
+	ctl_put_EVENTS(b, st.events);
+	ctl_put_SEEN(b, st.incidents);
+	ctl_put_FIRED(b, st.fired);
+	ctl_put_TRIGGERS_SUPPRESSED(b, st.suppressed);
+	ctl_put_DROPPED(b, st.dropped);
+	ctl_put_FILTERED(b, st.folded);
+}
+
 static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_fleet *fleet)
 {
 	const char *labels = fleet_labels(fleet, g->conf.name);
@@ -197,8 +229,11 @@ static void manager_put_fleet(struct vmt_manager *m, struct vmt_buf *b)
 	ctl_put_FLEET_AUTH_FAILURES(b, st.auth_failures);
 	ctl_put_FLEET_SUBJECTS(b, st.subjects);
 	lvmeta_status(m->lvmeta, &lv);
+	/* the connection may serve libvirt_events alone */
+	if (!m->conf.fleet.libvirt_labels || !(m->conf.fleet.accept & VMT_FLEET_ACCEPT_LABEL))
+		lv.state = "off";
 	ctl_put_LIBVIRT_STATE(b, lv.state);
-	if (!m->lvmeta)
+	if (!m->lvmeta || !strcmp(lv.state, "off"))
 		return;
 	ctl_put_LIBVIRT_ERROR(b, lv.error);
 	ctl_put_LIBVIRT_READS(b, lv.reads);
@@ -289,6 +324,8 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 			control_send(cl, &b);
 		}
 		put_silence(&b, m, id);
+		control_send(cl, &b);
+		put_lvevents(&b, m, id);
 		control_send(cl, &b);
 	}
 	buf_free(&b);

@@ -4,7 +4,9 @@
  * (dump_request), with the fleet's token where a control client would be;
  * the fleet module has already checked them against its own budget. The
  * guests discovery found in libvirt-layout folders are handed to lvmeta,
- * whose labels from their domains' metadata go on to the fleet.
+ * whose labels from their domains' metadata go on to the fleet, and whose
+ * crash and watchdog events (detectors.libvirt_events) become dumps of
+ * their own kind under the trigger budgets.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -49,20 +51,63 @@ static void on_lvmeta_labels(void *owner, const char *guest, const char *labels)
 	fleet_set_labels(m->fleet, guest, labels);
 }
 
+static int on_lvmeta_event(void *owner, const char *guest, const char *what, uint64_t time_ns,
+			   bool crashed)
+{
+	struct vmt_manager *m = owner;
+	struct vmt_guest *g = guest_list_find(&m->guests, guest);
+	struct vmt_trigger t = { .kind = VMT_TRIGGER_LIBVIRT, .time_ns = time_ns };
+	char *names[1] = { (char *)guest };
+	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t };
+	pid_t pid;
+	int r;
+
+	if (!g)
+		return -ENOENT;
+	if (!m->conf.libvirt_events.enabled) {
+		log_guest(VMT_LOG_INFO, 0, guest, "libvirt: %s (libvirt_events disabled: no dump)", what);
+		return -ECANCELED;
+	}
+	pid = guest_qemu_pid(g);
+	t.pid = pid > 0 ? (uint32_t)pid : 0;
+	snprintf(t.reason, sizeof(t.reason), "libvirt: %s", what);
+	/* a crashed kernel answers no FLUSH, nor pings: not waited for, and
+	 * guest_silence does not report it again */
+	if (crashed)
+		guest_crashed(g);
+	r = dump_request(&m->dumps, &rq);
+	if (r == 0)
+		log_guest(VMT_LOG_WARNING, 0, guest, "%s: dumping it", t.reason);
+	else if (r == -EBUSY)
+		log_guest(VMT_LOG_NOTICE, 0, guest, "%s: its dump held back by the cooldown or budget",
+			  t.reason);
+	else
+		log_guest(VMT_LOG_ERR, r, guest, "%s: cannot start a dump: %m", t.reason);
+	return r;
+}
+
 static const struct vmt_lvmeta_ops lvmeta_ops = {
 	.labels = on_lvmeta_labels,
+	.event = on_lvmeta_event,
 };
 
 int manager_fleet_start(struct vmt_manager *m)
 {
 	const struct vmt_fleet_conf *fc = &m->conf.fleet;
+	const struct vmt_lvevents_conf *ec = &m->conf.libvirt_events;
+	bool labels, events = ec->enabled;
 	int r = fleet_new(&m->fleet, m->event, &m->conf, m->hostname, &fleet_ops, m);
 
-	/* after the privileges are dropped: the thread connects as the
-	 * daemon's user, to libvirt's read-only socket */
-	if (r < 0 || !m->fleet || !fc->libvirt_labels || !(fc->accept & VMT_FLEET_ACCEPT_LABEL))
+	if (r < 0)
 		return r;
-	r = lvmeta_new(&m->lvmeta, m->event, fc->libvirt_uri, &lvmeta_ops, m);
+	labels = m->fleet && fc->libvirt_labels && (fc->accept & VMT_FLEET_ACCEPT_LABEL);
+	if (!labels && !events)
+		return 0;
+	/* after the privileges are dropped: the thread connects as the
+	 * daemon's user, to libvirt's read-only socket; the configuration
+	 * makes the two URIs one when both are used */
+	r = lvmeta_new(&m->lvmeta, m->event, events ? ec->uri : fc->libvirt_uri, labels, events,
+		       &lvmeta_ops, m);
 	if (r < 0)
 		return r;
 	manager_fleet_sync(m);

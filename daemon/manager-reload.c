@@ -119,6 +119,13 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct relo
 		nc->fleet = m->conf.fleet;
 		nc->retention.hold_unuploaded = m->conf.retention.hold_unuploaded;
 	}
+	/* libvirt's events: turned off in place (no dump), on or to another
+	 * URI only by a new process, whose connection registers them */
+	if (strcmp(nc->libvirt_events.uri, m->conf.libvirt_events.uri) ||
+	    (nc->libvirt_events.enabled && !m->conf.libvirt_events.enabled)) {
+		add_later(c, "libvirt_events");
+		nc->libvirt_events = m->conf.libvirt_events;
+	}
 	if (nc->dump_reserve != m->conf.dump_reserve) {
 		add_later(c, "dump_reserve");
 		nc->dump_reserve = m->conf.dump_reserve;

@@ -92,11 +92,19 @@ static int on_detector(void *owner, const char *guest, const struct vmt_trigger 
 	return dump_request(&((struct vmt_manager *)owner)->dumps, &rq);
 }
 
+static bool on_exit_unclean(void *owner, const char *guest)
+{
+	struct vmt_guest *g = guest_list_find(&((struct vmt_manager *)owner)->guests, guest);
+
+	return g && guest_exit_unclean(g);
+}
+
 /* The detectors, for the configuration in force. */
 int manager_probe_new(struct vmt_manager *m)
 {
 	struct vmt_probe_env env = { .event = m->event, .conf = &m->conf, .guests = &m->guests,
-				     .fire = on_detector, .owner = m };
+				     .fire = on_detector, .exit_unclean = on_exit_unclean,
+				     .owner = m };
 
 	return probe_new(&m->probe, &env);
 }

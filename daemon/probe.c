@@ -38,7 +38,7 @@ struct vmt_probe {
 	unsigned nlinks;
 	bool loaded[VMT_DET_COUNT];
 	char reason[VMT_DET_COUNT][160];
-	uint64_t fired[VMT_DET_COUNT], mgr_suppressed[VMT_DET_COUNT];
+	uint64_t fired[VMT_DET_COUNT], mgr_suppressed[VMT_DET_COUNT], filtered[VMT_DET_COUNT];
 	struct vmt_probe_maps maps;	/* whom they watch (probe-maps.c) */
 };
 
@@ -120,7 +120,6 @@ static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_b
 	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		s->rodata->min_interval_ns[d] = dc[d].min_interval_ms * 1000000ull;
 	s->rodata->any_oom = dc[VMT_DET_OOM].any_process;
-	s->rodata->death_clean_exit = dc[VMT_DET_PROCESS_DEATH].on_clean_exit;
 	libbpf_last[0] = 0;
 	r = detect_bpf__load(s);
 	if (r < 0) {
@@ -223,6 +222,23 @@ static void fmt_ms(char *buf, size_t n, uint64_t ns)
 		snprintf(buf, n, "%.1f ms", (double)ns / 1e6);
 }
 
+/* A QEMU's exit with status 0: an incident with on_clean_exit, or when its
+ * guest's agent (one that says BYE) had not said it: the guest did not
+ * shut down (a panic with panic=N under -no-reboot, libvirt's on_crash
+ * destroy, virsh destroy). *unclean says which. */
+static bool death_counts(struct vmt_probe *p, const struct vmt_detect_event *e, const char *guest,
+			 bool *unclean)
+{
+	*unclean = false;
+	if (e->detector != VMT_DET_PROCESS_DEATH || e->value || e->extra)
+		return true;
+	if (guest && p->env.exit_unclean && p->env.exit_unclean(p->env.owner, guest)) {
+		*unclean = true;
+		return true;
+	}
+	return p->env.conf->detectors[VMT_DET_PROCESS_DEATH].on_clean_exit;
+}
+
 static void event_reason(const struct vmt_detect_event *e, char *out, size_t n)
 {
 	char v[32], t[32];
@@ -273,6 +289,7 @@ static int rb_event(void *ctx, void *data, size_t len)
 	struct vmt_trigger t = { .kind = VMT_TRIGGER_BPF };
 	const char *guest = NULL;
 	uint64_t mono = now_monotonic_ns();
+	bool unclean;
 	int r;
 
 	if (len < sizeof(*e) || e->detector >= VMT_DET_COUNT)
@@ -290,6 +307,17 @@ static int rb_event(void *ctx, void *data, size_t len)
 			log_debug("detector %s: its guest is gone", t.reason);
 			return 0;
 		}
+	}
+	if (!death_counts(p, e, guest, &unclean)) {
+		p->filtered[e->detector]++;
+		log_debug("detector %s: a clean exit, no incident", t.reason);
+		return 0;
+	}
+	if (unclean) {
+		size_t l = strlen(t.reason);
+
+		snprintf(t.reason + l, sizeof(t.reason) - l,
+			 " without its agent's BYE: the guest did not shut down cleanly");
 	}
 	r = p->env.fire(p->env.owner, guest, &t, e->detector == VMT_DET_PROCESS_DEATH);
 	if (r == -EBUSY) {
@@ -440,6 +468,7 @@ void probe_status(struct vmt_probe *p, struct vmt_probe_status *st)
 			snprintf(o->reason, sizeof(o->reason), "%s", p->reason[d]);
 		o->fired = p->fired[d];
 		o->suppressed = p->mgr_suppressed[d];
+		o->filtered = p->filtered[d];
 	}
 	if (!p || !p->skel || ncpu <= 0)
 		return;

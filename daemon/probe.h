@@ -31,6 +31,9 @@ struct vmt_probe_env {
 	 * -EBUSY when its owner's trigger policy held it back. last_word: the
 	 * guest's QEMU is gone (process_death), nothing of it can come later. */
 	int (*fire)(void *owner, const char *guest, const struct vmt_trigger *t, bool last_word);
+	/* guest's QEMU exited with status 0: was it no clean shutdown (its
+	 * agent, which says BYE, had not said it)? Asked once per exit. */
+	bool (*exit_unclean)(void *owner, const char *guest);
 	void *owner;
 };
 
@@ -44,7 +47,8 @@ struct vmt_probe_detector {
 	uint64_t fired;		/* triggers the manager took */
 	uint64_t suppressed;	/* by the BPF minimum interval + by the manager */
 	uint64_t dropped;	/* ring buffer full */
-	uint64_t filtered;	/* left out by its settings (process_death's clean exits) */
+	uint64_t filtered;	/* left out: process_death's clean exits (a status 0
+				 * after the agent's BYE, or from an agent without BYE) */
 };
 
 struct vmt_probe_status {

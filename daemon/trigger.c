@@ -33,7 +33,7 @@ double bucket_wait_s(const struct vmt_bucket *b, uint32_t per_min)
 bool trigger_is_automatic(const struct vmt_trigger *t)
 {
 	return t->kind == VMT_TRIGGER_BPF || t->kind == VMT_TRIGGER_GUEST ||
-	       t->kind == VMT_TRIGGER_SILENCE;
+	       t->kind == VMT_TRIGGER_SILENCE || t->kind == VMT_TRIGGER_LIBVIRT;
 }
 
 bool trigger_cooling(const struct vmt_trigger_conf *c, const struct vmt_trigger_budget *g,

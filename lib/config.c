@@ -584,6 +584,14 @@ static int config_parse(struct cfg_parser *p)
 		return yamlconf_error(&p->y, root, "fleet",
 				      "cannot be used with sandbox: true (its system call list has "
 				      "no network); docs/FLEET.md");
+	if (p->c->fleet.enabled && p->c->fleet.libvirt_labels &&
+	    (p->c->fleet.accept & VMT_FLEET_ACCEPT_LABEL) && p->c->libvirt_events.enabled &&
+	    strcmp(p->c->fleet.libvirt_uri, p->c->libvirt_events.uri))
+		/* one read-only connection serves both (daemon/lvmeta.c) */
+		return yamlconf_error(&p->y, root, "fleet",
+				      "libvirt_uri (%s) differs from detectors.libvirt_events.uri (%s): "
+				      "the labels and the events share one libvirt connection",
+				      p->c->fleet.libvirt_uri, p->c->libvirt_events.uri);
 	p->c->retention.hold_unuploaded = p->c->fleet.enabled;
 	p->c->dump_reserve_set = p->reserve != NULL;
 	if (!p->reserve && p->c->memory_max && p->c->memory_max != VMT_AUTO)

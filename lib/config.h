@@ -122,6 +122,14 @@ struct vmt_silence_conf {
 	uint32_t timeout_ms;	/* nothing from a streaming guest this long: it stopped */
 };
 
+/* detectors.libvirt_events (daemon/lvmeta-events.c): not BPF either,
+ * libvirt's own word (a domain crashed or panicked, its watchdog fired) on
+ * the guests discovery found in libvirt's folders. */
+struct vmt_lvevents_conf {
+	int enabled;
+	char uri[256];		/* the read-only connection's (the fleet's labels' too) */
+};
+
 /* fleet: NATS servers, samples shipped to a JetStream object store and
  * dumps asked for from other hosts (daemon/fleet.c, docs/FLEET.md). */
 #define VMT_FLEET_MAX_SERVERS 16
@@ -175,6 +183,7 @@ struct vmt_config {
 	struct vmt_sync_conf sync;
 	struct vmt_detector_conf detectors[VMT_DET_COUNT];
 	struct vmt_silence_conf silence;
+	struct vmt_lvevents_conf libvirt_events;
 	struct vmt_fleet_conf fleet;
 	uint32_t ndiscovery;
 	struct vmt_discovery_conf *discovery;

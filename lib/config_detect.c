@@ -6,6 +6,8 @@
  *   detectors:
  *     vcpu_starvation: {enabled: true, threshold: 100ms, min_interval: 1s}
  *     process_death: {on_clean_exit: false}
+ *     guest_silence: {timeout: 5s}
+ *     libvirt_events: {enabled: true, uri: qemu:///system}
  */
 #include <errno.h>
 #include <string.h>
@@ -47,6 +49,8 @@ void config_detect_init(struct vmt_config *c)
 
 	c->silence.enabled = 1;
 	c->silence.timeout_ms = SILENCE_DEFAULT_MS;
+	c->libvirt_events.enabled = 1;
+	strcpy(c->libvirt_events.uri, "qemu:///system");
 	memset(d, 0, VMT_DET_COUNT * sizeof(*d));
 	for (unsigned i = 0; i < VMT_DET_COUNT; i++) {
 		d[i].enabled = 1;
@@ -187,11 +191,51 @@ static int det_silence(struct yamlconf *y, yaml_node_t *v, const char *field, vo
 				   ARRAY_SIZE(silence_keys), &c->silence);
 }
 
+static int lv_enabled(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	return yamlconf_read_bool(y, v, field, &((struct vmt_lvevents_conf *)obj)->enabled);
+}
+
+static int lv_uri(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_lvevents_conf *l = obj;
+	const char *s = NULL;
+	int r;
+
+	r = yamlconf_read_scalar(y, v, field, "a libvirt URI", false, &s);
+	if (r < 0)
+		return r;
+	if (!s[0])
+		return yamlconf_error(y, v, field, "a libvirt URI (qemu:///system) is needed");
+	if (strlen(s) >= sizeof(l->uri))
+		return yamlconf_error(y, v, field, "too long (at most %zu bytes)", sizeof(l->uri) - 1);
+	for (const char *q = s; *q; q++)
+		if ((unsigned char)*q < 0x20 || *q == 0x7f)
+			return yamlconf_error(y, v, field, "holds a control character");
+	strcpy(l->uri, s);
+	return 0;
+}
+
+static const struct yamlconf_key lvevents_keys[] = {
+	{ "enabled", lv_enabled },
+	{ "uri", lv_uri },
+};
+
+/* libvirt_events: {enabled: true, uri: qemu:///system} */
+static int det_lvevents(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_config *c = obj;
+
+	return yamlconf_read_block(y, v, field, "detector settings", lvevents_keys,
+				   ARRAY_SIZE(lvevents_keys), &c->libvirt_events);
+}
+
 static const struct yamlconf_key detector_keys[] = {
 #define X(id, name, settings, threshold_ms, interval_ms) { name, det_##id },
 	VMT_DETECTORS(X)
 #undef X
 	{ "guest_silence", det_silence },
+	{ "libvirt_events", det_lvevents },
 };
 
 int config_detect_parse(struct yamlconf *y, yaml_node_t *v, const char *field,

@@ -176,6 +176,11 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fputs("  guest_silence:\n    enabled: ", f);
 	print_bool(f, c->silence.enabled);
 	fprintf(f, "\n    timeout: %" PRIu32 "ms\n", c->silence.timeout_ms);
+	fputs("  libvirt_events:\n    enabled: ", f);
+	print_bool(f, c->libvirt_events.enabled);
+	fputs("\n    uri: ", f);
+	print_str(f, c->libvirt_events.uri);
+	fputc('\n', f);
 	config_fleet_print(c, f);
 	if (!c->ndiscovery)
 		fputs("discovery: []\n", f);

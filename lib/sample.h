@@ -41,7 +41,8 @@
 	X(BPF,     3, "bpf")                        \
 	X(GUEST,   4, "guest")                      \
 	X(SHUTDOWN, 5, "shutdown")                  \
-	X(SILENCE, 6, "silence")	/* guest_silence: the guest stopped answering */
+	X(SILENCE, 6, "silence")	/* guest_silence: the guest stopped answering */ \
+	X(LIBVIRT, 7, "libvirt")	/* libvirt_events: libvirt said it crashed, ... */
 
 enum vmt_trigger_kind {
 #define X(n, v, t) VMT_TRIGGER_##n = v,

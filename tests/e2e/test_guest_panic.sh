@@ -12,6 +12,12 @@
 #   killagent  the agent is SIGKILLed inside a live guest: one sample, its
 #              reason says the guest stopped answering (that it stays one
 #              is test_silence's to check, on events)
+#   panic_noreboot  panic=1 under QEMU's -no-reboot (boot.sh): the guest
+#              reboots 1 s after the panic, so QEMU exits with status 0
+#              before guest_silence could see anything: a process_death
+#              sample by itself, its reason says the agent had said no BYE
+#   clean_shutdown  the agent stopped (SIGTERM: BYE), then poweroff: QEMU
+#              exits 0, counted as filtered by process_death, no sample
 # Each prints what it measured: the time from the panic (or kill) to the
 # sample as the host sees it, and how far before the panic each CPU's last
 # event in the sample is (guest clock).
@@ -144,13 +150,79 @@ killagent() {
 	vmt_cleanup
 }
 
+death_json() {
+	vmt_ctl --json status 2>/dev/null | grep -o '{[^{}]*"name": "process_death"[^{}]*}'
+}
+num() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p"; }
+qemu_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# panic=1 under -no-reboot: QEMU exits 0 a second after the panic
+panic_noreboot() {
+	local name=panic_noreboot run=$WORK/panic_noreboot/run t0 t1 s info
+	if ! start $name "vmt.panic=3 panic=1"; then
+		fail $name "no stream"
+		vmt_cleanup
+		return
+	fi
+	vmt_wait_console "$run" "Kernel panic - not syncing" 120 ||
+		{ fail $name "no panic (console: $(tail -3 "$run/console.log" | tr '\n' ' '))"; vmt_cleanup; return; }
+	t0=$(now_s)
+	s=$(wait_sample "$VMT_DIR" 60) ||
+		{ fail $name "no sample after the panic (log: $(tail -3 "$VMT_DIR/vmtraced.log"))"; vmt_cleanup; return; }
+	t1=$(now_s)
+	info=$(vmt_ctl info "$s" 2>&1)
+	echo "$info" | grep -q "process_death: .*exited (status 0) without its agent's BYE" ||
+		{ fail $name "the sample's reason is not the exit without BYE: $(echo "$info" | grep -m2 trigger | tr '\n' ' ')"; vmt_cleanup; return; }
+	printf 'MEASURED: panic_noreboot: sample %.1f s after the console showed the panic (panic=1)\n' \
+		"$(echo "$t1 - $t0" | bc)"
+	echo "  $(echo "$info" | grep -m1 "process_death")"
+	pass "$name (a process_death sample by itself: QEMU exited 0 without the agent's BYE)"
+	vmt_cleanup
+}
+
+# poweroff after the agent's BYE: no incident
+clean_shutdown() {
+	local name=clean_shutdown run=$WORK/clean_shutdown/run qpid j
+	if ! start $name "vmt.poweroff=3"; then
+		fail $name "no stream"
+		vmt_cleanup
+		return
+	fi
+	qpid=$(cat "$run/qemu.pid")
+	vmt_wait_console "$run" "VMT-END" 120 || { fail $name "no poweroff (console: $(tail -3 "$run/console.log" | tr '\n' ' '))"; vmt_cleanup; return; }
+	i=0
+	while ! qemu_gone "$qpid" && [ $i -lt "$(vmt_scale 300)" ]; do sleep 0.1; i=$((i + 1)); done
+	qemu_gone "$qpid" || { fail $name "QEMU did not exit"; vmt_cleanup; return; }
+	# the exit record read and judged: filtered (or fired, the failure)
+	i=0
+	while j=$(death_json) && [ "$(echo "$j" | num filtered)" -lt 1 ] 2>/dev/null &&
+	      [ "$(echo "$j" | num fired)" -lt 1 ] 2>/dev/null && [ $i -lt "$(vmt_scale 300)" ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	grep -q "the agent stops" "$VMT_DIR/vmtraced.log" ||
+		{ fail $name "no BYE in the log: $(tail -3 "$VMT_DIR/vmtraced.log")"; vmt_cleanup; return; }
+	if [ "$(echo "$j" | num filtered)" != 1 ] || [ "$(echo "$j" | num fired)" != 0 ]; then
+		fail $name "process_death: $j"
+	elif ls "$VMT_DIR/state/g/"*.vmts >/dev/null 2>&1; then
+		fail $name "a sample was written: $(ls "$VMT_DIR/state/g/")"
+	else
+		pass "$name (BYE, then QEMU exited 0: filtered, no sample)"
+	fi
+	vmt_cleanup
+}
+
 why=$(vmt_cannot_run)
 if [ -n "$why" ]; then
 	skip guest_panic "$why"
 else
-	panic panic ""
-	panic panic_no_partial_pages "-f,0"
-	killagent
+	# VMT_TEST=NAME: the cases whose name holds NAME
+	want() { [[ "$1" == *"${VMT_TEST:-}"* ]]; }
+	want panic && panic panic ""
+	want panic_no_partial_pages && panic panic_no_partial_pages "-f,0"
+	want killagent && killagent
+	want panic_noreboot && panic_noreboot
+	want clean_shutdown && clean_shutdown
 fi
 pct=100
 [ $checks -gt 0 ] && pct=$(((checks - failures) * 100 / checks))

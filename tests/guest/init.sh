@@ -14,6 +14,7 @@
 #   VMT-MARK uptime=S                   the trace_marker line "vmt-e2e-mark" (vmt.panic)
 #   VMT-PANIC uptime=S                  about to panic (vmt.panic)
 #   VMT-AGENT-KILLED uptime=S           the agent got SIGKILL (vmt.killagent)
+#   VMT-POWEROFF uptime=S               the agent stopped for a power off (vmt.poweroff)
 #   VMT-AGENT-EXIT rc=N                 the agent exited
 #   VMT-AGENT-CPU utime=T stime=T       the agent's CPU ticks, if it still runs
 #   VMT-STATS cpuN entries: ...         per_cpu/cpuN/stats at the end
@@ -38,6 +39,9 @@
 #                            2 s later panic the kernel (sysrq c); add panic=0
 #                            to halt there rather than reboot
 #   vmt.killagent=SECONDS    that long after tracing is on, SIGKILL the agent
+#   vmt.poweroff=SECONDS     that long after tracing is on, stop the agent
+#                            (SIGTERM: it says BYE) and power off, as a clean
+#                            shutdown does
 PATH=/bin:/sbin
 export PATH
 mount -t proc proc /proc
@@ -51,7 +55,7 @@ mount -t tracefs tracefs $T 2>/dev/null || echo "VMT-WARN tracefs mount failed"
 read UP IDLE </proc/uptime
 echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
 
-LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" KILLAG=""
+LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" KILLAG="" POWEROFF=""
 STRESS="--cpu 1 --fork 1 --hdd 1 --hdd-bytes 8M"
 for a in $(cat /proc/cmdline); do
 	case "$a" in
@@ -62,6 +66,7 @@ for a in $(cat /proc/cmdline); do
 	vmt.trigger=*) TRIG=${a#*=} ;;
 	vmt.panic=*) PANIC=${a#*=} ;;
 	vmt.killagent=*) KILLAG=${a#*=} ;;
+	vmt.poweroff=*) POWEROFF=${a#*=} ;;
 	vmt.stress=*) STRESS=$(echo "${a#*=}" | tr , ' ') ;;
 	esac
 done
@@ -171,6 +176,14 @@ if [ -n "$KILLAG" ]; then
 		kill -9 $AG
 		read UP IDLE </proc/uptime
 		echo "VMT-AGENT-KILLED uptime=$UP"
+	) &
+fi
+if [ -n "$POWEROFF" ]; then
+	(
+		after_stream "$POWEROFF"
+		read UP IDLE </proc/uptime
+		echo "VMT-POWEROFF uptime=$UP"
+		kill -TERM $AG
 	) &
 fi
 wait $AG

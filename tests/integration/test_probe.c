@@ -88,16 +88,34 @@ static void tp_init(struct tp *t)
 	t->dir = test_mkdtemp("probe");
 	for (int i = 0; i < 2; i++) {
 		snprintf(t->guests[i].conf.name, sizeof(t->guests[i].conf.name), "vm%d", i + 1);
+		t->guests[i].ctl.rfd = t->guests[i].ctl.wfd = -1;	/* no channel */
 		t->gp[i] = &t->guests[i];
 	}
 	t->m->guests.v = t->gp;
 	t->m->guests.n = 2;
 }
 
+/* as guest_exit_unclean() answers the manager (the guest module is not
+ * linked in here: no channel to read) */
+static bool test_exit_unclean(void *owner, const char *guest)
+{
+	struct vmt_manager *m = owner;
+
+	for (uint32_t i = 0; i < m->guests.n; i++)
+		if (!strcmp(m->guests.v[i]->conf.name, guest)) {
+			bool r = m->guests.v[i]->alive.unclean;
+
+			m->guests.v[i]->alive.unclean = false;
+			return r;
+		}
+	return false;
+}
+
 static void tp_start(struct tp *t)
 {
 	struct vmt_probe_env env = { .event = t->m->event, .conf = &t->m->conf,
-				     .guests = &t->m->guests, .fire = test_fire, .owner = t->m };
+				     .guests = &t->m->guests, .fire = test_fire,
+				     .exit_unclean = test_exit_unclean, .owner = t->m };
 
 	ck_assert_int_eq(probe_new(&t->p, &env), 0);
 	ck_assert_ptr_nonnull(t->p);
@@ -304,6 +322,24 @@ START_TEST(death_exit_policy)
 	ck_assert_msg(tr, "no trigger for the clean exit of %d with on_clean_exit (%u others)",
 		      (int)clean, nseen);
 	ck_assert_str_eq(seen_guest[tr - seen], "vm1");
+	ck_assert_uint_eq(status_of(&t).det[VMT_DET_PROCESS_DEATH].filtered, 0);
+	tp_free(&t);
+
+	/* its agent (one that says BYE) streamed and said no BYE: status 0
+	 * is a death without on_clean_exit; asked once, the next is clean */
+	tp_init(&t);
+	clean = spawn_exit(0, &go_clean);
+	t.guests[0].ctl.peer_pid = clean;
+	t.guests[0].alive.unclean = true;
+	tp_start(&t);
+	release(clean, go_clean);
+	snprintf(want, sizeof(want), "process_death: guest process %d exited (status 0) without "
+		 "its agent's BYE", (int)clean);
+	tr = wait_trigger(&t, want, 3000);
+	ck_assert_msg(tr, "no trigger for the exit 0 of %d without BYE (%u others, first: %s)",
+		      (int)clean, nseen, nseen ? seen[0].reason : "-");
+	ck_assert_str_eq(seen_guest[tr - seen], "vm1");
+	ck_assert(!t.guests[0].alive.unclean);
 	ck_assert_uint_eq(status_of(&t).det[VMT_DET_PROCESS_DEATH].filtered, 0);
 	tp_free(&t);
 }

@@ -1606,6 +1606,8 @@ START_TEST(test_names)
 	ck_assert_str_eq(trigger_kind_name(VMT_TRIGGER_BPF), "bpf");
 	ck_assert_str_eq(trigger_kind_name(VMT_TRIGGER_GUEST), "guest");
 	ck_assert_str_eq(trigger_kind_name(VMT_TRIGGER_SHUTDOWN), "shutdown");
+	ck_assert_str_eq(trigger_kind_name(VMT_TRIGGER_SILENCE), "silence");
+	ck_assert_str_eq(trigger_kind_name(VMT_TRIGGER_LIBVIRT), "libvirt");
 	ck_assert_str_eq(trigger_kind_name(0), "unknown");
 	ck_assert_str_eq(trigger_kind_name(999), "unknown");
 }
