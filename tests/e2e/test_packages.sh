@@ -7,6 +7,7 @@
 #   install    apt-get install ./*.deb: programs, units naming /usr/sbin,
 #              udev rule, man pages, the user vmtraced (sysusers), the
 #              folder /run/vmtraced/guests (tmpfiles), the conffile
+#              (where no systemd runs, the postinst says nothing was started)
 #   config     vmtraced -n accepts the installed configuration
 #   upgrade    the configuration edited, a newer version (a changelog entry
 #              in the copy) installed over it: the edit is kept, no
@@ -15,7 +16,8 @@
 #              old package (its own configuration, the default control
 #              socket) is handed over by the postinst: same pid, the new
 #              version, one upgrade in its status
-#   purge      apt-get purge removes programs and configuration
+#   purge      apt-get purge removes programs, configuration and the control
+#              socket; keeps the samples in /var/lib/vmtraced and says so
 # Installs for real (CI machines are throwaway), so it SKIPs where that
 # would touch someone's installation (either package or /etc/vmtraced
 # already there) and puts back what it changed: the packages purged, the
@@ -148,6 +150,11 @@ getent passwd vmtraced >/dev/null || why="$why; no user vmtraced (sysusers)"
 [ "$(stat -c '%a %G' /run/vmtraced/guests 2>/dev/null)" = "2775 vmtraced" ] ||
 	why="$why; /run/vmtraced/guests: $(stat -c '%a %G' /run/vmtraced/guests 2>&1) (tmpfiles)"
 ldd /usr/sbin/vmtrace-agent >/dev/null 2>&1 && why="$why; vmtrace-agent is not static"
+# where no systemd runs, the postinst says that nothing was started
+if [ ! -d /run/systemd/system ] && ! grep -q '^vmtraced: systemd is not running here: nothing was started' \
+	"$WORK/install1.log"; then
+	why="$why; the postinst did not say that nothing was started"
+fi
 out=$(/usr/sbin/vmtrace-agent --version 2>&1)
 [ "$out" = "vmtrace-agent $v1" ] || why="$why; vmtrace-agent --version: $out"
 out=$(/usr/sbin/vmtraced -V 2>&1)
@@ -240,6 +247,11 @@ fi
 
 # ---- purge ---------------------------------------------------------------
 why=""
+# a sample in the state folder: the purge keeps it and says so
+made_state=0
+if [ ! -e /var/lib/vmtraced ]; then
+	mkdir -p /var/lib/vmtraced/g1 && : >/var/lib/vmtraced/g1/g1-20261128T000000.000000Z.vmts && made_state=1
+fi
 if ! apt-get purge -y -q vmtraced vmtrace-agent </dev/null >"$WORK/purge.log" 2>&1; then
 	tail -20 "$WORK/purge.log" | sed 's/^/  /'
 	why="apt-get purge failed"
@@ -248,13 +260,20 @@ else
 		dpkg-query -W "$p" >/dev/null 2>&1 && why="$why; $p still known to dpkg"
 	done
 	for f in /usr/sbin/vmtraced /usr/bin/vmtracectl /usr/sbin/vmtrace-agent /etc/vmtraced \
-		/lib/systemd/system/vmtraced.service /lib/udev/rules.d/99-vmtrace-agent.rules; do
+		/lib/systemd/system/vmtraced.service /lib/udev/rules.d/99-vmtrace-agent.rules \
+		/run/vmtraced/control.sock; do
 		[ -e "$f" ] && why="$why; $f is left"
 	done
+	# the samples stay, and the postrm says so
+	if [ -d /var/lib/vmtraced ] && ! grep -q '^vmtraced: /var/lib/vmtraced is kept' "$WORK/purge.log"; then
+		why="$why; /var/lib/vmtraced left without a word"
+	fi
+	[ -e /var/lib/vmtraced/g1/g1-20261128T000000.000000Z.vmts ] || why="$why; the purge deleted a sample"
 	why=${why#; }
 fi
+[ $made_state = 1 ] && rm -rf /var/lib/vmtraced
 if [ -z "$why" ]; then
-	pass "purge (programs and configuration gone)"
+	pass "purge (programs and configuration gone, samples kept and said)"
 else
 	fail purge "$why"
 fi
