@@ -8,12 +8,15 @@
 #   libvirt_stream     discovered in libvirt's channel folder, both vCPUs
 #                      stream (ncpus 2, events of both in the sample); the
 #                      dump merges and trace-cmd report shows sched_switch
-#   libvirt_destroy    virsh destroy (SIGTERM, QEMU exits 0): no
-#                      process_death sample under the shipped exit policy,
-#                      the exit counted as filtered
+#   libvirt_destroy    virsh destroy of a streaming guest (SIGTERM, QEMU
+#                      exits 0) whose agent said no BYE: a process_death
+#                      sample that says so, under the shipped exit policy
+#                      (the guest did not shut down: a pulled plug cannot be
+#                      told from libvirt's on_crash=destroy); nothing counted
+#                      as filtered
 #   libvirt_restart    virsh start again: the same guest, a new aux version
 #   libvirt_clean_exit reloaded with on_clean_exit: true, virsh destroy
-#                      gives a process_death sample
+#                      gives a second process_death sample
 #   libvirt_no_group   QEMU as libvirt-qemu (a per-domain DAC label, as
 #                      libvirt's default user), vmtraced as the unit runs
 #                      it (user vmtraced from units/vmtraced.sysusers, its
@@ -121,16 +124,17 @@ run() {
 	*) fail libvirt_stream "dump: $s" ;;
 	esac
 
-	# --- libvirt_destroy: SIGTERM, exit 0; the shipped policy dumps nothing
+	# --- libvirt_destroy: SIGTERM, exit 0, no BYE from the agent: a death
 	ran libvirt_destroy
 	$VIRSH destroy "$DOM" >/dev/null 2>&1
-	# filtered in BPF at the last thread's exit: once counted, no record can follow
-	if ! wait_for 30 eval '[ "$(death_json | num filtered)" -ge 1 ]'; then
-		fail libvirt_destroy "the clean exit was not counted as filtered: $(death_json)"
-	elif [ "$(death_samples)" != 0 ]; then
-		fail libvirt_destroy "a process_death sample was written: $(vmt_ctl samples "$DOM" 2>&1 | head -3)"
+	if ! wait_for 60 eval '[ "$(death_samples)" -ge 1 ]'; then
+		fail libvirt_destroy "no process_death sample: $(death_json)"
+	elif ! vmt_ctl --json samples "$DOM" 2>/dev/null | grep -q "without its agent's BYE"; then
+		fail libvirt_destroy "the sample does not say the agent said no BYE: $(vmt_ctl --json samples "$DOM" | grep -o '"reason": "process_death[^"]*"' | head -1)"
+	elif [ "$(death_json | num filtered)" != 0 ]; then
+		fail libvirt_destroy "the exit was counted as filtered: $(death_json)"
 	else
-		pass "libvirt_destroy (exit 0 filtered, no process_death sample)"
+		pass "libvirt_destroy (exit 0 without BYE: a process_death sample)"
 	fi
 
 	# --- libvirt_restart: the same guest under a new domain id, a new aux
@@ -156,7 +160,7 @@ run() {
 	# --- libvirt_clean_exit: on_clean_exit: true, the same destroy dumps
 	ran libvirt_clean_exit
 	$VIRSH destroy "$DOM" >/dev/null 2>&1
-	if wait_for 60 eval '[ "$(death_samples)" -ge 1 ]'; then
+	if wait_for 60 eval '[ "$(death_samples)" -ge 2 ]'; then
 		pass "libvirt_clean_exit ($(vmt_ctl --json samples "$DOM" | grep -o '"reason": "process_death[^"]*"' | head -1))"
 	else
 		fail libvirt_clean_exit "no process_death sample: $(death_json); log: $(grep -i 'dump\|detector\|suppress' "$VMT_DIR/vmtraced.log" | tail -4 | tr '\n' ' ')"
