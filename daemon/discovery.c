@@ -47,13 +47,11 @@ struct vmt_discovery {
 	uint64_t rescans;
 	uint64_t names_refused;
 	bool no_connect;	/* discovery_find(): guests made, not connected */
-	uint64_t log_until_ns;	/* the name log's rate limit: its window */
-	unsigned logged;	/* and what it said in it */
+	struct vmt_log_budget name_log;	/* the name log's rate limit */
 	uint64_t unreadable;	/* folders and ports that could not be entered or probed */
 	char unreadable_path[PATH_MAX];	/* the last of them */
 	int unreadable_err;	/* and why, an errno */
-	uint64_t unread_log_until_ns;	/* their log's rate limit */
-	unsigned unread_logged;
+	struct vmt_log_budget unread_log;	/* their log's rate limit */
 };
 
 int discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, size_t n)
@@ -80,22 +78,28 @@ int discovery_guest_name(enum vmt_layout layout, const char *entry, char *name, 
 	return 1;
 }
 
+/* NAME_LOG_BURST lines a window may be said; how many more were held back
+ * (what) is said when the next window opens. */
+static bool discovery_log_take(struct vmt_log_budget *b, const char *what)
+{
+	uint64_t now = now_monotonic_ns();
+
+	if (now > b->until_ns) {
+		if (b->used > NAME_LOG_BURST)
+			log_warning("discovery: %u more %s", b->used - NAME_LOG_BURST, what);
+		b->until_ns = now + NAME_LOG_WINDOW_NS;
+		b->used = 0;
+	}
+	return ++b->used <= NAME_LOG_BURST;
+}
+
 /* A guest folder we will not record: say why (why NULL: its name), but not
  * every rescan. */
 static void discovery_refuse_name(struct vmt_discovery *d, const char *root, const char *entry,
 				  const char *why)
 {
-	uint64_t now = now_monotonic_ns();
-
 	d->names_refused++;
-	if (now > d->log_until_ns) {
-		if (d->logged > NAME_LOG_BURST)
-			log_warning("discovery: %u more guest folders passed over for their names",
-				    d->logged - NAME_LOG_BURST);
-		d->log_until_ns = now + NAME_LOG_WINDOW_NS;
-		d->logged = 0;
-	}
-	if (++d->logged > NAME_LOG_BURST)
+	if (!discovery_log_take(&d->name_log, "guest folders passed over for their names"))
 		return;
 	if (why)
 		log_warning("discovery: %s/%.*s%s not recorded: %s", root, 80, entry,
@@ -115,19 +119,10 @@ uint64_t discovery_names_refused(const struct vmt_discovery *d)
  * logged with its errno a few times a minute at most. */
 static void discovery_unreadable_one(struct vmt_discovery *d, const char *path, int err)
 {
-	uint64_t now = now_monotonic_ns();
-
 	d->unreadable++;
 	snprintf(d->unreadable_path, sizeof(d->unreadable_path), "%s", path);
 	d->unreadable_err = -err;
-	if (now > d->unread_log_until_ns) {
-		if (d->unread_logged > NAME_LOG_BURST)
-			log_warning("discovery: %u more folders or ports could not be entered or probed",
-				    d->unread_logged - NAME_LOG_BURST);
-		d->unread_log_until_ns = now + NAME_LOG_WINDOW_NS;
-		d->unread_logged = 0;
-	}
-	if (++d->unread_logged > NAME_LOG_BURST)
+	if (!discovery_log_take(&d->unread_log, "folders or ports could not be entered or probed"))
 		return;
 	log_full(VMT_LOG_WARNING, err, NULL, "discovery: cannot look into %s: %m (errno %d)%s",
 		 path, -err, err == -EACCES || err == -EPERM ?

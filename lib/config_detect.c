@@ -66,30 +66,30 @@ static int det_enabled(struct yamlconf *y, yaml_node_t *v, const char *field, vo
 	return yamlconf_read_bool(y, v, field, &d->enabled);
 }
 
+/* A duration in ms into a 32-bit field (every max here fits one). */
+static int detect_read_ms(struct yamlconf *y, yaml_node_t *v, const char *field, uint64_t min_ms,
+			  uint64_t max_ms, uint32_t *out)
+{
+	uint64_t ms;
+	int r = yamlconf_read_duration(y, v, field, 1, min_ms, max_ms, &ms);
+
+	if (r == 0)
+		*out = (uint32_t)ms;
+	return r;
+}
+
 static int det_threshold(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_detector_conf *d = obj;
-	uint64_t ms;
-	int r;
 
-	r = yamlconf_read_duration(y, v, field, 1, 1, THRESHOLD_MAX_MS, &ms);
-	if (r < 0)
-		return r;
-	d->threshold_ms = (uint32_t)ms;
-	return 0;
+	return detect_read_ms(y, v, field, 1, THRESHOLD_MAX_MS, &d->threshold_ms);
 }
 
 static int det_interval(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_detector_conf *d = obj;
-	uint64_t ms;
-	int r;
 
-	r = yamlconf_read_duration(y, v, field, 1, 0, INTERVAL_MAX_MS, &ms);
-	if (r < 0)
-		return r;
-	d->min_interval_ms = (uint32_t)ms;
-	return 0;
+	return detect_read_ms(y, v, field, 0, INTERVAL_MAX_MS, &d->min_interval_ms);
 }
 
 static int det_any(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
@@ -167,14 +167,8 @@ static int silence_enabled(struct yamlconf *y, yaml_node_t *v, const char *field
 static int silence_timeout(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
 {
 	struct vmt_silence_conf *s = obj;
-	uint64_t ms;
-	int r;
 
-	r = yamlconf_read_duration(y, v, field, 1, SILENCE_MIN_MS, SILENCE_MAX_MS, &ms);
-	if (r < 0)
-		return r;
-	s->timeout_ms = (uint32_t)ms;
-	return 0;
+	return detect_read_ms(y, v, field, SILENCE_MIN_MS, SILENCE_MAX_MS, &s->timeout_ms);
 }
 
 static const struct yamlconf_key silence_keys[] = {

@@ -7,32 +7,16 @@
 #include "frame.h"
 #include "tcode-int.h"
 
-static int strm_grow(struct vmt_tcode_ctx *c, uint32_t id, size_t more)
-{
-	struct strm *s = &c->s[id];
-	size_t need = s->len + more, cap = s->cap ? s->cap : 256;
-	uint8_t *p;
-
-	while (cap < need)
-		cap *= 2;
-	p = realloc(s->p, cap);
-	if (!p)
-		return -ENOMEM;
-	s->p = p;
-	s->cap = cap;
-	return 0;
-}
-
 /* Room for more bytes in stream id, marking it used. */
 static inline uint8_t *strm_room(struct vmt_tcode_ctx *c, uint32_t id, size_t more)
 {
-	struct strm *s = &c->s[id];
+	struct vmt_buf *s = &c->s[id];
 
-	if (s->len + more > s->cap && strm_grow(c, id, more) < 0)
+	if (s->len + more > s->cap && buf_reserve(s, more) < 0)
 		return NULL;
 	if (!s->len)
 		c->used[c->nused++] = id;
-	return s->p + s->len;
+	return s->data + s->len;
 }
 
 static inline int put_bytes(struct vmt_tcode_ctx *c, uint32_t id, const void *p, size_t n)
@@ -338,7 +322,7 @@ int tcode_encode(struct vmt_tcode_ctx *c, const uint8_t *pages, uint32_t npages,
 		if ((r = buf_varint(out, c->used[i])) >= 0)
 			r = buf_varint(out, c->s[c->used[i]].len);
 	for (uint32_t i = 0; i < c->nused && r >= 0; i++)
-		r = buf_append(out, c->s[c->used[i]].p, c->s[c->used[i]].len);
+		r = buf_append(out, c->s[c->used[i]].data, c->s[c->used[i]].len);
 	if (r >= 0 && st) {
 		st->pages += mine.pages;
 		st->records += mine.records;

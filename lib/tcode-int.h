@@ -83,11 +83,6 @@ struct vmt_tcode {
 	uint32_t hmask;
 };
 
-struct strm {
-	uint8_t *p;
-	size_t len, cap;
-};
-
 struct rd {
 	const uint8_t *p;
 	size_t len, pos;
@@ -98,7 +93,7 @@ struct vmt_tcode_ctx {
 	const struct vmt_tcode *t;
 	uint32_t nstreams;
 	/* encoder */
-	struct strm *s;
+	struct vmt_buf *s;	/* a stream each (util.h's growable buffer) */
 	uint32_t *used;
 	uint32_t nused;
 	/* decoder */

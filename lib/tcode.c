@@ -417,7 +417,7 @@ void tcode_ctx_free(struct vmt_tcode_ctx *c)
 		return;
 	if (c->s)
 		for (uint32_t i = 0; i < c->nstreams; i++)
-			free(c->s[i].p);
+			buf_free(&c->s[i]);
 	free(c->s);
 	free(c->used);
 	free(c->r);

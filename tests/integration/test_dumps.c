@@ -26,23 +26,6 @@ static struct itest_input in;
 
 #define NEED_INPUT() ITEST_NEED_INPUT(in)
 
-static int guest_samples(struct itest_run *r, const char *guest, char ***list)
-{
-	char dir[400];
-
-	snprintf(dir, sizeof(dir), "%s/%s", r->d.state, guest);
-	return itest_samples(dir, list);
-}
-
-static int count_samples(struct itest_run *r)
-{
-	char **list;
-	int n = guest_samples(r, "g1", &list);
-
-	itest_free_list(list, n);
-	return n;
-}
-
 /* The sample at path holds one trigger, of kind, whose reason holds what;
  * its dump id. */
 static uint64_t expect_only_trigger(const char *path, uint32_t kind, const char *what)
@@ -93,9 +76,9 @@ START_TEST(long_post_holds_no_other_dump)
 
 	/* SIGUSR1: a sample of its own, written now */
 	ck_assert_int_eq(kill(r.d.pid, SIGUSR1), 0);
-	ck_assert_msg(ITEST_WAIT(count_samples(&r) == 1, 30000),
+	ck_assert_msg(ITEST_WAIT(itest_count_samples(&r.d, "g1") == 1, 30000),
 		      "no sample for SIGUSR1 while a --post 3600 dump waits (log: %s)", r.d.log);
-	n = guest_samples(&r, "g1", &list);
+	n = itest_guest_samples(&r.d, "g1", &list);
 	expect_only_trigger(list[0], VMT_TRIGGER_SIGNAL, "SIGUSR1");
 	itest_free_list(list, n);
 
@@ -105,10 +88,10 @@ START_TEST(long_post_holds_no_other_dump)
 
 	/* the guest's TRIGGER, sent once the rest of its pages are out */
 	ck_assert_int_eq(fakeguest_release(&r.fg[0]), 0);
-	ck_assert_msg(ITEST_WAIT(count_samples(&r) == 3, 30000),
+	ck_assert_msg(ITEST_WAIT(itest_count_samples(&r.d, "g1") == 3, 30000),
 		      "no sample for the guest's TRIGGER while a --post 3600 dump waits (log: %s)",
 		      r.d.log);
-	n = guest_samples(&r, "g1", &list);
+	n = itest_guest_samples(&r.d, "g1", &list);
 	expect_only_trigger(list[2], VMT_TRIGGER_GUEST, "fake trigger");
 	itest_free_list(list, n);
 
@@ -135,12 +118,29 @@ START_TEST(long_post_holds_no_other_dump)
 	ck_assert_msg(rc == 1 && strstr(out, "vmtraced stopped before the dump was taken"),
 		      "the --post 3600 client exited %d: %s", rc, out);
 	ck_assert_int_eq(testd_log_count(&r.d, "not yet due dropped"), 1);
-	ck_assert_int_eq(count_samples(&r), 3);
+	ck_assert_int_eq(itest_count_samples(&r.d, "g1"), 3);
 	printf("long_post_holds_no_other_dump: with a --post 3600 dump pending, SIGUSR1, vmtracectl "
 	       "dump and a guest TRIGGER made a sample each; the long one's client told at stop\n");
 	itest_run_end(&r);
 }
 END_TEST
+
+/* `vmtracectl dump --post POST --reason REASON` begun (*asked: when), once
+ * the daemon has counted triggers requests. */
+static FILE *post_begin(struct itest_run *r, int post_ms, const char *reason, uint64_t triggers,
+			uint64_t *asked)
+{
+	char args[200];
+	FILE *f;
+
+	snprintf(args, sizeof(args), "dump --post %d.%03d --reason %s", post_ms / 1000,
+		 post_ms % 1000, reason);
+	*asked = itest_now_ms();
+	f = testd_ctl_begin(&r->d, args);
+	ck_assert_ptr_nonnull(f);
+	ck_assert(itest_wait_num_ge(&r->d, NULL, "triggers", triggers, 10000));
+	return f;
+}
 
 /*
  * --post 5 asked, then --post 2: two dumps. The second does not join the
@@ -162,18 +162,8 @@ START_TEST(two_posts_two_dumps)
 	itest_run_daemon(&r, "triggers:\n  coalesce: 100ms\nrecord:\n  ring_size: 16MiB\n", 1);
 	itest_expect_streaming(&r.d, "g1", 5000);
 
-	snprintf(out[0], sizeof(out[0]), "dump --post %d.%03d --reason five", p_long / 1000,
-		 p_long % 1000);
-	t0 = itest_now_ms();
-	f[1] = testd_ctl_begin(&r.d, out[0]);
-	ck_assert_ptr_nonnull(f[1]);
-	ck_assert(itest_wait_num_ge(&r.d, NULL, "triggers", 1, 10000));
-	snprintf(out[0], sizeof(out[0]), "dump --post %d.%03d --reason two", p_short / 1000,
-		 p_short % 1000);
-	t1 = itest_now_ms();
-	f[0] = testd_ctl_begin(&r.d, out[0]);
-	ck_assert_ptr_nonnull(f[0]);
-	ck_assert(itest_wait_num_ge(&r.d, NULL, "triggers", 2, 10000));
+	f[1] = post_begin(&r, p_long, "five", 1, &t0);
+	f[0] = post_begin(&r, p_short, "two", 2, &t1);
 	asked = itest_now_ms() - t0;
 	/* the short one fires first only if it came before the long one's end
 	 * less its own post: on any machine that is not hanging */
@@ -257,7 +247,7 @@ START_TEST(posted_dumps_are_bounded)
 
 	/* no post: never refused, and written now */
 	ck_assert_int_eq(kill(r.d.pid, SIGUSR1), 0);
-	ck_assert(ITEST_WAIT(count_samples(&r) == 1, 30000));
+	ck_assert(ITEST_WAIT(itest_count_samples(&r.d, "g1") == 1, 30000));
 	ck_assert_uint_eq(itest_num(&r.d, NULL, "dumps_pending"), VMT_DUMP_POSTED_MAX);
 
 	rc = testd_stop(&r.d);

@@ -13,16 +13,10 @@
  * leave no file; 20 start-stop cycles of a daemon with a TLS connection end
  * cleanly under ASan (VMT_FLEET_CYCLES=100 by hand).
  */
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nats/nats.h>
@@ -30,34 +24,13 @@
 
 #include "b64url.h"
 #include "fakenats.h"
+#include "fleettest.h"
 #include "itest.h"
 #include "testd.h"
 #include "testutil.h"
 #include "util.h"
 
 static struct itest_input in;
-
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-static const char *ctl(void)
-{
-	static char p[600];
-
-	snprintf(p, sizeof(p), "%s/vmtracectl", test_builddir());
-	return p;
-}
 
 /* A CA and a certificate of 127.0.0.1 it signed, into dir (ca.pem,
  * srv.pem, srv.key): made now, nothing of it committed. */
@@ -75,130 +48,15 @@ static void make_certs(const char *dir)
 		"-extfile srv.ext -out srv.pem >/dev/null 2>&1", dir), 0);
 }
 
-/* ---- a real nats-server with TLS --------------------------------------- */
-
-struct tnode {
-	pid_t pid;
-	int port, mport;
-	char dir[400], log[500];
-};
-
-static bool healthz(int port)
+/* A nats-server with TLS, its certificates made into certdir. */
+static void tls_server_start(struct ftest_cluster *c, const char *tag, const char *certdir)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				 .sin_port = htons((uint16_t)port) };
-	const char rq[] = "GET /healthz HTTP/1.0\r\n\r\n";
-	char buf[2048] = "";
-	size_t o = 0;
-	ssize_t k;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return false;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || write(fd, rq, sizeof(rq) - 1) < 0) {
-		close(fd);
-		return false;
-	}
-	while (o < sizeof(buf) - 1 && (k = read(fd, buf + o, sizeof(buf) - 1 - o)) > 0)
-		o += (size_t)k;
-	buf[o] = 0;
-	close(fd);
-	return strstr(buf, " 200 ") && strstr(buf, "\"ok\"");
+	ftest_need_server();
+	make_certs(certdir);
+	ftest_server_start_tls(c, tag, certdir);
 }
 
-static void tnode_start(struct tnode *n, const char *dir)
-{
-	char conf[600], text[2048];
-	uint64_t end;
-
-	if (itest_sh("command -v nats-server >/dev/null") != 0)
-		VMT_SKIP("nats-server missing (make deps installs it)");
-	memset(n, 0, sizeof(*n));
-	snprintf(n->dir, sizeof(n->dir), "%s", dir);
-	n->port = free_port();
-	n->mport = free_port();
-	make_certs(dir);
-	snprintf(conf, sizeof(conf), "%s/nats.conf", dir);
-	snprintf(n->log, sizeof(n->log), "%s/nats.log", dir);
-	snprintf(text, sizeof(text),
-		 "listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream { store_dir: \"%s/js\" }\n"
-		 "tls { cert_file: \"%s/srv.pem\", key_file: \"%s/srv.key\" }\n"
-		 "authorization { user: vmt, password: good }\n", n->port, n->mport, dir, dir, dir);
-	ck_assert_int_eq(itest_write_file(conf, text), 0);
-	n->pid = fork();
-	ck_assert_int_ge(n->pid, 0);
-	if (n->pid == 0) {
-		int fd = open(n->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execlp("nats-server", "nats-server", "-c", conf, (char *)NULL);
-		_exit(127);
-	}
-	end = test_now_ms() + (uint64_t)test_deadline_ms(30000);
-	while (!healthz(n->mport)) {
-		ck_assert_msg(test_now_ms() < end, "nats-server not healthy (log %s)", n->log);
-		ck_assert_msg(waitpid(n->pid, NULL, WNOHANG) == 0, "nats-server died (log %s)", n->log);
-		usleep(20000);	/* polling its health endpoint, not waiting for time */
-	}
-}
-
-static void tnode_stop(struct tnode *n)
-{
-	if (n->pid > 0) {
-		kill(n->pid, SIGKILL);
-		waitpid(n->pid, NULL, 0);
-		n->pid = 0;
-	}
-}
-
-/* ---- daemons ------------------------------------------------------------ */
-
-static void host_start(struct itest_run *r, const char *tag, const char *fleet,
-		       const struct testd_opts *o)
-{
-	char g[600];
-	int rc;
-
-	itest_run_init(r, &in, tag);
-	itest_run_guest(r, 0);
-	itest_guest_yaml(g, sizeof(g), r, 0);
-	snprintf(r->body, sizeof(r->body),
-		 "record:\n  ring_size: 16MiB\n  flush_timeout: 5000ms\ntriggers:\n  cooldown: 0s\n"
-		 "%sguests:\n%s", fleet, g);
-	rc = testd_start_opts(&r->d, r->dir, r->body, o);
-	ck_assert_msg(rc == 0, "vmtraced did not start (%d, log: %s)", rc, r->d.log);
-	itest_expect_streaming(&r->d, "g1", 5000);
-}
-
-static void fleet_str(struct testd *d, const char *key, char *out, size_t n)
-{
-	struct ijson root;
-	const char *s;
-
-	out[0] = 0;
-	if (itest_status(d, &root) < 0)
-		return;
-	s = ijson_str(ijson_get(&root, "daemon"), key);
-	snprintf(out, n, "%s", s ? s : "");
-	ijson_free(&root);
-}
-
-static void wait_fleet_state(struct testd *d, const char *want)
-{
-	uint64_t end = test_now_ms() + (uint64_t)test_deadline_ms(30000);
-	char st[64];
-
-	for (;;) {
-		fleet_str(d, "fleet_state", st, sizeof(st));
-		if (!strcmp(st, want))
-			return;
-		ck_assert_msg(test_now_ms() < end, "fleet_state %s, not %s (log %s)", st, want, d->log);
-		usleep(20000);
-	}
-}
+/* ---- counts ------------------------------------------------------------- */
 
 static void wait_accepted(struct fakenats *f, uint64_t n)
 {
@@ -242,19 +100,10 @@ START_TEST(tls_wanted_server_without_tls_gets_nothing)
 	/* a tls: block with nats:// URLs */
 	snprintf(fl, sizeof(fl), "fleet:\n  servers: [nats://127.0.0.1:%d]\n  user: vmt\n"
 		 "  password: good\n  tls: {ca: %s/ca.pem}\n  host_id: hostT\n", fk.port, r.dir);
-	{
-		char g[600];
-
-		itest_run_guest(&r, 0);
-		itest_guest_yaml(g, sizeof(g), &r, 0);
-		snprintf(r.body, sizeof(r.body), "record:\n  ring_size: 16MiB\ntriggers:\n"
-			 "  cooldown: 0s\n%sguests:\n%s", fl, g);
-		ck_assert_int_eq(testd_start_opts(&r.d, r.dir, r.body, NULL), 0);
-		itest_expect_streaming(&r.d, "g1", 5000);
-	}
+	ftest_host_run(&r, fl, NULL, NULL);
 	wait_accepted(&fk, 2);	/* refused, and retried */
-	wait_fleet_state(&r.d, "insecure");
-	fleet_str(&r.d, "fleet_error", st, sizeof(st));
+	ftest_wait_fleet_state(&r.d, "insecure");
+	ftest_fleet_str(&r.d, "fleet_error", st, sizeof(st));
 	ck_assert_msg(strstr(st, "does not require"), "fleet_error: %s", st);
 	ck_assert_int_ge(testd_log_count(&r.d, "TLS is configured but the server does not require"),
 			 1);
@@ -270,8 +119,8 @@ START_TEST(tls_wanted_server_without_tls_gets_nothing)
 	snprintf(fl, sizeof(fl), "fleet:\n  servers: [tls://127.0.0.1:%d]\n  user: vmt\n"
 		 "  password: good\n", fk.port);
 	ck_assert_int_eq(itest_write_file(conf, fl), 0);
-	ck_assert_int_ne(itest_sh("%s fleet dump -c %s --timeout 1 >%s/ctl.out 2>&1", ctl(), conf,
-				  r.dir), 0);
+	ck_assert_int_ne(itest_sh("%s fleet dump -c %s --timeout 1 >%s/ctl.out 2>&1", ftest_ctl(),
+				  conf, r.dir), 0);
 	ck_assert_int_eq(itest_sh("grep -q 'server does not require it' %s/ctl.out", r.dir), 0);
 	ck_assert_int_ne(itest_sh("grep -q 'no TLS' %s/ctl.out", r.dir), 0);
 
@@ -301,15 +150,16 @@ static void hostile_case(enum fakenats_mode mode, const char *tag, const char *w
 		 getenv("ASAN_OPTIONS") ? ":" : "");
 	snprintf(fl, sizeof(fl), "fleet:\n  servers: [nats://127.0.0.1:%d]\n  user: vmt\n"
 		 "  password: good\n  host_id: hostH\n", fk.port);
-	host_start(&r, tag, fl, &o);
+	itest_run_init(&r, &in, tag);
+	ftest_host_run(&r, fl, NULL, &o);
 	ck_assert_int_eq(testd_log_count(&r.d, "fleet: no TLS"), 1);
 	wait_accepted(&fk, 3);
 	/* status says why; (libnats' reconnections make the state come and go) */
 	for (uint64_t end = test_now_ms() + (uint64_t)test_deadline_ms(30000);;) {
 		char state[64];
 
-		fleet_str(&r.d, "fleet_state", state, sizeof(state));
-		fleet_str(&r.d, "fleet_error", st, sizeof(st));
+		ftest_fleet_str(&r.d, "fleet_state", state, sizeof(state));
+		ftest_fleet_str(&r.d, "fleet_error", st, sizeof(st));
 		if (!strcmp(state, want_state) && strstr(st, want_error))
 			break;
 		ck_assert_msg(test_now_ms() < end, "fleet_state %s, fleet_error '%s' (log %s)",
@@ -352,14 +202,15 @@ END_TEST
 
 /* ---- a real server with TLS ----------------------------------------------- */
 
-static int test_connect(const struct tnode *n, natsConnection **nc)
+/* To port over TLS, trusting certdir's ca.pem. */
+static int test_connect(int port, const char *certdir, natsConnection **nc)
 {
 	char url[64], ca[500];
 	natsOptions *o = NULL;
 	natsStatus s;
 
-	snprintf(url, sizeof(url), "tls://vmt:good@127.0.0.1:%d", n->port);
-	snprintf(ca, sizeof(ca), "%s/ca.pem", n->dir);
+	snprintf(url, sizeof(url), "tls://vmt:good@127.0.0.1:%d", port);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", certdir);
 	s = natsOptions_Create(&o);
 	if (s == NATS_OK)
 		s = natsOptions_SetURL(o, url);
@@ -429,7 +280,7 @@ static void publish_object(jsCtx *js, const struct crafted *c)
 
 START_TEST(tls_server_upload_fetch_and_crafted_metas)
 {
-	struct tnode n;
+	struct ftest_cluster n;
 	struct itest_run r;
 	char fl[1200], conf[600], out[600], sample[600], obj[600];
 	natsConnection *nc = NULL;
@@ -452,20 +303,12 @@ START_TEST(tls_server_upload_fetch_and_crafted_metas)
 
 	ITEST_NEED_INPUT(in);
 	itest_run_init(&r, &in, "fleettls");
-	tnode_start(&n, r.dir);
+	tls_server_start(&n, "fleettls-nats", r.dir);
 	snprintf(fl, sizeof(fl), "fleet:\n  servers: [tls://127.0.0.1:%d]\n  user: vmt\n"
-		 "  password: good\n  tls: {ca: %s/ca.pem}\n  host_id: hostZ\n", n.port, r.dir);
-	{
-		char g[600];
-
-		itest_run_guest(&r, 0);
-		itest_guest_yaml(g, sizeof(g), &r, 0);
-		snprintf(r.body, sizeof(r.body), "record:\n  ring_size: 16MiB\ntriggers:\n"
-			 "  cooldown: 0s\n%sguests:\n%s", fl, g);
-		ck_assert_int_eq(testd_start_opts(&r.d, r.dir, r.body, NULL), 0);
-		itest_expect_streaming(&r.d, "g1", 5000);
-	}
-	wait_fleet_state(&r.d, "connected");
+		 "  password: good\n  tls: {ca: %s/ca.pem}\n  host_id: hostZ\n", n.n[0].port,
+		 r.dir);
+	ftest_host_run(&r, fl, NULL, NULL);
+	ftest_wait_fleet_state(&r.d, "connected");
 	ck_assert_int_eq(testd_log_count(&r.d, "fleet: no TLS"), 0);
 	itest_dump_one(&r.d, "g1", sample, sizeof(sample));
 	ck_assert(itest_wait_num_ge(&r.d, NULL, "fleet_uploaded", 2, test_deadline_ms(30000)));
@@ -474,24 +317,24 @@ START_TEST(tls_server_upload_fetch_and_crafted_metas)
 	snprintf(obj, sizeof(obj), "hostZ/g1/%s", strrchr(sample, '/') + 1);
 	ck_assert_int_eq(itest_sh("%s fleet fetch -c %s -o %s/got '%s' >%s/fetch.out 2>&1 && "
 				  "cmp -s '%s' %s/got/g1/%s && ls %s/got/g1/aux-*.vmtaux >/dev/null",
-				  ctl(), r.d.conf, r.dir, obj, r.dir, sample, r.dir,
+				  ftest_ctl(), r.d.conf, r.dir, obj, r.dir, sample, r.dir,
 				  strrchr(sample, '/') + 1, r.dir), 0);
 	ck_assert_int_ne(itest_sh("grep -q 'no TLS' %s/fetch.out", r.dir), 0);
 
 	/* crafted objects: the good one fetches, every bad one is refused
 	 * and leaves nothing behind */
-	ck_assert_int_eq(test_connect(&n, &nc), 0);
+	ck_assert_int_eq(test_connect(n.n[0].port, r.dir, &nc), 0);
 	ck_assert_int_eq(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
 	publish_object(js, &good);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		publish_object(js, &bad[i]);
 	ck_assert_int_eq(itest_sh("%s fleet fetch -c %s -o %s/c0 hostZ/g1/g1-good.vmts >/dev/null "
-				  "2>&1 && test -s %s/c0/g1/g1-good.vmts", ctl(), r.d.conf, r.dir,
-				  r.dir), 0);
+				  "2>&1 && test -s %s/c0/g1/g1-good.vmts", ftest_ctl(), r.d.conf,
+				  r.dir, r.dir), 0);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		snprintf(out, sizeof(out), "%s/c%zu", r.dir, i + 1);
-		ck_assert_msg(itest_sh("%s fleet fetch -c %s -o %s hostZ/g1/%s >%s.out 2>&1", ctl(),
-				       r.d.conf, out, bad[i].file, out) != 0,
+		ck_assert_msg(itest_sh("%s fleet fetch -c %s -o %s hostZ/g1/%s >%s.out 2>&1",
+				       ftest_ctl(), r.d.conf, out, bad[i].file, out) != 0,
 			      "fetch of %s did not fail", bad[i].file);
 		ck_assert_msg(itest_sh("grep -q refused %s.out", out) == 0, "%s: no refusal",
 			      bad[i].file);
@@ -501,8 +344,8 @@ START_TEST(tls_server_upload_fetch_and_crafted_metas)
 	for (size_t i = 0; i < ARRAY_SIZE(badnames); i++) {
 		snprintf(out, sizeof(out), "%s/n%zu", r.dir, i);
 		ck_assert_int_eq(mkdir(out, 0755), 0);
-		ck_assert_msg(itest_sh("%s fleet fetch -c %s -o %s/in '%s' >/dev/null 2>&1", ctl(),
-				       r.d.conf, out, badnames[i]) != 0,
+		ck_assert_msg(itest_sh("%s fleet fetch -c %s -o %s/in '%s' >/dev/null 2>&1",
+				       ftest_ctl(), r.d.conf, out, badnames[i]) != 0,
 			      "fetch of %s did not fail", badnames[i]);
 		ck_assert_msg(itest_sh("test -z \"$(find %s -mindepth 2)\"", out) == 0,
 			      "fetch of %s left files in %s", badnames[i], out);
@@ -510,16 +353,16 @@ START_TEST(tls_server_upload_fetch_and_crafted_metas)
 	/* a certificate for another name (127.0.0.1's, asked as localhost) */
 	snprintf(conf, sizeof(conf), "%s/other.yaml", r.dir);
 	snprintf(fl, sizeof(fl), "fleet:\n  servers: [tls://localhost:%d]\n  user: vmt\n"
-		 "  password: good\n  tls: {ca: %s/ca.pem}\n", n.port, r.dir);
+		 "  password: good\n  tls: {ca: %s/ca.pem}\n", n.n[0].port, r.dir);
 	ck_assert_int_eq(itest_write_file(conf, fl), 0);
-	ck_assert_int_ne(itest_sh("%s fleet dump -c %s --timeout 1 >%s/other.out 2>&1", ctl(), conf,
-				  r.dir), 0);
+	ck_assert_int_ne(itest_sh("%s fleet dump -c %s --timeout 1 >%s/other.out 2>&1", ftest_ctl(),
+				  conf, r.dir), 0);
 	ck_assert_int_eq(itest_sh("grep -q 'TLS handshake failed' %s/other.out", r.dir), 0);
 
 	jsCtx_Destroy(js);
 	natsConnection_Destroy(nc);
 	itest_run_end(&r);
-	tnode_stop(&n);
+	ftest_cluster_stop(&n);
 }
 END_TEST
 
@@ -530,28 +373,29 @@ END_TEST
  */
 START_TEST(tls_start_stop_cycles)
 {
-	struct tnode n;
+	struct ftest_cluster n;
 	struct testd d;
 	char *dir = test_mkdtemp("fleetcycles"), body[1200], ddir[600];
 	const char *env = getenv("VMT_FLEET_CYCLES");
 	int cycles = env ? atoi(env) : 20;
 
 	ck_assert_ptr_nonnull(dir);
-	tnode_start(&n, dir);
+	tls_server_start(&n, "fleetcycles-nats", dir);
 	snprintf(body, sizeof(body), "fleet:\n  servers: [tls://127.0.0.1:%d]\n  user: vmt\n"
-		 "  password: good\n  tls: {ca: %s/ca.pem}\n  host_id: hostS\n", n.port, dir);
+		 "  password: good\n  tls: {ca: %s/ca.pem}\n  host_id: hostS\n", n.n[0].port,
+		 dir);
 	for (int i = 0; i < cycles; i++) {
 		int rc;
 
 		snprintf(ddir, sizeof(ddir), "%s/d%d", dir, i);
 		ck_assert_int_eq(mkdir(ddir, 0755), 0);
 		ck_assert_int_eq(testd_start_opts(&d, ddir, body, NULL), 0);
-		wait_fleet_state(&d, "connected");
+		ftest_wait_fleet_state(&d, "connected");
 		rc = testd_stop(&d);
 		ck_assert_msg(rc == 0, "cycle %d: vmtraced exited with %d (log: %s)", i, rc, d.log);
 		test_rmtree(ddir);
 	}
-	tnode_stop(&n);
+	ftest_cluster_stop(&n);
 	test_rmtree(dir);
 	free(dir);
 }

@@ -211,6 +211,27 @@ static void merge_and_tally(struct run *r, const char *sample, struct tally *t)
 	tally_file(dat, t);
 }
 
+/* The instance's set_event is want. */
+static void expect_set_event(const char *want)
+{
+	char set[1024];
+
+	read_set_event(set, sizeof(set));
+	ck_assert_str_eq(set, want);
+}
+
+/* Processes started now show in a host dump as event records. */
+static void expect_host_records(struct run *r, const char *event)
+{
+	char sample[4400];
+	struct tally t;
+
+	spawn_true(100);
+	dump_host(r, sample, sizeof(sample));
+	merge_and_tally(r, sample, &t);
+	ck_assert_uint_gt(tally_of(&t.names, event), 0);
+}
+
 #define NEED_TRACEFS()                                         \
 	do {                                                   \
 		if (!test_have_root())                         \
@@ -225,12 +246,11 @@ START_TEST(records_host_events)
 	struct run r;
 	struct tally t;
 	struct vmt_sample *s;
-	char sample[4400], set[1024], why[256], aux[4600];
+	char sample[4400], why[256], aux[4600];
 
 	NEED_TRACEFS();
 	run_start(&r, "  events: [sched:sched_switch, sched:sched_wakeup]\n  qemu_only: false\n");
-	read_set_event(set, sizeof(set));
-	ck_assert_str_eq(set, "sched:sched_switch,sched:sched_wakeup");
+	expect_set_event("sched:sched_switch,sched:sched_wakeup");
 	spawn_true(300);
 	dump_host(&r, sample, sizeof(sample));
 	merge_and_tally(&r, sample, &t);
@@ -260,10 +280,7 @@ START_TEST(records_host_events)
 	sample_free(s);
 
 	/* recording goes on after a flush read the partial pages */
-	spawn_true(100);
-	dump_host(&r, sample, sizeof(sample));
-	merge_and_tally(&r, sample, &t);
-	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
+	expect_host_records(&r, "sched_switch");
 	ck_assert_int_eq(testd_log_count(&r.d, "failed, its events are lost"), 0);
 	ck_assert_int_eq(testd_log_count(&r.d, "rejected"), 0);
 	run_end(&r);
@@ -298,7 +315,7 @@ END_TEST
 START_TEST(stale_instance_is_replaced)
 {
 	struct run r;
-	char path[400], set[1024];
+	char path[400];
 	FILE *f;
 
 	NEED_TRACEFS();
@@ -312,8 +329,7 @@ START_TEST(stale_instance_is_replaced)
 	fclose(f);
 	run_start(&r, "  events: [sched:sched_switch]\n  qemu_only: false\n");
 	ck_assert_int_eq(testd_log_count(&r.d, "left from an earlier run"), 1);
-	read_set_event(set, sizeof(set));
-	ck_assert_str_eq(set, "sched:sched_switch");
+	expect_set_event("sched:sched_switch");
 	run_end(&r);
 }
 END_TEST
@@ -323,18 +339,13 @@ END_TEST
 START_TEST(missing_events)
 {
 	struct run r;
-	char sample[4400], out[1024], set[1024];
-	struct tally t;
+	char out[1024];
 
 	NEED_TRACEFS();
 	run_start(&r, "  events: [nosuchsys:*, sched:sched_switch]\n  qemu_only: false\n");
 	ck_assert_int_eq(testd_log_count(&r.d, "left out: nosuchsys:*"), 1);
-	read_set_event(set, sizeof(set));
-	ck_assert_str_eq(set, "sched:sched_switch");
-	spawn_true(100);
-	dump_host(&r, sample, sizeof(sample));
-	merge_and_tally(&r, sample, &t);
-	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
+	expect_set_event("sched:sched_switch");
+	expect_host_records(&r, "sched_switch");
 	run_end(&r);
 
 	run_start(&r, "  events: [nosuchsys:*]\n  qemu_only: false\n");
@@ -350,7 +361,7 @@ END_TEST
 START_TEST(reload_applies_host_changes)
 {
 	struct run r;
-	char set[1024], out[1024];
+	char out[1024];
 	FILE *f;
 
 	NEED_TRACEFS();
@@ -361,8 +372,7 @@ START_TEST(reload_applies_host_changes)
 		"host:\n  enabled: true\n  events: [sched:sched_wakeup]\n  qemu_only: false\n");
 	fclose(f);
 	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), "reload"), 0);
-	read_set_event(set, sizeof(set));
-	ck_assert_str_eq(set, "sched:sched_wakeup");
+	expect_set_event("sched:sched_wakeup");
 	run_end(&r);
 }
 END_TEST
@@ -441,9 +451,8 @@ static void assert_no_dac(pid_t pid, const char *when)
 START_TEST(own_user_keeps_no_dac)
 {
 	struct run r;
-	struct tally t;
 	struct passwd *pw;
-	char sample[4400], set[1024], out[1024], body[1024];
+	char out[1024], body[1024];
 	pid_t helper;
 	FILE *f;
 
@@ -469,12 +478,8 @@ START_TEST(own_user_keeps_no_dac)
 	ck_assert_uint_eq(status_field(helper, "CapPrm") & ~(CAP_BIT(1) | CAP_BIT(2) | CAP_BIT(34)), 0);
 	ck_assert_uint_eq(status_field(helper, "CapBnd") & ~(CAP_BIT(1) | CAP_BIT(2) | CAP_BIT(34)), 0);
 
-	read_set_event(set, sizeof(set));
-	ck_assert_str_eq(set, "sched:sched_switch");
-	spawn_true(100);
-	dump_host(&r, sample, sizeof(sample));
-	merge_and_tally(&r, sample, &t);
-	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
+	expect_set_event("sched:sched_switch");
+	expect_host_records(&r, "sched_switch");
 
 	/* a reload that changes host: a new instance, through the helper */
 	f = fopen(r.d.conf, "w");
@@ -484,13 +489,9 @@ START_TEST(own_user_keeps_no_dac)
 		"sched:sched_switch]\n  qemu_only: false\n");
 	fclose(f);
 	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), "reload"), 0);
-	read_set_event(set, sizeof(set));
-	ck_assert_str_eq(set, "sched:sched_switch,sched:sched_wakeup");
+	expect_set_event("sched:sched_switch,sched:sched_wakeup");
 	assert_no_dac(r.d.pid, "after the reload");
-	spawn_true(100);
-	dump_host(&r, sample, sizeof(sample));
-	merge_and_tally(&r, sample, &t);
-	ck_assert_uint_gt(tally_of(&t.names, "sched_wakeup"), 0);
+	expect_host_records(&r, "sched_wakeup");
 	ck_assert_int_eq(testd_log_count(&r.d, "take effect at the next start"), 0);
 	run_end(&r);
 	/* the helper went with the daemon */
@@ -513,8 +514,7 @@ START_TEST(upgrade_as_user_keeps_host)
 	const char *env[] = { "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1", NULL };
 	struct testd_opts o = { .env = env, .wrapper = argv_ };
 	struct run r;
-	struct tally t;
-	char sample[4400], set[1024], out[1024];
+	char out[1024];
 
 	NEED_TRACEFS();
 	if (!getpwnam("nobody") || itest_sh("command -v setpriv >/dev/null && getent group nogroup >/dev/null"))
@@ -539,12 +539,8 @@ START_TEST(upgrade_as_user_keeps_host)
 	ck_assert_int_eq(testd_log_count(&r.d, "root needed"), 0);
 	ck_assert_int_eq(testd_log_count(&r.d, "recording sched:sched_switch in ftrace instance"), 2);
 	assert_no_dac(r.d.pid, "after the upgrade");
-	read_set_event(set, sizeof(set));
-	ck_assert_str_eq(set, "sched:sched_switch");
-	spawn_true(100);
-	dump_host(&r, sample, sizeof(sample));
-	merge_and_tally(&r, sample, &t);
-	ck_assert_uint_gt(tally_of(&t.names, "sched_switch"), 0);
+	expect_set_event("sched:sched_switch");
+	expect_host_records(&r, "sched_switch");
 	run_end(&r);
 }
 END_TEST

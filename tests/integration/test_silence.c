@@ -21,23 +21,6 @@
 
 static struct itest_input in;
 
-static int guest_samples(struct itest_run *r, const char *guest, char ***list)
-{
-	char dir[400];
-
-	snprintf(dir, sizeof(dir), "%s/%s", r->d.state, guest);
-	return itest_samples(dir, list);
-}
-
-static int count_samples(struct itest_run *r)
-{
-	char **list;
-	int n = guest_samples(r, "g1", &list);
-
-	itest_free_list(list, n);
-	return n;
-}
-
 /* g1, watched, FIFOs, its pid in a pidfile (it plays QEMU too). */
 static void start(struct itest_run *r, const char *tag, unsigned timeout_ms, unsigned delay_ms)
 {
@@ -69,6 +52,14 @@ static bool synced(struct itest_run *r, unsigned n)
 	return r->fg[0].syncs >= n;
 }
 
+/* No sample, no silence counted, and g1 in state. */
+static void expect_no_incident(struct itest_run *r, const char *state)
+{
+	ck_assert_int_eq(itest_count_samples(&r->d, "g1"), 0);
+	ck_assert_uint_eq(itest_num(&r->d, "g1", "silences"), 0);
+	ck_assert(itest_state_is(&r->d, "g1", state));
+}
+
 START_TEST(silent_guest_dumped_once)
 {
 	unsigned to = (unsigned)test_deadline_ms(1500);
@@ -80,13 +71,13 @@ START_TEST(silent_guest_dumped_once)
 	ITEST_NEED_INPUT(in);
 	start(&r, "silent", to, 0);
 	ck_assert_msg(ITEST_WAIT(synced(&r, 2), 30000), "no ping answered (log: %s)", r.d.log);
-	ck_assert_int_eq(count_samples(&r), 0);
+	ck_assert_int_eq(itest_count_samples(&r.d, "g1"), 0);
 	/* halted: "QEMU" lives, nothing comes from it */
 	ck_assert_int_eq(kill(r.fg[0].pid, SIGSTOP), 0);
-	ck_assert_msg(ITEST_WAIT(count_samples(&r) >= 1, 30000), "no sample of the silent guest (log: %s)",
-		      r.d.log);
+	ck_assert_msg(ITEST_WAIT(itest_count_samples(&r.d, "g1") >= 1, 30000),
+		      "no sample of the silent guest (log: %s)", r.d.log);
 	ck_assert(itest_state_is(&r.d, "g1", "silent"));
-	n = guest_samples(&r, "g1", &list);
+	n = itest_guest_samples(&r.d, "g1", &list);
 	s = itest_read_sample(list[0]);
 	ck_assert_uint_eq(s->triggers[0].kind, VMT_TRIGGER_SILENCE);
 	ck_assert_msg(strstr(s->triggers[0].reason, "guest stopped answering: silent for") &&
@@ -105,7 +96,7 @@ START_TEST(silent_guest_dumped_once)
 		char out[4096];
 		ck_assert_int_eq(itest_ctl(&r.d, out, sizeof(out), "dump g1"), 0);
 	}
-	ck_assert_int_eq(count_samples(&r), 2);
+	ck_assert_int_eq(itest_count_samples(&r.d, "g1"), 2);
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "silences"), 1);
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "flush_timeouts"), 0);
 	/* it speaks again, then falls silent again: a second incident */
@@ -114,7 +105,8 @@ START_TEST(silent_guest_dumped_once)
 		      "not heard again (log: %s)", r.d.log);
 	ck_assert(itest_state_is(&r.d, "g1", "streaming"));
 	ck_assert_int_eq(kill(r.fg[0].pid, SIGSTOP), 0);
-	ck_assert_msg(ITEST_WAIT(count_samples(&r) >= 3, 30000), "no second silence (log: %s)", r.d.log);
+	ck_assert_msg(ITEST_WAIT(itest_count_samples(&r.d, "g1") >= 3, 30000),
+		      "no second silence (log: %s)", r.d.log);
 	ck_assert_uint_eq(itest_num(&r.d, "g1", "silences"), 2);
 	kill(r.fg[0].pid, SIGCONT);
 	itest_run_end(&r);
@@ -141,9 +133,7 @@ START_TEST(bye_then_silence_is_no_incident)
 	ck_assert_msg(ITEST_WAIT((fakeguest_poll(&r.fg[0]), r.fg[0].host_hellos >= hellos + 2 + to / 2000),
 				 30000),
 		      "no HOST_HELLO after BYE (log: %s)", r.d.log);
-	ck_assert_int_eq(count_samples(&r), 0);
-	ck_assert_uint_eq(itest_num(&r.d, "g1", "silences"), 0);
-	ck_assert(itest_state_is(&r.d, "g1", "connecting"));
+	expect_no_incident(&r, "connecting");
 	itest_run_end(&r);
 }
 END_TEST
@@ -159,9 +149,7 @@ START_TEST(slow_answers_counted_not_dumped)
 	start(&r, "slow", to, to / 2 + 100);
 	ck_assert_msg(itest_wait_num_ge(&r.d, "g1", "late_answers", 3, 60000),
 		      "late answers not counted (log: %s)", r.d.log);
-	ck_assert_int_eq(count_samples(&r), 0);
-	ck_assert_uint_eq(itest_num(&r.d, "g1", "silences"), 0);
-	ck_assert(itest_state_is(&r.d, "g1", "streaming"));
+	expect_no_incident(&r, "streaming");
 	itest_run_end(&r);
 }
 END_TEST

@@ -106,9 +106,10 @@ void ftest_node_kill(struct ftest_cluster *c, int i)
 	}
 }
 
-/* nnodes servers, clustered when more than one, user vmt / password good */
-void ftest_cluster_start_auth(struct ftest_cluster *c, const char *tag, int nnodes,
-			      const char *auth, const char *reader_user, const char *reader_pass)
+/* nnodes servers, clustered when more than one, user vmt / password good;
+ * with TLS when certdir names srv.pem and srv.key */
+static void cluster_start(struct ftest_cluster *c, const char *tag, int nnodes, const char *certdir,
+			  const char *auth, const char *reader_user, const char *reader_pass)
 {
 	memset(c, 0, sizeof(*c));
 	snprintf(c->user, sizeof(c->user), "%s", reader_user ? reader_user : "vmt");
@@ -122,7 +123,7 @@ void ftest_cluster_start_auth(struct ftest_cluster *c, const char *tag, int nnod
 	}
 	for (int i = 0; i < nnodes; i++) {
 		struct ftest_node *n = &c->n[i];
-		char text[8192], routes[512] = "";
+		char text[8192], routes[512] = "", tls[1024] = "";
 		size_t o = 0;
 
 		for (int k = 0; k < nnodes; k++)
@@ -132,10 +133,14 @@ void ftest_cluster_start_auth(struct ftest_cluster *c, const char *tag, int nnod
 						      c->n[k].cport);
 		snprintf(n->conf, sizeof(n->conf), "%s/n%d.conf", c->dir, i + 1);
 		snprintf(n->log, sizeof(n->log), "%s/n%d.log", c->dir, i + 1);
+		if (certdir)
+			snprintf(tls, sizeof(tls),
+				 "tls { cert_file: \"%s/srv.pem\", key_file: \"%s/srv.key\" }\n",
+				 certdir, certdir);
 		o = (size_t)snprintf(text, sizeof(text),
 				     "server_name: n%d\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n"
 				     "jetstream { store_dir: \"%s/js%d\" }\n"
-				     "%s\n", i + 1, n->port, n->mport, c->dir, i + 1,
+				     "%s%s\n", i + 1, n->port, n->mport, c->dir, i + 1, tls,
 				     auth ? auth : "authorization { user: vmt, password: good }");
 		if (nnodes > 1)
 			snprintf(text + o, sizeof(text) - o,
@@ -149,9 +154,20 @@ void ftest_cluster_start_auth(struct ftest_cluster *c, const char *tag, int nnod
 		ftest_node_wait(c, i);
 }
 
+void ftest_cluster_start_auth(struct ftest_cluster *c, const char *tag, int nnodes,
+			      const char *auth, const char *reader_user, const char *reader_pass)
+{
+	cluster_start(c, tag, nnodes, NULL, auth, reader_user, reader_pass);
+}
+
 void ftest_cluster_start(struct ftest_cluster *c, const char *tag, int nnodes)
 {
-	ftest_cluster_start_auth(c, tag, nnodes, NULL, NULL, NULL);
+	cluster_start(c, tag, nnodes, NULL, NULL, NULL, NULL);
+}
+
+void ftest_server_start_tls(struct ftest_cluster *c, const char *tag, const char *certdir)
+{
+	cluster_start(c, tag, 1, certdir, NULL, NULL, NULL);
 }
 
 void ftest_cluster_stop(struct ftest_cluster *c)
@@ -172,21 +188,27 @@ void ftest_servers_yaml(char *out, size_t n, const struct ftest_cluster *c)
 	snprintf(out + o, n - o, "]");
 }
 
-/* A daemon with guest g1 (labels) and fleet (may be NULL: none). */
 void ftest_host_start(struct itest_run *r, const struct itest_input *in, const char *tag,
 		      const char *fleet, const char *labels)
+{
+	itest_run_init(r, in, tag);
+	ftest_host_run(r, fleet, labels, NULL);
+}
+
+/* guest g1 (labels) and fleet (may be NULL: none) */
+void ftest_host_run(struct itest_run *r, const char *fleet, const char *labels,
+		    const struct testd_opts *o)
 {
 	char g[600];
 	int rc;
 
-	itest_run_init(r, in, tag);
 	itest_run_guest(r, 0);
 	itest_guest_yaml(g, sizeof(g), r, 0);
 	snprintf(r->body, sizeof(r->body),
 		 "record:\n  ring_size: 16MiB\n  flush_timeout: 5000ms\ntriggers:\n  cooldown: 0s\n"
 		 "%sguests:\n%s%s%s%s", fleet ? fleet : "", g, labels ? "    labels: " : "",
 		 labels ? labels : "", labels ? "\n" : "");
-	rc = testd_start_opts(&r->d, r->dir, r->body, NULL);
+	rc = testd_start_opts(&r->d, r->dir, r->body, o);
 	ck_assert_msg(rc == 0, "vmtraced did not start (%d, log: %s)", rc, r->d.log);
 	itest_expect_streaming(&r->d, "g1", 5000);
 }
@@ -246,6 +268,12 @@ const char *ftest_npm_dir(void)
 			 test_builddir());
 	}
 	return dir;
+}
+
+void ftest_need_server(void)
+{
+	if (itest_sh("command -v nats-server >/dev/null") != 0)
+		VMT_SKIP("nats-server missing (make deps installs it)");
 }
 
 /* The npm client pinned to the release whose object store (lib/jetstream/

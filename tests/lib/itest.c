@@ -864,6 +864,23 @@ void itest_free_list(char **list, int n)
 	free(list);
 }
 
+int itest_guest_samples(const struct testd *d, const char *guest, char ***paths)
+{
+	char dir[400];
+
+	snprintf(dir, sizeof(dir), "%s/%s", d->state, guest);
+	return itest_samples(dir, paths);
+}
+
+int itest_count_samples(const struct testd *d, const char *guest)
+{
+	char **list;
+	int n = itest_guest_samples(d, guest, &list);
+
+	itest_free_list(list, n);
+	return n;
+}
+
 int itest_samples_check(const char *dir)
 {
 	char **list, why[256];

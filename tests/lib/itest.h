@@ -225,6 +225,10 @@ int ictl_collect(int fd, struct ictl_msg *m, unsigned count_type, unsigned *coun
  * sorted, as full paths; the count (0 if dir is missing). */
 int itest_samples(const char *dir, char ***paths);
 void itest_free_list(char **list, int n);
+/* The same for guest's folder in d's state folder; itest_count_samples:
+ * only their count. */
+int itest_guest_samples(const struct testd *d, const char *guest, char ***paths);
+int itest_count_samples(const struct testd *d, const char *guest);
 /* Samples under their final name in dir, each of which must read back whole
  * (ck_assert); their count. */
 int itest_samples_check(const char *dir);
