@@ -350,7 +350,7 @@ END_TEST
 START_TEST(unreadable_folder_counted)
 {
 	struct disc x;
-	char path[400], out[8192];
+	char path[400], out[65536];
 
 	if (!test_have_root())
 		VMT_SKIP("not root: cannot run the daemon as another user");

@@ -138,14 +138,16 @@ int testd_ctl_end(FILE *p, char *out, size_t n)
 	size_t got = 0;
 	int st;
 
+	char sink[4096];
+
 	if (out && n) {
 		got = fread(out, 1, n - 1, p);
 		out[got] = 0;
-	} else {
-		char sink[4096];
-		while (fread(sink, 1, sizeof(sink), p) > 0)
-			;
 	}
+	/* the rest read too: a buffer too small for the output must not end
+	 * vmtracectl with SIGPIPE (the caller then sees the text cut short) */
+	while (fread(sink, 1, sizeof(sink), p) > 0)
+		;
 	st = pclose(p);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
