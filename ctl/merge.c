@@ -638,9 +638,31 @@ static uint32_t write_groups(struct vmt_sset *set, const struct linkage *lk, con
 	return written;
 }
 
+/* "out/" or "out//" as "out", so that the files print as "out/g1.dat" */
+static void trim_slashes(char *out, size_t n, const char *path)
+{
+	size_t l;
+
+	snprintf(out, n, "%s", path);
+	l = strlen(out);
+	while (l > 1 && out[l - 1] == '/')
+		out[--l] = 0;
+}
+
+/* A folder of guests' files and no host.dat: why, once. */
+static void say_no_host(const struct vmt_sset *set)
+{
+	for (uint32_t i = 0; i < set->ngroups; i++)
+		if (is_host(&set->groups[i]))
+			return;
+	printf("no host.dat: the samples hold no trace of the host's own (vmtraced records it with "
+	       "host: enabled: true, off in the shipped configuration)\n");
+}
+
 int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 {
 	struct merge_opts m = { .out = ".", .config = DEFAULT_CONFIG };
+	char outdir[4096];
 	char **picked = NULL;
 	struct vmt_sset set = { 0 };
 	struct progress prog = { .start_ns = now_monotonic_ns() };
@@ -676,9 +698,13 @@ int cmd_merge(const struct vmt_ctl_opts *o, int argc, char **argv)
 		fprintf(stderr, "vmtracectl: no sample to merge\n");
 		goto done;
 	}
+	trim_slashes(outdir, sizeof(outdir), m.out);
+	m.out = outdir;
 	if (prepare_output(m.out, set.ngroups, &one_file) < 0 || link_groups(&set, &lk) < 0)
 		goto done;
 	written = write_groups(&set, &lk, m.out, one_file, m.quiet);
+	if (!m.quiet && !one_file)
+		say_no_host(&set);
 	if (!m.quiet && (set.bad_samples || set.no_aux || set.bad_cpus))
 		printf("%u sample(s) refused, %u left out for want of their aux file, %u sample CPU(s) "
 		       "that no longer read\n", set.bad_samples, set.no_aux, set.bad_cpus);

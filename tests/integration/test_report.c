@@ -1018,6 +1018,15 @@ START_TEST(refused_frame_is_no_gap)
 	snprintf(want, sizeof(want), "  cpu0: %zu pages;", npages[0] - FR_PAGES);
 	ck_assert_msg(strstr(out, want) != NULL, "stdout: %s", out);
 	ck_assert_msg(strstr(out, "; 1 corrupt frame(s) refused, 16 pages missing") != NULL, "stdout: %s", out);
+	/* into a folder named with a trailing slash: files named with one
+	 * slash, and a word on the host.dat these samples cannot give */
+	free(out);
+	free(err);
+	rc = merge_to(dir, "outd//", "g1-1.vmts g1-2.vmts", &out, &err);
+	ck_assert_msg(rc == 0, "merge exit %d: %s", rc, err);
+	ck_assert_msg(strstr(out, "outd/g1.dat: guest") != NULL && !strstr(out, "outd//"), "stdout: %s", out);
+	ck_assert_msg(strstr(out, "no host.dat: the samples hold no trace of the host's own") != NULL,
+		      "stdout: %s", out);
 	TEARDOWN();
 }
 END_TEST
