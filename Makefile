@@ -342,7 +342,7 @@ clean:
 
 .SECONDARY:
 
--include $(shell find $(O) -name '*.d' 2>/dev/null)
+-include $(shell find $(O) -name '*.d' -type f 2>/dev/null)
 
 # ---- BPF detectors (bpf/*.bpf.c -> skeleton -> daemon/probe.c) -----------
 # Built when clang, bpftool and libbpf are there, else probe.c compiles to a
