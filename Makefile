@@ -190,6 +190,17 @@ $(O)/tests/tools/%: tests/tools/%.c $(TESTLIB_OBJS) $(LIBVMT)
 	@echo "  TOOL    $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(TCMD_CFLAGS) -Itests/lib -o $@ $^ $(TCMD_LIBS) $(LDLIBS) $(CHECK_LIBS) $(DAEMON_LIBS)
 
+# guestsim, the stand-in guest test_systemd_host runs in tests/systemd/vm.sh's
+# machine (no compiler, no Check there): fakeguest.c in a static binary with
+# no sanitizer, built like the agent.
+GUESTSIM    := $(O)/tests/tools/guestsim
+GUESTSIM_SRCS := tests/tools/guestsim.c tests/lib/fakeguest.c tests/lib/corpus.c $(AGENT_LIB_SRCS) lib/page.c
+$(O)/agent-objs/tests/%.o: AGENT_CFLAGS += -Itests/lib
+$(GUESTSIM): $(GUESTSIM_SRCS:%.c=$(O)/agent-objs/%.o)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@ (static)"
+	$(Q)$(CC) -static $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --static --libs libtracefs 2>/dev/null) -lpthread
+
 # The fixed corpora (real guest pages and the metadata that decodes them,
 # tests/corpus/README.md), unpacked into the build folder for the tests and
 # benchmarks that want a deterministic input.
@@ -223,7 +234,7 @@ $(NATSSHIM): tests/tools/natsshim.c
 	@echo "  SHIM    $@"
 	$(Q)$(CC) -O2 -g -Wall -Wextra -D_GNU_SOURCE -fPIC -shared -o $@ $< -ldl
 
-tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(SHIM) $(NATSSHIM) $(CORPUS) $(CORPUS_BUSY) $(O)/tests/vmtraced-layout2
+tests: $(PROGS) $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS) $(GUESTSIM) $(SHIM) $(NATSSHIM) $(CORPUS) $(CORPUS_BUSY) $(O)/tests/vmtraced-layout2
 
 # `make check`: packages, the layering check (tools/layering.py: no include
 # cycle among daemon/'s modules, no forbidden include or link), then a
@@ -339,7 +350,7 @@ clean:
 
 .SECONDARY:
 
--include $(shell find $(O) -name '*.d' 2>/dev/null)
+-include $(shell find $(O) -name '*.d' -type f 2>/dev/null)
 
 # ---- BPF detectors (bpf/*.bpf.c -> skeleton -> daemon/probe.c) -----------
 # Built when clang, bpftool and libbpf are there, else probe.c compiles to a

@@ -98,8 +98,12 @@ v2="$v1+test1"
 
 # ---- build ---------------------------------------------------------------
 start=$(date +%s)
+# VMT_DEB_CACHE (tests/run-tests.sh): the host packages built, for
+# test_systemd_host to install rather than build them again
+share() { [ -z "${VMT_DEB_CACHE:-}" ] || { mkdir -p "$VMT_DEB_CACHE" && cp "$@" "$VMT_DEB_CACHE/"; } || true; }
 if LINTIAN=0 tools/mkdeb.sh "$WORK/v1" >"$WORK/build1.out" 2>&1; then
 	pass "build ($v1, $(( $(date +%s) - start )) s)"
+	share "$WORK/v1/vmtraced_${v1}_$arch.deb"
 else
 	sed 's/^/  /' "$WORK/build1.out" | tail -20
 	fail build "tools/mkdeb.sh failed"
@@ -208,6 +212,7 @@ elif ! apt_install "$WORK/install2.log" "$WORK/v2/vmtraced_${v2}_$arch.deb" \
 	tail -20 "$WORK/install2.log" | sed 's/^/  /'
 	why="apt-get install of $v2 failed"
 else
+	share "$WORK/v2/vmtraced_${v2}_$arch.deb"
 	for p in vmtraced vmtrace-agent; do
 		got=$(dpkg-query -W -f='${Version}' $p)
 		[ "$got" = "$v2" ] || why="$why; $p is $got after the upgrade"
