@@ -630,23 +630,23 @@ static void upload_purge(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, con
 /*
  * Whether the stream holds the object whole, asked of the stream's leader
  * before the marker says so: its chunk subject holds exactly the chunks
- * whose publishes were acknowledged, and the meta that stands on its meta
- * subject is the one just written (its sequence). An acknowledged publish
- * is stored, but after servers are killed a publish that timed out may
- * still be stored later, and a reader (nats.js) reads every message on
- * the chunk subject, not `chunks` of them. -EIO: it does not hold it
- * whole; -EAGAIN: it could not be asked.
+ * whose publishes were acknowledged. An acknowledged publish is stored,
+ * but after servers are killed a publish that timed out may still be
+ * stored later, and a reader (nats.js) reads every message on the chunk
+ * subject, not `chunks` of them. Only stream info is asked: a host's
+ * permissions (docs/FLEET.md) allow it, and not reading messages (which
+ * would let a host read every other host's samples). -EIO: it does not
+ * hold it whole; -EAGAIN: it could not be asked.
  */
 static int upload_verify(struct vmt_fleet *f, jsCtx *js, const char *name, const char *csubj,
-			 uint64_t chunks, const char *msubj, uint64_t mseq)
+			 uint64_t chunks)
 {
 	static uint64_t last_log;	/* the uploader thread's only */
 	char stream[80];
 	jsOptions o;
 	jsStreamInfo *si = NULL;
-	natsMsg *m = NULL;
 	jsErrCode jerr = 0;
-	uint64_t held = 0, standing = 0;
+	uint64_t held = 0;
 	natsStatus s;
 
 	snprintf(stream, sizeof(stream), "OBJ_%s", f->conf.bucket);
@@ -658,21 +658,15 @@ static int upload_verify(struct vmt_fleet *f, jsCtx *js, const char *name, const
 			if (!strcmp(si->State.Subjects->List[i].Subject, csubj))
 				held = si->State.Subjects->List[i].Msgs;
 	jsStreamInfo_Destroy(si);
-	if (s == NATS_OK)
-		s = js_GetLastMsg(&m, js, stream, msubj, NULL, &jerr);
-	if (s == NATS_OK)
-		standing = natsMsg_GetSequence(m);
-	natsMsg_Destroy(m);
 	if (s != NATS_OK) {
 		set_error(f, "upload: asking the stream what it holds", s);
 		return -EAGAIN;	/* not known: nothing purged */
 	}
-	if (held == chunks && standing == mseq)
+	if (held == chunks)
 		return 0;
 	pthread_mutex_lock(&f->lock);
 	snprintf(f->st.error, sizeof(f->st.error), "upload: %s: the stream holds %" PRIu64 " messages "
-		 "on its chunk subject, %" PRIu64 " written; its meta is at %" PRIu64 ", %" PRIu64
-		 " written (uploaded again)", name, held, chunks, standing, mseq);
+		 "on its chunk subject, %" PRIu64 " written (uploaded again)", name, held, chunks);
 	if (!last_log || now_monotonic_ns() - last_log > LOG_EVERY_NS) {
 		last_log = now_monotonic_ns();
 		log_warning("fleet: %s (logged once a minute)", f->st.error);
@@ -763,10 +757,10 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 		r = -EIO;
 		goto out;
 	}
-	r = upload_verify(f, js, name, csubj, chunks, subj, pa->Sequence);
+	r = upload_verify(f, js, name, csubj, chunks);
 	if (r < 0) {
 		if (r == -EIO)
-			upload_purge(f, nc, js, csubj);	/* not whole, or not the one that stands */
+			upload_purge(f, nc, js, csubj);	/* not whole */
 		goto out;
 	}
 	/* the marker: the backlog is what has none */
