@@ -253,8 +253,15 @@ static void setup_rest(struct vmt_manager *m)
 		m->setup_rest[i] = sd_event_source_disable_unref(m->setup_rest[i]);
 	if (!m->probe && manager_probe_new(m) < 0)
 		log_error("upgrade: the detectors could not be set up");
-	if (!manager_find_guest(m, "host"))
-		manager_start_host(m);
+	if (!manager_find_guest(m, "host")) {
+		/* the keeper holds a copy of the old fd table until it exits:
+		 * the old ftrace instance stays busy (EBUSY on its removal)
+		 * until then; without a pidfd to wait on, try now */
+		if (m->keeper_src)
+			m->host_after_keeper = true;
+		else
+			manager_start_host(m);
+	}
 	recheck_qemu(m);
 	log_notice("upgrade: detectors and host source set up after the take-over (%.3f ms)",
 		   (double)(now_monotonic_ns() - t0) / 1e6);
@@ -284,6 +291,10 @@ static int keeper_cb(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		log_notice("upgrade: the old address space is let go (keeper %d reaped at %llu ns "
 			   "monotonic)", (int)pid, (unsigned long long)now_monotonic_ns());
 	m->keeper_src = sd_event_source_disable_unref(s);
+	if (m->host_after_keeper) {
+		m->host_after_keeper = false;
+		manager_start_host(m);
+	}
 	return 0;
 }
 

@@ -53,6 +53,8 @@ struct vmt_manager {
 	struct vmt_recover recover;	/* rings a crashed predecessor left, until claimed */
 	struct vmt_upgrade_in upgrade;	/* what a predecessor handed over (upgrade.h) */
 	sd_event_source *keeper_src;	/* a predecessor's keeper, until it exits */
+	bool host_after_keeper;		/* the host source waits for the keeper: its copy of
+					 * the old fds keeps the old instance busy */
 	sd_event_source *setup_rest[2];
 	sd_event_source *soon;		/* a hand-over asked by a reload, until it is made */
 	unsigned soon_tries;	/* a successor's detectors and host source, after the take-over */
