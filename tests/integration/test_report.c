@@ -1261,7 +1261,7 @@ static int run_rss(const char *dir, long *rss_kb, char **out, char **err, const 
 	__attribute__((format(printf, 5, 6)));
 static int run_rss(const char *dir, long *rss_kb, char **out, char **err, const char *fmt, ...)
 {
-	char args[8192], cmd[30000], o[4200], e[4200], bin[4200], pidf[4200], *pids;
+	char args[8192], cmd[30000], o[4200], e[4200], bin[4200];
 	const char *agent = getenv("VMT_AGENT"), *slash = agent ? strrchr(agent, '/') : NULL;
 	struct rusage ru;
 	va_list ap;
@@ -1295,26 +1295,25 @@ static int run_rss(const char *dir, long *rss_kb, char **out, char **err, const 
 	}
 	/*
 	 * ru_maxrss counts a process's memory before its exec too: forked from
-	 * this (large) test, vmtracectl would start at our size. A shell forks
-	 * it in the background instead, and we, its subreaper, wait for it.
+	 * this (large) test, vmtracectl would start at our size. setsid -f
+	 * (small) forks the shell that becomes vmtracectl and exits at once,
+	 * without reaping it; we, its subreaper, then wait for it as our only
+	 * child. (A shell's own `cmd &` raced: dash may reap a quick child
+	 * itself, and wait4() found none.)
 	 */
-	snprintf(pidf, sizeof(pidf), "%s/rss-pid.txt", dir);
 	snprintf(cmd, sizeof(cmd), "cd %s && ASAN_OPTIONS=\"$ASAN_OPTIONS:quarantine_size_mb=0\" "
-		 "%s %s >%s 2>%s </dev/null & echo $! >%s", dir, bin, args, o, e, pidf);
+		 "exec %s %s >%s 2>%s </dev/null", dir, bin, args, o, e);
 	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		execlp("setsid", "setsid", "-f", "/bin/sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	pids = slurp_path(pidf);
-	pid = (pid_t)atoi(pids);
-	free(pids);
-	ck_assert_int_gt(pid, 0);
-	ck_assert_int_eq(wait4(pid, &st, 0, &ru), pid);
+	pid = wait4(-1, &st, 0, &ru);
+	ck_assert_msg(pid > 0, "vmtracectl was not ours to wait for: %s", strerror(errno));
 	*rss_kb = ru.ru_maxrss;
 	*out = slurp_path(o);
 	*err = slurp_path(e);
