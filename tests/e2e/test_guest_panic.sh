@@ -48,6 +48,8 @@ start() {
 	mkdir -p "$run" "$d"
 	pid=$(vmt_boot "$run" pipe -s 2 -e 'sched:*,irq:*,timer:*' -a "vmt.load=none $args" \
 		-T "$(vmt_scale 300)") || return 1
+	# vmt_boot ran in a subshell: its note of the pid is not ours
+	VMT_QEMU_PIDS="$VMT_QEMU_PIDS $pid"
 	cat >"$d/vmtraced.yaml" <<-EOF
 	state_dir: $d/state
 	control_socket: $d/control.sock
