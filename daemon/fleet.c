@@ -680,7 +680,6 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 {
 	char subj[512], csubj[512], id[23], name[300], ename[420], digest[64], meta[8192], hdrs[2400];
 	char mt[40];
-	jsPubAck *pa = NULL;
 	uint8_t *buf = NULL, sha[32];
 	unsigned shalen = 0;
 	uint64_t size = 0, chunks = 0;
@@ -750,7 +749,7 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 	if (s == NATS_OK)
 		s = natsMsgHeader_Set(msg, "Nats-Rollup", "sub");
 	if (s == NATS_OK)
-		s = js_PublishMsg(&pa, js, msg, NULL, &jerr);
+		s = js_PublishMsg(NULL, js, msg, NULL, &jerr);
 	if (s != NATS_OK) {
 		/* its chunks stay: a meta that timed out may still be stored */
 		set_error(f, "upload", s);
@@ -790,7 +789,6 @@ static int upload(struct vmt_fleet *f, natsConnection *nc, jsCtx *js, int gfd, c
 		natsConnection_PublishString(nc, subj, meta);
 	}
 out:
-	jsPubAck_Destroy(pa);
 	natsMsg_Destroy(msg);
 	EVP_MD_CTX_free(md);
 	free(buf);
