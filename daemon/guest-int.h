@@ -18,6 +18,8 @@
  * an honest agent writes a message (64 KiB at most) at once. */
 #define CTL_PARTIAL_TIMEOUT_NS (5 * 1000000000ull)
 #define READ_BUDGET_BYTES (256 * 1024)	/* per data callback, so one guest cannot starve others */
+/* control bytes a second that keep a control channel ahead of bulk reads */
+#define CTL_PRIORITY_BYTES (64 * 1024)
 
 /* Complaints about guest input (a warning), and the lines of its sessions
  * coming and going: each within its own per-guest budget. */

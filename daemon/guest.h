@@ -136,6 +136,9 @@ struct vmt_guest {
 	struct vmt_channel ctl;
 	sd_event_source *ctl_src;
 	bool ctl_demoted;	/* its control channel waits its turn (guest_ctl_cb) */
+	uint64_t ctl_prio_since;	/* the second ctl_prio_bytes are counted in */
+	uint64_t ctl_prio_bytes;	/* control bytes read in it */
+	uint64_t ctl_bytes_in;	/* control bytes read in all */
 	struct vmt_proto_rx *rx;
 	struct vmt_buf out;	/* control bytes not yet written */
 	uint32_t nchan;
