@@ -119,6 +119,10 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct relo
 		nc->fleet = m->conf.fleet;
 		nc->retention.hold_unuploaded = m->conf.retention.hold_unuploaded;
 	}
+	if (nc->rec.compress_threads != m->conf.rec.compress_threads) {
+		log_warning("record.compress_threads changed: it takes effect at the next start");
+		nc->rec.compress_threads = m->conf.rec.compress_threads;
+	}
 	if (nc->dump_reserve != m->conf.dump_reserve) {
 		add_later(c, "dump_reserve");
 		nc->dump_reserve = m->conf.dump_reserve;

@@ -19,12 +19,19 @@
  *
  * A compressed ring (ring_init_compressed) keeps its newest pages raw in
  * the slots and its older pages as frames (frames.h) in the rest of the
- * same memory. The oldest batch of raw pages is compressed off the event
- * loop (compress.h: ring_batch_begin holds them, ring_batch_end takes the
- * frame in and the pages out). When the raw slots fill up before the
- * compressor is done, the oldest batch goes into the frame store as it is
- * (a stored frame, counted in pages_stored_raw): the window shrinks
- * towards the raw size, nothing is dropped for the compressor's sake.
+ * same memory. The raw slots are both the newest window and the
+ * compressor's queue: a batch of raw pages is claimed (ring_batch_begin)
+ * and compressed off the event loop (compress.h), and its frame replaces
+ * the pages when it is back (ring_batch_end). A claim holds nothing: the
+ * fill never waits for the compressor. A page the compressor has not taken
+ * when the fill comes round is overwritten and counted, as in a raw ring;
+ * the compressor copies a batch out first and checks that none of its
+ * pages was overwritten meanwhile (ring_batch_intact), and a frame whose
+ * pages the fill passed while it was made is not taken. When the fill
+ * outruns the compressor the claims move away from the oldest page, as
+ * far as the fill went during the last batches (lag), so that the work
+ * done still becomes frames; the raw pages older than a frame taken are
+ * then let go of, counted as overwritten.
  *
  * The ring's memory is one sealed memfd (ringmem.h): page slots, their
  * records, and a compressed ring's frames, behind a header published after
@@ -61,7 +68,7 @@ struct vmt_ring_counters {
 	uint64_t events_in;	/* events in accepted pages */
 	/* a compressed ring's (frames.h) */
 	uint64_t frames_made;	/* frames made of older pages */
-	uint64_t pages_stored_raw;	/* of their pages, stored uncompressed: the compressor was behind */
+	uint64_t pages_stored_raw;	/* 0: no page goes into a frame uncompressed for lack of time (FORMAT.md) */
 	uint64_t frame_bytes_in;	/* page bytes that went into frames */
 	uint64_t frame_bytes_out;	/* bytes those frames take */
 	uint64_t frames_overwritten;	/* frames pushed out by newer ones */
@@ -99,7 +106,9 @@ struct vmt_ring {
 	/* a compressed ring's: fr.fm is NULL for a raw one */
 	struct vmt_frames fr;
 	uint32_t batch;		/* pages per frame */
-	uint32_t inflight;	/* oldest pages being compressed, in whole batches */
+	uint32_t lag;		/* pages the fill took while a batch was out, lately */
+	uint64_t tail;		/* pages that left the raw slots, ever: the oldest one's position */
+	uint64_t claim;		/* position of the next batch: those before are claimed */
 	uint64_t batch_gen;	/* a batch's result counts only with the gen it started with */
 	bool frames_blocked;	/* a dump holds the frames in the way: until ring_settle */
 	/* compress.c's: waiting for a free job, in its queue of rings */
@@ -156,28 +165,43 @@ int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt
 /* Bytes the ring takes, whichever kind. */
 uint64_t ring_bytes(const struct vmt_ring *r);
 
-struct vmt_ring_hold;
-/* The next batch of the oldest pages is due for compression. */
+/* The next batch of raw pages is due for compression. */
 bool ring_batch_due(const struct vmt_ring *r);
 /*
- * Hold the oldest batch not in flight yet for the compressor; its frame
- * header (from the slots' records) into *h, and into *place where it
- * stands among the batches in flight (0: the oldest) and the ring's spill
- * count now: once more than place batches are spilled, nobody will take
- * its frame (ring_batch_overtaken).
+ * A batch claimed for the compressor: where its pages are, no hold. The
+ * worker copies them out, then asks ring_batch_intact() whether the copy
+ * is good.
  */
-int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h,
-		     uint64_t place[2]);
-/* From any thread: was the batch begun at place[] stored as it was meanwhile? */
-bool ring_batch_overtaken(const struct vmt_ring_hold *hold, const uint64_t place[2]);
+struct vmt_ring_batch {
+	struct vmt_ringmem *rm;	/* a reference: the mapping outlives the ring */
+	uint64_t pos;		/* of its first page, in the ring's tail positions */
+	uint64_t gen;		/* the ring's batch_gen then */
+	uint64_t fill_at;	/* pages the slots had taken, ever, then */
+	uint32_t page_size;
+	uint32_t nruns;		/* the slots wrap at most once */
+	struct vmt_iovec runs[2];
+	struct vmt_frame_hdr h;	/* from the slots' records; h.codec the caller's */
+};
+/* Claim the next batch into *b (its header from the slots' records).
+ * -EAGAIN when none is due, -EBUSY while one of its pages is in the dump
+ * reserve (until ring_settle). */
+int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_batch *b);
+/* From any thread, after copying the pages out: none of them was
+ * overwritten before the copy was done. */
+bool ring_batch_intact(const struct vmt_ring_batch *b);
 /*
- * The compressor is back with the batch begun at gen: its frame (codec in
- * h, len bytes at payload, crc its CRC32C unless codec NONE) replaces the pages, or, on len < 0 or when the
- * batch was stored or cleared meanwhile, nothing happens. Release the hold
- * after. True when the frame was taken.
+ * The compressor is back with b (in the order the batches were begun):
+ * its frame (codec in b->h, len bytes at payload, crc its CRC32C unless
+ * codec NONE) replaces the pages, and the raw pages older than it are let
+ * go of (counted as overwritten); or, on len < 0 (-ECANCELED: the copy was
+ * overtaken) or when the fill passed its pages meanwhile or the ring was
+ * cleared, nothing happens. Put the batch after. True when the frame was
+ * taken.
  */
-bool ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
-		    const uint8_t *payload, ssize_t len, uint32_t crc);
+bool ring_batch_end(struct vmt_ring *r, const struct vmt_ring_batch *b, const uint8_t *payload,
+		    ssize_t len, uint32_t crc);
+/* Drop the batch's reference to the ring's memory. */
+void ring_batch_put(struct vmt_ring_batch *b);
 /* Window pages: in frames, and all. */
 static inline uint64_t ring_window_pages(const struct vmt_ring *r)
 {
@@ -219,9 +243,6 @@ void ring_release(struct vmt_ring_hold *h);
 /* Slots filling reserve pages go back to their own memory where no dump
  * holds it any more. */
 void ring_settle(struct vmt_ring *r);
-/* The same for the slots only (a compressor's batch let go); the frames
- * stay blocked until the dump is written and ring_settle runs. */
-void ring_settle_slots(struct vmt_ring *r);
 
 /*
  * A new stream starts (the channel reconnected, or the agent restarted):

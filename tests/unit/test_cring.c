@@ -62,11 +62,13 @@ static void push(uint64_t k, bool compress)
 	ck_assert_int_eq(try_push(k, compress), 1);
 }
 
-/* Every page of the window, frames then raw, is page seq as made, in order. */
+/* Every page of the window, frames then raw, is page seq as made, in
+ * order; a seq missing between two is a page counted as overwritten (the
+ * fill passed it before the compressor took it). */
 static uint64_t check_window(const struct vmt_ring *r)
 {
 	uint8_t want[PS], *buf = malloc((size_t)VMT_FRAME_MAX_PAGES * PS);
-	uint64_t next = UINT64_MAX, n = 0;
+	uint64_t next = UINT64_MAX, n = 0, gaps = 0;
 	char why[160];
 
 	for (uint32_t i = 0; i < r->fr.count; i++) {
@@ -74,8 +76,10 @@ static uint64_t check_window(const struct vmt_ring *r)
 
 		ck_assert_int_eq(frame_decode(d->h.codec, frames_payload(&r->fr, d), d->len, buf,
 					      (size_t)d->h.npages * PS, why, sizeof(why)), 0);
-		if (next != UINT64_MAX)
-			ck_assert_uint_eq(d->h.first_seq, next);
+		if (next != UINT64_MAX) {
+			ck_assert_uint_ge(d->h.first_seq, next);
+			gaps += d->h.first_seq - next;
+		}
 		for (uint32_t j = 0; j < d->h.npages; j++) {
 			make(want, d->h.first_seq + j);
 			ck_assert_mem_eq(buf + (size_t)j * PS, want, PS);
@@ -85,8 +89,10 @@ static uint64_t check_window(const struct vmt_ring *r)
 		n += d->h.npages;
 	}
 	for (uint32_t i = 0; i < r->count; i++) {
-		if (next != UINT64_MAX)
-			ck_assert_uint_eq(ring_slot(r, i)->seq, next);
+		if (next != UINT64_MAX) {
+			ck_assert_uint_ge(ring_slot(r, i)->seq, next);
+			gaps += ring_slot(r, i)->seq - next;
+		}
 		make(want, ring_slot(r, i)->seq);
 		ck_assert_mem_eq(ring_page(r, i), want, PS);
 		next = ring_slot(r, i)->seq + 1;
@@ -94,6 +100,7 @@ static uint64_t check_window(const struct vmt_ring *r)
 	}
 	free(buf);
 	ck_assert_uint_eq(n, ring_window_pages(r));
+	ck_assert_uint_le(gaps, r->c.pages_overwritten);
 	return n;
 }
 
@@ -138,57 +145,67 @@ START_TEST(the_store_overwrites_frame_by_frame)
 }
 END_TEST
 
-/* No compressor at all: the raw slots spill their oldest batch into the
- * store as it is; the window is about what the memory holds raw. */
+/* No compressor at all: the raw slots wrap as a raw ring's do, every page
+ * in them or counted as overwritten; nothing is copied into the store. */
 START_TEST(a_late_compressor_leaves_pages_raw)
 {
 	for (uint64_t k = 0; k < 3000; k++)
 		push(k, false);
-	ck_assert_uint_gt(R.c.pages_stored_raw, 0);
-	ck_assert_uint_eq(R.c.frames_made, R.c.pages_stored_raw / R.batch);
-	ck_assert_uint_ge(ring_window_pages(&R), NPAGES * 7 / 10);
+	ck_assert_uint_eq(R.c.pages_stored_raw, 0);
+	ck_assert_uint_eq(R.c.frames_made, 0);
+	ck_assert_uint_eq(R.count, R.nr_pages);
+	ck_assert_uint_eq(R.c.pages_overwritten, 3000 - R.nr_pages);
 	check_window(&R);
 	check_accounting(&R);
 }
 END_TEST
 
-/* The slots fill while two batches are being compressed: the first is
- * stored as it is and its late frame ignored; the second's frame is taken
- * after it, in order. */
+/* Two batches out at once; the fill overwrites the first's oldest page
+ * before it is back: its frame is not taken (its pages are counted as
+ * overwritten, never twice in the window); the second's is, the raw pages
+ * left before it let go of and counted. A batch whose pages the fill took
+ * before the worker copied them is not compressed at all. */
 START_TEST(a_batch_overtaken_is_dropped_not_doubled)
 {
 	static uint8_t out[2][1 << 20];
-	struct vmt_ring_hold h[2];
-	struct vmt_frame_hdr fh[2];
-	uint64_t k = 0, gen, place[2][2];
+	struct vmt_ring_batch b[3];
+	uint64_t k = 0;
 	ssize_t n[2];
 
-	while (R.count < R.inflight + 3 * R.batch)
+	while (R.count < 3 * R.batch)
 		push(k++, false);
-	gen = R.batch_gen;
 	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(ring_batch_begin(&R, &h[i], &fh[i], place[i]), 0);
-		ck_assert(!ring_batch_overtaken(&h[i], place[i]));
-		fh[i].codec = VMT_FRAME_ZSTD;
-		n[i] = frame_compress(Z, h[i].runs, h[i].nruns, out[i], sizeof(out[i]));
+		ck_assert_int_eq(ring_batch_begin(&R, &b[i]), 0);
+		b[i].h.codec = VMT_FRAME_ZSTD;
+		n[i] = cring_compress_copy(&b[i], Z, out[i], sizeof(out[i]));
+		ck_assert_int_gt(n[i], 0);
 	}
-	ck_assert_uint_eq(R.inflight, 2 * R.batch);
-	while (!R.c.pages_stored_raw)
+	ck_assert_uint_eq(b[1].pos, b[0].pos + R.batch);
+	while (!R.c.pages_overwritten)
 		push(k++, false);
-	ck_assert_uint_eq(R.inflight, R.batch);
-	/* what the compressor's thread sees: the first is not worth doing */
-	ck_assert(ring_batch_overtaken(&h[0], place[0]));
-	ck_assert(!ring_batch_overtaken(&h[1], place[1]));
+	ck_assert(!ring_batch_intact(&b[0]));	/* what a worker would see now */
+	ck_assert(ring_batch_intact(&b[1]));
 	for (int i = 0; i < 2; i++) {
-		ring_batch_end(&R, gen, &fh[i], out[i], n[i], crc32c(0, out[i], (size_t)n[i]));	/* the first: too late */
-		ring_release(&h[i]);
+		ck_assert(ring_batch_end(&R, &b[i], out[i], n[i], crc32c(0, out[i], (size_t)n[i])) == (i == 1));
+		ring_batch_put(&b[i]);
 	}
-	ring_settle_slots(&R);
-	ck_assert_uint_eq(R.inflight, 0);
-	ck_assert_uint_eq(R.c.frames_made, 2);
-	ck_assert_uint_eq(R.c.pages_stored_raw, R.batch);
-	ck_assert_uint_eq(frames_at(&R.fr, 0)->h.codec, VMT_FRAME_NONE);
-	ck_assert_uint_eq(frames_at(&R.fr, 1)->h.codec, VMT_FRAME_ZSTD);
+	ck_assert_uint_eq(R.c.frames_made, 1);
+	ck_assert_uint_eq(R.c.pages_overwritten, R.batch);	/* the first batch's */
+	ck_assert_uint_eq(R.c.pages_stored_raw, 0);
+	ck_assert_uint_eq(frames_at(&R.fr, 0)->h.codec, VMT_FRAME_ZSTD);
+	ck_assert_uint_eq(frames_at(&R.fr, 0)->h.first_seq, R.batch);
+	check_window(&R);
+	check_accounting(&R);
+	/* claimed, then overtaken before the copy: skipped */
+	while (!ring_batch_due(&R))
+		push(k++, false);
+	ck_assert_int_eq(ring_batch_begin(&R, &b[2]), 0);
+	b[2].h.codec = VMT_FRAME_ZSTD;
+	for (uint32_t i = 0; i < R.nr_pages; i++)
+		push(k++, false);
+	ck_assert_int_eq(cring_compress_copy(&b[2], Z, out[0], sizeof(out[0])), -ECANCELED);
+	ck_assert(!ring_batch_end(&R, &b[2], NULL, -ECANCELED, 0));
+	ring_batch_put(&b[2]);
 	check_window(&R);
 	check_accounting(&R);
 }
@@ -329,7 +346,7 @@ static void share_run(uint32_t nflat)
 	for (uint32_t g = 0; g < nflat; g++)
 		ck_assert_int_eq(ring_init_compressed(&A[g], NPAGES, &L), 0);
 	ck_assert_int_eq(ring_init_compressed(&B, NPAGES, &L), 0);
-	ck_assert_int_eq(compressor_init(&c, e, 16, VMT_RING_BATCH_MAX_BYTES, NULL, NULL), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 1, VMT_RING_BATCH_MAX_BYTES), 0);
 	ck_assert_int_eq(compressor_run_manual(&c), 0);
 	for (uint32_t step = 0; step < 3000; step++) {
 		for (uint32_t n = 0; n < VMT_MAX(2 * B.batch, nflat); n++) {
@@ -352,9 +369,12 @@ static void share_run(uint32_t nflat)
 		compressor_step(&c);
 		compressor_collect(&c);
 	}
-	for (uint32_t g = 0; g < nflat; g++)
-		raw += A[g].c.pages_stored_raw;
+	for (uint32_t g = 0; g < nflat; g++) {
+		raw += A[g].c.pages_overwritten;
+		ck_assert_uint_eq(A[g].c.pages_stored_raw, 0);
+	}
 	ck_assert_uint_gt(raw, 0);	/* their own excess */
+	ck_assert_uint_eq(B.c.pages_overwritten, 0);
 	ck_assert_uint_eq(B.c.pages_stored_raw, 0);
 	ck_assert_uint_gt(B.c.frames_made, kb / B.batch / 2);
 	compressor_stop(&c);
@@ -380,6 +400,153 @@ START_TEST(twenty_flat_out_guests_do_not_push_anothers_pages_raw)
 }
 END_TEST
 
+/*
+ * A guest streaming four times faster than the compressor (one batch of
+ * eight pages compressed per 32 pages in): the fill never waits, the raw
+ * slots stay full of the newest pages, no page goes into the store
+ * uncompressed, and every page that came in is in the window or counted
+ * as overwritten. The claims keep ahead of the fill, so most of the
+ * compressor's work still becomes frames.
+ */
+START_TEST(a_guest_faster_than_the_compressor_loses_nothing_silently)
+{
+	struct vmt_compressor c;
+	sd_event *e = NULL;
+	uint32_t steps = 0;
+	uint8_t p[PS];
+	uint64_t k = 0;
+
+	ck_assert_int_ge(sd_event_new(&e), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 1, VMT_RING_BATCH_MAX_BYTES), 0);
+	ck_assert_int_eq(compressor_run_manual(&c), 0);
+	for (; steps < 400; steps++) {
+		for (uint32_t i = 0; i < 4 * R.batch; i++) {
+			make(p, k++);
+			ck_assert_int_eq(ring_push(&R, p), 1);	/* never -ENOBUFS: no wait */
+			compressor_poke(&c, &R, &R, VMT_FRAME_ZSTD, 1);
+		}
+		/* the newest pages raw: the fill let go of none for the
+		 * compressor but those older than a frame it took */
+		if (steps >= 8) {
+			ck_assert_uint_ge(R.count, R.nr_pages / 2);
+			ck_assert_uint_eq(ring_slot(&R, R.count - 1)->seq, k - 1);
+		}
+		/* one batch compressed: those the fill overtook are skipped
+		 * unread, at no cost */
+		for (uint64_t sk = c.st.skipped; compressor_step(&c); sk = c.st.skipped) {
+			compressor_collect(&c);
+			if (c.st.skipped == sk)
+				break;
+		}
+	}
+	compressor_stop(&c);
+	ck_assert_uint_eq(R.c.pages_in, k);
+	ck_assert_uint_eq(R.c.pages_stored_raw, 0);
+	ck_assert_uint_gt(R.c.pages_overwritten, 0);
+	for (uint32_t i = 0; i < R.fr.count; i++)
+		ck_assert_uint_eq(frames_at(&R.fr, i)->h.codec, VMT_FRAME_ZSTD);
+	ck_assert_msg(R.c.frames_made >= steps / 2, "%llu frames, %llu skipped, %llu steps",
+		      (unsigned long long)R.c.frames_made, (unsigned long long)c.st.skipped, (unsigned long long)steps);
+	check_window(&R);
+	check_accounting(&R);
+	sd_event_unref(e);
+}
+END_TEST
+
+/* The compressor's jobs that are out, now. */
+static uint32_t jobs_out(const struct vmt_compressor *c)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->njobs; i++)
+		n += c->jobs[i].state != VMT_CJOB_FREE;
+	return n;
+}
+
+/* Two batches of a ring back the other way round (two workers): the later
+ * waits for the earlier, and both are taken, in order. */
+START_TEST(batches_back_out_of_order_are_taken_in_order)
+{
+	struct vmt_compressor c;
+	sd_event *e = NULL;
+	uint64_t k = 0;
+
+	ck_assert_int_ge(sd_event_new(&e), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 2, VMT_RING_BATCH_MAX_BYTES), 0);
+	ck_assert_int_eq(compressor_run_manual(&c), 0);
+	while (R.count < 3 * R.batch)	/* two batches due: the newest stays raw */
+		push(k++, false);
+	compressor_poke(&c, &R, &R, VMT_FRAME_ZSTD, 1);
+	ck_assert_uint_eq(jobs_out(&c), 2);
+	ck_assert(compressor_step_last(&c));
+	compressor_collect(&c);
+	ck_assert_uint_eq(R.c.frames_made, 0);	/* parked */
+	ck_assert(compressor_step(&c));
+	compressor_collect(&c);
+	ck_assert_uint_eq(R.c.frames_made, 2);
+	ck_assert_uint_eq(R.c.pages_overwritten, 0);
+	ck_assert_uint_eq(frames_at(&R.fr, 1)->h.first_seq, R.batch);
+	compressor_stop(&c);
+	check_window(&R);
+	check_accounting(&R);
+	sd_event_unref(e);
+}
+END_TEST
+
+/*
+ * Four workers and four guests, the fill racing the workers' copies (run
+ * under ASan): first each batch waited for (its frame is made), then flat
+ * out. Whatever the interleaving, every window is the pages as made, in
+ * order, and every page is in it or counted.
+ */
+START_TEST(several_workers_race_the_fill)
+{
+	static struct vmt_ring G[4];
+	struct vmt_compressor c;
+	uint64_t kg[4] = { 0 }, made = 0;
+	sd_event *e = NULL;
+	uint8_t p[PS];
+
+	ck_assert_int_ge(sd_event_new(&e), 0);
+	for (uint32_t g = 0; g < 4; g++)
+		ck_assert_int_eq(ring_init_compressed(&G[g], NPAGES, &L), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 4, VMT_RING_BATCH_MAX_BYTES), 0);
+	ck_assert_int_eq(compressor_run(&c), 0);
+	for (uint32_t round = 0; round < 40; round++) {
+		for (uint32_t g = 0; g < 4; g++)
+			for (uint32_t i = 0; i < 2 * G[g].batch; i++) {
+				make(p, kg[g]++);
+				ck_assert_int_eq(ring_push(&G[g], p), 1);
+				compressor_poke(&c, &G[g], &G[g], VMT_FRAME_ZSTD, 1);
+			}
+		while (jobs_out(&c))	/* the eventfd: a hang is the deadline's */
+			ck_assert_int_gt(sd_event_run(e, (uint64_t)test_deadline_ms(30000) * 1000), 0);
+	}
+	for (uint32_t g = 0; g < 4; g++)
+		made += G[g].c.frames_made;
+	ck_assert_uint_gt(made, 0);
+	for (uint32_t n = 0; n < 20000; n++) {
+		uint32_t g = n % 4;
+
+		make(p, kg[g]++);
+		ck_assert_int_eq(ring_push(&G[g], p), 1);
+		compressor_poke(&c, &G[g], &G[g], VMT_FRAME_ZSTD, 1);
+		if (n % 16 == 0)
+			compressor_collect(&c);
+	}
+	compressor_stop(&c);
+	ck_assert_uint_eq(jobs_out(&c), 0);
+	for (uint32_t g = 0; g < 4; g++) {
+		ck_assert_uint_eq(G[g].c.pages_in, kg[g]);
+		ck_assert_uint_eq(G[g].c.pages_stored_raw, 0);
+		check_window(&G[g]);
+		check_accounting(&G[g]);
+		ring_free(&G[g]);
+	}
+	sd_event_unref(e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cring");
@@ -397,6 +564,9 @@ int main(void)
 	tcase_add_test(t, memory_stays_that_of_the_raw_ring);
 	tcase_add_test(t, a_flat_out_guest_does_not_push_anothers_pages_raw);
 	tcase_add_test(t, twenty_flat_out_guests_do_not_push_anothers_pages_raw);
+	tcase_add_test(t, a_guest_faster_than_the_compressor_loses_nothing_silently);
+	tcase_add_test(t, batches_back_out_of_order_are_taken_in_order);
+	tcase_add_test(t, several_workers_race_the_fill);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }
