@@ -230,19 +230,10 @@ static void ring_gone(struct vmt_ring *r, uint32_t n)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
-/*
- * Where the next batch starts: after those claimed, and far enough from
- * the oldest page that the fill will not have overwritten it by the time
- * its frame is back (lag, and half a batch to spare, against the slots the
- * fill has before it reaches the oldest page); the newest batch stays raw.
- */
+/* Where the next batch starts: after those claimed, at the oldest page. */
 static uint64_t batch_start(const struct vmt_ring *r)
 {
-	uint64_t want = (uint64_t)r->lag + r->batch / 2, room = r->nr_pages - r->count, skip = 0;
-
-	if (want > room)
-		skip = VMT_MIN(want - room, r->count >= 2 * r->batch ? r->count - 2 * r->batch : 0);
-	return VMT_MAX(r->claim, r->tail + skip);
+	return VMT_MAX(r->claim, r->tail);
 }
 
 bool ring_batch_due(const struct vmt_ring *r)
@@ -295,7 +286,6 @@ int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_batch *b)
 	ringmem_ref(r->rm);
 	b->pos = start;
 	b->gen = r->batch_gen;
-	b->fill_at = r->tail + r->count;
 	b->page_size = ps;
 	r->claim = start + r->batch;
 	return 0;
@@ -353,24 +343,20 @@ bool ring_batch_end(struct vmt_ring *r, const struct vmt_ring_batch *b, const ui
 		    ssize_t len, uint32_t crc)
 {
 	struct vmt_iovec one = { payload, len > 0 ? (size_t)len : 0 };
-	uint64_t went = r->tail + r->count - b->fill_at;
-	uint32_t older;
 	size_t pos;
 	int err;
 
 	if (b->gen != r->batch_gen)
 		return false;
-	/* quick to grow: a batch overtaken is work lost; slow to shrink */
-	if (went >= r->lag)
-		r->lag = (uint32_t)VMT_MIN(went, r->nr_pages);
-	else
-		r->lag -= (uint32_t)((r->lag - went + 7) / 8);
-	/* the fill passed its pages: they are counted as overwritten */
+	/* its pages left the slots meanwhile: stored as they were (ring_spill)
+	 * or overwritten, counted either way */
 	if (b->pos < r->tail || len == -ECANCELED)
 		return false;
-	older = (uint32_t)(b->pos - r->tail);
-	if (len <= 0 || (uint64_t)older + b->h.npages > r->count ||
-	    ring_slot(r, older)->seq != b->h.first_seq) {
+	/* batches come back in order (compress.c): the first that cannot go
+	 * in leaves its pages raw and the later ones too (gen), to be batched
+	 * again */
+	if (len <= 0 || b->pos != r->tail || b->h.npages > r->count ||
+	    ring_slot(r, 0)->seq != b->h.first_seq) {
 		batch_reset(r);
 		return false;
 	}
@@ -381,14 +367,46 @@ bool ring_batch_end(struct vmt_ring *r, const struct vmt_ring_batch *b, const ui
 		batch_reset(r);
 		return false;
 	}
-	/* the raw pages before it would come after it in the window: the
-	 * fill was about to take them (the claim skipped them for that) */
-	r->count -= older;
-	ring_gone(r, older);
-	r->c.pages_overwritten += older;
 	frames_put(&r->fr, pos, &b->h, &one, 1, b->h.codec == VMT_FRAME_NONE ? 0 : crc);
 	batch_stored(r, b->h.npages, (uint64_t)len);
 	ring_publish(r);
+	return true;
+}
+
+/*
+ * The raw slots are full: the oldest batch goes into the frame store as it
+ * is. A batch claimed for the compressor is passed by (ring_batch_intact,
+ * ring_batch_end). Returns false when the store is blocked by a dump (then
+ * the oldest page is overwritten).
+ */
+static bool ring_spill(struct vmt_ring *r)
+{
+	uint32_t n = VMT_MIN(r->batch, r->count), ps = r->layout.page_size, k = 0;
+	struct vmt_iovec iov[BATCH_MAX];
+	struct vmt_frame_hdr h;
+	size_t pos;
+
+	if (!r->fr.fm || r->frames_blocked || !n)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *p = ring_page(r, i);
+
+		if (k && (const uint8_t *)iov[k - 1].base + iov[k - 1].len == p)
+			iov[k - 1].len += ps;
+		else
+			iov[k++] = (struct vmt_iovec){ p, ps };
+	}
+	batch_header(r, 0, n, &h);
+	h.codec = VMT_FRAME_NONE;
+	if (frames_room(r, (size_t)n * ps, &pos) < 0) {
+		r->frames_blocked = true;
+		return false;
+	}
+	/* a stored frame's pages are checked one by one by a successor: no CRC
+	 * of 256 KiB on the loop */
+	frames_put(&r->fr, pos, &h, iov, k, 0);
+	batch_stored(r, n, (uint64_t)n * ps);
+	r->c.pages_stored_raw += n;
 	return true;
 }
 
@@ -491,11 +509,10 @@ static int ring_complete(struct vmt_ring *r)
 		r->c.pages_guest_lost++;
 		r->c.events_guest_lost += info.missed;
 	}
-	if (r->count == r->nr_pages) {
-		/* a page the compressor has not taken goes as any other */
+	if (r->count == r->nr_pages && !ring_spill(r)) {
 		r->c.pages_overwritten++;
 		ring_gone(r, 1);
-	} else {
+	} else if (r->count < r->nr_pages) {
 		r->count++;
 	}
 	r->head = (r->head + 1) % (r->nr_pages + 1);

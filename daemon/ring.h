@@ -20,18 +20,17 @@
  * A compressed ring (ring_init_compressed) keeps its newest pages raw in
  * the slots and its older pages as frames (frames.h) in the rest of the
  * same memory. The raw slots are both the newest window and the
- * compressor's queue: a batch of raw pages is claimed (ring_batch_begin)
- * and compressed off the event loop (compress.h), and its frame replaces
- * the pages when it is back (ring_batch_end). A claim holds nothing: the
- * fill never waits for the compressor. A page the compressor has not taken
- * when the fill comes round is overwritten and counted, as in a raw ring;
- * the compressor copies a batch out first and checks that none of its
- * pages was overwritten meanwhile (ring_batch_intact), and a frame whose
- * pages the fill passed while it was made is not taken. When the fill
- * outruns the compressor the claims move away from the oldest page, as
- * far as the fill went during the last batches (lag), so that the work
- * done still becomes frames; the raw pages older than a frame taken are
- * then let go of, counted as overwritten.
+ * compressor's queue: the oldest batch of raw pages is claimed
+ * (ring_batch_begin) and compressed off the event loop (compress.h), and
+ * its frame replaces the pages when it is back (ring_batch_end). A claim
+ * holds nothing: the fill never waits for the compressor. The compressor
+ * copies a batch out first and checks that none of its pages left the
+ * slots meanwhile (ring_batch_intact), and a frame whose pages left them
+ * while it was made is not taken. When the raw slots fill up before the
+ * compressor is done, the oldest batch goes into the frame store as it is
+ * (ring_spill: a stored frame, counted in pages_stored_raw), a copy on the
+ * loop: the window shrinks towards the raw size, nothing is dropped for
+ * the compressor's sake.
  *
  * The ring's memory is one sealed memfd (ringmem.h): page slots, their
  * records, and a compressed ring's frames, behind a header published after
@@ -68,7 +67,7 @@ struct vmt_ring_counters {
 	uint64_t events_in;	/* events in accepted pages */
 	/* a compressed ring's (frames.h) */
 	uint64_t frames_made;	/* frames made of older pages */
-	uint64_t pages_stored_raw;	/* 0: no page goes into a frame uncompressed for lack of time (FORMAT.md) */
+	uint64_t pages_stored_raw;	/* of their pages, stored uncompressed: the compressor was behind */
 	uint64_t frame_bytes_in;	/* page bytes that went into frames */
 	uint64_t frame_bytes_out;	/* bytes those frames take */
 	uint64_t frames_overwritten;	/* frames pushed out by newer ones */
@@ -106,7 +105,6 @@ struct vmt_ring {
 	/* a compressed ring's: fr.fm is NULL for a raw one */
 	struct vmt_frames fr;
 	uint32_t batch;		/* pages per frame */
-	uint32_t lag;		/* pages the fill took while a batch was out, lately */
 	uint64_t tail;		/* pages that left the raw slots, ever: the oldest one's position */
 	uint64_t claim;		/* position of the next batch: those before are claimed */
 	uint64_t batch_gen;	/* a batch's result counts only with the gen it started with */
@@ -176,7 +174,6 @@ struct vmt_ring_batch {
 	struct vmt_ringmem *rm;	/* a reference: the mapping outlives the ring */
 	uint64_t pos;		/* of its first page, in the ring's tail positions */
 	uint64_t gen;		/* the ring's batch_gen then */
-	uint64_t fill_at;	/* pages the slots had taken, ever, then */
 	uint32_t page_size;
 	uint32_t nruns;		/* the slots wrap at most once */
 	struct vmt_iovec runs[2];
@@ -192,10 +189,9 @@ bool ring_batch_intact(const struct vmt_ring_batch *b);
 /*
  * The compressor is back with b (in the order the batches were begun):
  * its frame (codec in b->h, len bytes at payload, crc its CRC32C unless
- * codec NONE) replaces the pages, and the raw pages older than it are let
- * go of (counted as overwritten); or, on len < 0 (-ECANCELED: the copy was
- * overtaken) or when the fill passed its pages meanwhile or the ring was
- * cleared, nothing happens. Put the batch after. True when the frame was
+ * codec NONE) replaces the pages; or, on len < 0 (-ECANCELED: the copy was
+ * overtaken) or when its pages left the slots meanwhile (stored as they
+ * were, or overwritten) or the ring was cleared, nothing happens. Put the batch after. True when the frame was
  * taken.
  */
 bool ring_batch_end(struct vmt_ring *r, const struct vmt_ring_batch *b, const uint8_t *payload,

@@ -110,7 +110,8 @@ struct vmt_ringmem {
 	uint32_t page_size;
 	uint32_t refs;
 	uint32_t fixed_crc;	/* of the header's fixed part, continued by each publish */
-	/* pages that left the ring's raw slots, ever (ring.c's tail): read by
+	/* pages that left the ring's raw slots, ever (ring.c's tail: stored,
+	 * framed, overwritten or cleared): read by
 	 * the compressor's workers (atomic) to check a batch they copied */
 	uint64_t gone;
 	struct vmt_ringmem_hdr shadow;	/* the next publish's header, in private memory */
