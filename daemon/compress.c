@@ -65,8 +65,19 @@ static void compress_one(struct vmt_compressor *c, struct vmt_cworker *w, struct
 		j->len = -ECANCELED;
 		return;
 	}
-	ctx = worker_ctx(w, j->b.h.codec, j->level, c->max_raw);
-	j->len = ctx ? frame_compress(ctx, &in, 1, j->out, j->cap) : -ENOMEM;
+	if (j->b.h.codec == VMT_FRAME_TCODE) {
+		ctx = worker_ctx(w, VMT_FRAME_TCODE, j->level, c->max_raw);
+		j->len = !ctx || frame_ctx_schema(ctx, j->schema ? j->schema->t : NULL) < 0 ? -ENOMEM :
+			 frame_compress(ctx, &in, 1, j->out, j->cap);
+		/* no schema (formats not in yet) or pages it cannot explain
+		 * well enough: a zstd frame, counted (job_done) */
+		if (j->len == -ENOKEY || j->len == -ENOSPC)
+			j->b.h.codec = VMT_FRAME_ZSTD;
+	}
+	if (j->b.h.codec != VMT_FRAME_TCODE) {
+		ctx = worker_ctx(w, j->b.h.codec, j->level, c->max_raw);
+		j->len = ctx ? frame_compress(ctx, &in, 1, j->out, j->cap) : -ENOMEM;
+	}
 	/* not worth it: the pages go in as they are (the ring stores the
 	 * payload it is given; a stored frame is as long as its pages) */
 	if (j->len > 0 && (uint64_t)j->len >= in.len) {
@@ -235,6 +246,10 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 		c->st.skipped++;
 	else if (j->len < 0)
 		c->st.errors++;
+	else if (j->codec == VMT_FRAME_TCODE && j->b.h.codec != VMT_FRAME_TCODE)
+		c->st.tcode_fallback++;
+	schema_unref(j->schema);
+	j->schema = NULL;
 	/* counted once taken: a batch the fill overtook is not a frame */
 	if (r && ring_batch_end(r, &j->b, j->out, j->len, j->crc)) {
 		c->st.frames++;
@@ -337,8 +352,10 @@ uint32_t compressor_threads_auto(long ncpus)
 
 static void compressor_free_mem(struct vmt_compressor *c)
 {
-	for (uint32_t i = 0; c->jobs && i < c->njobs; i++)
+	for (uint32_t i = 0; c->jobs && i < c->njobs; i++) {
 		free(c->jobs[i].out);
+		schema_unref(c->jobs[i].schema);	/* one parked at the stop */
+	}
 	for (uint32_t i = 0; c->workers && i < c->nthreads; i++) {
 		ctx_free_all(&c->workers[i]);	/* a manual run's */
 		free(c->workers[i].in);
@@ -488,6 +505,7 @@ void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_rin
 		j->state = VMT_CJOB_OUT;
 		j->b.h.codec = j->codec = codec;
 		j->level = level;
+		j->schema = codec == VMT_FRAME_TCODE ? schema_ref(r->schema) : NULL;
 		j->len = 0;
 		pthread_mutex_lock(&c->lock);
 		if (!o)

@@ -52,6 +52,7 @@ struct vmt_cjob {
 	struct vmt_ring_batch b;	/* b.h.codec: what the payload is */
 	uint32_t codec;		/* what was asked */
 	int level;
+	struct vmt_schema *schema;	/* TCODE: the ring's when begun, a reference (loop) */
 	uint8_t *out;
 	size_t cap;
 	ssize_t len;		/* the payload's, or -errno (-ECANCELED: overtaken, skipped) */
@@ -62,8 +63,8 @@ struct vmt_cjob {
 struct vmt_cworker {
 	struct vmt_compressor *c;
 	pthread_t thread;
-	struct vmt_frame_ctx *ctx[3];	/* by codec */
-	int levels[3];		/* by codec: the level ctx[] was made with */
+	struct vmt_frame_ctx *ctx[VMT_FRAME_NCODECS];	/* by codec */
+	int levels[VMT_FRAME_NCODECS];	/* by codec: the level ctx[] was made with */
 	uint8_t *in;		/* max_raw bytes */
 	uint64_t cpu_ns;	/* under the lock */
 };
@@ -76,6 +77,8 @@ struct vmt_compress_stats {
 	uint64_t errors;	/* batches that could not be compressed (left raw) */
 	uint64_t skipped;	/* batches whose pages the fill overwrote before a worker copied them */
 	uint64_t over_share;	/* batches due that waited: their guest held its share of the jobs */
+	uint64_t tcode_fallback;	/* TCODE batches made zstd frames: no schema yet, or pages
+					 * whose transcoding did not fit */
 };
 
 #define VMT_COMPRESS_THREADS_MAX 16u

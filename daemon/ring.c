@@ -6,6 +6,7 @@
 
 #include "ring.h"
 #include "sample.h"
+#include "tcode.h"
 #include "util.h"
 
 _Static_assert(sizeof(struct vmt_ring_slot) == VMT_RINGMEM_SLOT_BYTES, "a slot record is version 2's");
@@ -410,8 +411,49 @@ static bool ring_spill(struct vmt_ring *r)
 	return true;
 }
 
+struct vmt_schema *schema_new(const uint8_t *bundle, size_t len, uint32_t page_size)
+{
+	struct vmt_schema *s = calloc(1, sizeof(*s));
+
+	if (s && tcode_new(&s->t, bundle, len, page_size) < 0) {
+		free(s);
+		return NULL;
+	}
+	if (s)
+		s->refs = 1;
+	return s;
+}
+
+struct vmt_schema *schema_ref(struct vmt_schema *s)
+{
+	if (s)
+		s->refs++;
+	return s;
+}
+
+void schema_unref(struct vmt_schema *s)
+{
+	if (!s || --s->refs)
+		return;
+	tcode_free(s->t);
+	free(s);
+}
+
+void ring_set_schema(struct vmt_ring *r, struct vmt_schema *s)
+{
+	schema_ref(s);
+	schema_unref(r->schema);
+	r->schema = s;
+}
+
+const struct vmt_tcode *ring_schema(const struct vmt_ring *r)
+{
+	return r->schema ? r->schema->t : NULL;
+}
+
 void ring_free(struct vmt_ring *r)
 {
+	schema_unref(r->schema);
 	frames_free(&r->fr);
 	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++)
 		if (r->pages[s] != home_page(r, s)) {

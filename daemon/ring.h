@@ -109,6 +109,7 @@ struct vmt_ring {
 	uint64_t claim;		/* position of the next batch: those before are claimed */
 	uint64_t batch_gen;	/* a batch's result counts only with the gen it started with */
 	bool frames_blocked;	/* a dump holds the frames in the way: until ring_settle */
+	struct vmt_schema *schema;	/* the guest's formats, for TCODE frames: a reference, or NULL */
 	/* compress.c's: waiting for a free job, in its queue of rings */
 	struct vmt_ring *cwait_next;
 	const void *cwait_owner;
@@ -116,6 +117,25 @@ struct vmt_ring {
 	int cwait_level;
 	bool cwaiting;
 };
+
+/*
+ * The guest's formats as the transcoder's schema (lib/tcode.h), shared by
+ * its rings and the compression jobs under way (references, on the loop).
+ */
+struct vmt_tcode;
+struct vmt_schema {
+	struct vmt_tcode *t;
+	uint32_t refs;
+};
+/* From a metadata bundle; NULL when it has no readable header_page or on ENOMEM. */
+struct vmt_schema *schema_new(const uint8_t *bundle, size_t len, uint32_t page_size);
+struct vmt_schema *schema_ref(struct vmt_schema *s);
+void schema_unref(struct vmt_schema *s);
+/* What r's TCODE frames are made and decoded with from now on (a reference
+ * taken; NULL: none, they are made zstd). Frames made before keep the one
+ * they name (tcode_id): one of the same formats decodes them. */
+void ring_set_schema(struct vmt_ring *r, struct vmt_schema *s);
+const struct vmt_tcode *ring_schema(const struct vmt_ring *r);
 
 /* Allocates and pre-faults the memory; -ENOMEM if it cannot. */
 int ring_init(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l);

@@ -214,12 +214,12 @@ static int rec_compression(struct yamlconf *y, yaml_node_t *v, const char *field
 	const char *s = NULL;
 	int r, codec;
 
-	r = yamlconf_read_scalar(y, v, field, "zstd, lz4 or off", false, &s);
+	r = yamlconf_read_scalar(y, v, field, "zstd, tcode, lz4 or off", false, &s);
 	if (r < 0)
 		return r;
 	codec = frame_codec_parse(s);
 	if (codec < 0)
-		return yamlconf_error(y, v, field, "%s is not zstd, lz4 or off", SHOW(s));
+		return yamlconf_error(y, v, field, "%s is not zstd, tcode, lz4 or off", SHOW(s));
 	rec->compression = (uint32_t)codec;
 	return 0;
 }
