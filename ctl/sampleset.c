@@ -568,7 +568,7 @@ int sset_load(struct vmt_sset *set, const char *const *paths, uint32_t npaths, c
 		char why[512];
 
 		struct vmt_sample_read_opts o = { .max_memory = set->max_memory,
-						  .pages = VMT_SAMPLE_PAGES_CHECK };
+						  .pages = VMT_SAMPLE_PAGES_CHECK, .aux_path = aux_path };
 
 		/* checked whole now, so that a bad sample is out before any is used */
 		r = sample_read_with(paths[i], &o, &s, why, sizeof(why));

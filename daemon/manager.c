@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <sched.h>
 #include <sys/sysinfo.h>
 #include <sys/statvfs.h>
 #include <signal.h>
@@ -387,15 +388,16 @@ static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si,
 	return 0;
 }
 
-/* A compressor's batch let go of its ring pages: readers paused for a
- * held page may go on. */
-void manager_batch_released(void *userdata)
+/* record.compress_threads, or one from the CPUs this process may run on. */
+uint32_t manager_compress_threads(const struct vmt_manager *m)
 {
-	struct vmt_manager *m = userdata;
+	cpu_set_t set;
+	long n;
 
-	for (uint32_t i = 0; i < m->guests.n; i++)
-		if (m->guests.v[i]->npaused)
-			guest_resume(m->guests.v[i]);
+	if (m->conf.rec.compress_threads)
+		return m->conf.rec.compress_threads;
+	n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+	return compressor_threads_auto(n);
 }
 
 int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *config_path)
@@ -460,8 +462,9 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	r = writer_init(&m->writer, m->event, dump_writer_done, &m->dumps);
 	if (r < 0)
 		goto fail;
-	r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, VMT_RING_BATCH_MAX_BYTES,
-			    manager_batch_released, m);
+	m->compress_threads = manager_compress_threads(m);	/* before the sandbox */
+	r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, m->compress_threads,
+			    VMT_RING_BATCH_MAX_BYTES);
 	if (r < 0)
 		goto fail;
 	m->genv.comp = &m->comp;

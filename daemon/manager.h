@@ -37,6 +37,7 @@ struct vmt_manager {
 	sd_event *event;
 	uint8_t bounce[VMT_BOUNCE_SIZE];	/* guest data reads land here first */
 	struct vmt_config conf;
+	uint32_t compress_threads;	/* the compressor's workers, resolved at start */
 	const char *config_path;
 	struct vmt_guest_list guests;
 	struct vmt_writer writer;

@@ -483,7 +483,7 @@ static int top_record(struct yamlconf *y, yaml_node_t *v, const char *field, voi
 {
 	struct cfg_parser *p = obj;
 
-	return config_record_parse(y, v, field, &p->c->rec);
+	return config_record_parse(y, v, field, &p->c->rec, true);
 }
 
 static int top_host(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)

@@ -176,6 +176,7 @@ struct vmt_sample {
 };
 
 struct vmt_iovec;
+struct vmt_tcode;
 /*
  * Write s to fd as a whole sample file (the caller publishes it with afile).
  * PAGES sections are zstd-compressed when zstd_level > 0. Bytes of host and
@@ -213,6 +214,12 @@ struct vmt_sample_read_opts {
 	uint64_t max_memory;	/* the budget; 0: vfile_budget()'s default */
 	enum vmt_sample_pages pages;
 	uint32_t cpu;		/* VMT_SAMPLE_PAGES_ONE_CPU */
+	/* TCODE frames (lib/frame.h) decode with this schema; NULL: with one
+	 * made from aux_path if it is the sample's aux, else from the aux
+	 * beside the sample file (aux_file_name() of its aux_version, its
+	 * content id checked). Without one they are refused. */
+	const struct vmt_tcode *tcode;
+	const char *aux_path;
 };
 
 /*

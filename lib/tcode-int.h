@@ -74,6 +74,8 @@ struct plan {
 
 struct vmt_tcode {
 	struct vmt_page_layout l;
+	uint64_t id;		/* what it was built from (tcode_id) */
+	uint64_t serial;	/* unique in the process: contexts know their schema by it */
 	uint8_t hdr_other[64];	/* header bytes that are neither timestamp nor commit */
 	uint32_t nhdr_other;
 	struct plan *plans;
