@@ -91,7 +91,7 @@ help:
 	@echo "make soak       64 guests flooding for SOAK_SECONDS (600): RSS, fds, dumps"
 	@echo "make fuzz       fuzz every parser of guest and file input (FUZZ_TIME=60 s each)"
 	@echo "make deps       install the Debian packages that are missing (root only)"
-	@echo "make layering   check the include graph and link lines (run by make check)"
+	@echo "make layering   check the sources against docs/design.ini (run by make check)"
 	@echo "make clean      remove $(O)/"
 
 $(O)/%.o: %.c
@@ -272,8 +272,11 @@ soak: deps
 deps:
 	$(Q)tools/deps.sh
 
+# the design (docs/design.ini) against the sources and link lines, then the
+# check itself against breaks made on a copy
 layering:
 	$(Q)python3 tools/layering.py
+	$(Q)tools/layering-selftest.sh
 
 # Units name the programs by their default path (PREFIX=/usr/local) on
 # every Exec line (ExecStart, ExecReload, a shell's command line): the
