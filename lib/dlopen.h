@@ -26,8 +26,10 @@ struct vmt_dlsym {
 /*
  * soname and every symbol of syms[n] into *handle and the pointers; 0, or
  * -ELIBACC with why (the library, its soname and dlerror()) and every
- * pointer left NULL. Once loaded, a no-op. Not thread-safe: on the main
- * thread, before the threads that call through the table start.
+ * pointer left NULL. A function a preloaded library (LD_PRELOAD) defines is
+ * taken from there, as it would be for a linked library. Once loaded, a
+ * no-op. Not thread-safe: on the main thread, before the threads that call
+ * through the table start.
  */
 int dl_open(void **handle, const char *soname, const struct vmt_dlsym *syms, size_t n,
 	    char *why, size_t why_len);
