@@ -3,8 +3,9 @@
 # The layering check checked: on a copy of the sources and the design,
 # tools/layering.py passes as they are and fails, saying why, on each break
 # below (the two includes docs/design.ini forbids that no cycle would show,
-# a private header, a never broken through a third module, a file in no
-# module, a module the architecture's table leaves out). Run by make layering.
+# a private header, a never broken through a third module, a field of an
+# owned struct written outside its module, a file in no module, a module
+# the architecture's table leaves out). Run by make layering.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/layering.XXXXXX")
@@ -48,10 +49,12 @@ fresh; sed -i '/^\[module sindex\]/,/^uses/s/^uses = retention$/uses = retention
 	"$tmp/t/docs/design.ini"
 add daemon/sindex.h '#include "guest.h"'
 expect "writer reaches guest through sindex" "never writer -> guest"
+fresh; printf 'static void poke(struct vmt_manager *m)\n{\n\tm->fleet = NULL;\n}\n' >>"$tmp/t/daemon/main.c"
+expect "a field of struct vmt_manager written in main.c" "m->fleet written: struct vmt_manager is manager's"
 fresh; echo 'int x;' >"$tmp/t/daemon/stray.c"
 expect "a file in no module" "daemon/stray.c is in no module"
 fresh; sed -i '/^| `trigger` |/d' "$tmp/t/docs/ARCHITECTURE.md"
 expect "a module missing from ARCHITECTURE.md" "module trigger (docs/design.ini) is not in its table"
 
-[ $fails = 0 ] && echo "layering-selftest: ok (7 cases)"
+[ $fails = 0 ] && echo "layering-selftest: ok (8 cases)"
 exit $((fails != 0))

@@ -98,6 +98,7 @@ def load_design(path):
         if sec.startswith("module "):
             m = cp[sec]
             mods[sec[7:]] = {"group": m.get("group", sec[7:]),
+                             "owns": m.get("owns", "").split(),
                              "files": m.get("files", "").split(),
                              "private": m.get("private", "").split(),
                              "uses": set(m.get("uses", "").split())}
@@ -151,6 +152,32 @@ def documented_modules(path):
     return names
 
 
+ASSIGN = r"(?:=(?!=)|\+=|-=|\*=|/=|%=|\|=|&=|\^=|<<=|>>=|\+\+|--)"
+
+
+def field_writes(path, struct):
+    """(line, variable, field) of each write to a field of struct through a
+    variable this file declares of it (struct S *v, struct S v): v->f = ...,
+    v->f.g += ..., v->f[i]++, ++v->f. A heuristic, by regular expressions:
+    it misses writes through an expression (a->b->f, a cast, a macro, a
+    variable of another name), &v->f handed to a function, and what a
+    function of the owner writes when handed v; it does not tell apart two
+    variables of one name in two functions of a file."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", lambda m: re.sub(r"[^\n]", " ", m.group(0)),
+                      f.read(), flags=re.S)
+    names = set(re.findall(r"\bstruct\s+" + struct + r"\s*(?:\*\s*(?:const\s+)?)*(\w+)\s*[,;=)\[]",
+                           text))
+    out = []
+    for v in sorted(names):
+        lhs = r"\b" + v + r"\s*(?:->|\.)\s*(\w+)(?:\s*(?:->|\.)\s*\w+|\s*\[[^\]\n]*\])*\s*"
+        for m in re.finditer(lhs + ASSIGN, text):
+            out.append((text.count("\n", 0, m.start()) + 1, v, m.group(1)))
+        for m in re.finditer(r"(?:\+\+|--)\s*" + lhs, text):
+            out.append((text.count("\n", 0, m.start()) + 1, v, m.group(1)))
+    return out
+
+
 def check_design(design, problems, graph):
     mods, everyone, documented, nevers = load_design(design)
     for n, m in mods.items():
@@ -178,6 +205,16 @@ def check_design(design, problems, graph):
                 problems.append(f"{p} includes {inc}: {a} may not use {b} ({design})")
             if owners(mods, t, "private"):
                 problems.append(f"{p} includes {inc}: a private header of {b}")
+
+    # the structs a module owns: their fields written by its files alone
+    for n, m in mods.items():
+        for st in m["owns"]:
+            for p in files:
+                if owners(mods, p) == [n] or not p.endswith(".c"):
+                    continue
+                for line, v, fld in field_writes(p, st):
+                    problems.append(f"{p}:{line}: {v}->{fld} written: struct {st} is {n}'s "
+                                    f"({design})")
 
     group = {}
     for n, m in mods.items():
