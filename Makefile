@@ -123,6 +123,13 @@ FLEET_LIBS  := $(shell $(PKG_CONFIG) --libs libnats libcrypto 2>/dev/null)
 LVMETA_CFLAGS := $(shell $(PKG_CONFIG) --cflags libxml-2.0 libvirt 2>/dev/null)
 $(patsubst %.c,$(O)/%.o,$(wildcard daemon/lvmeta*.c)): ALL_CFLAGS += $(LVMETA_CFLAGS)
 DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libcap libseccomp 2>/dev/null)
+ifeq ($(SAN),1)
+# ASan intercepts libtirpc's xdr_* and looks the real ones up once, at
+# start: linked, they are there when libvirt, loaded later, calls them
+# (else a call through NULL in virNetMessageEncodeHeader)
+DAEMON_LIBS += -Wl,--push-state,--no-as-needed $(shell $(PKG_CONFIG) --libs libtirpc 2>/dev/null) \
+	-Wl,--pop-state
+endif
 $(O)/vmtraced: $(DAEMON_OBJS) $(LIBVMT)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(DAEMON_LIBS) $(BPF_LIBS)
