@@ -25,8 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <nats/nats.h>
-#include <openssl/evp.h>
+#include "dlnats.h"
 
 #include "b64url.h"
 #include "fleet.h"
@@ -1233,8 +1232,6 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	*out = NULL;
 	if (!c->fleet.enabled)
 		return 0;
-	if (natsconn_init() < 0)
-		log_warning("fleet: OpenSSL could not be initialized without its exit handler");
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -1257,7 +1254,6 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 		r = -EINVAL;
 		goto fail;
 	}
-	warn_no_credentials(&f->conf);
 	f->st.enabled = true;
 	snprintf(f->st.state, sizeof(f->st.state), "connecting");
 	f->want = calloc(MAX_SUBS, sizeof(*f->want));
@@ -1280,6 +1276,17 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	}
 	f->nconf = f->nlabeled;
 	subjects_update(f);
+	/* without libnats no thread: the fleet says why in status and local
+	 * recording goes on (`vmtraced -n` refuses such a configuration) */
+	if (dlnats_open(f->st.error, sizeof(f->st.error)) < 0) {
+		snprintf(f->st.state, sizeof(f->st.state), "no-library");
+		log_error("fleet: off: %s (install libnats3.4; local recording goes on)", f->st.error);
+		*out = f;
+		return 0;
+	}
+	if (natsconn_init() < 0)
+		log_warning("fleet: OpenSSL could not be initialized without its exit handler");
+	warn_no_credentials(&f->conf);
 	f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (f->efd < 0) {
 		r = -errno;

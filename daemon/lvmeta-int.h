@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <libvirt/libvirt.h>
+#include "lvmeta-dl.h"	/* libvirt, libxml2: loaded when a guest needs them */
 
 #include "config.h"	/* VMT_LABELS_MAX */
 #include "lvmeta.h"
@@ -55,6 +55,7 @@ struct vmt_lvmeta {
 	sd_event_source *src;
 	pthread_t thread;
 	bool started;
+	bool no_library;	/* libvirt or libxml2 could not be loaded: no thread */
 
 	pthread_mutex_t lock;	/* what follows */
 	bool stop;

@@ -17,8 +17,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <libvirt/libvirt.h>
-#include <libvirt/virterror.h>
+#include "lvmeta-dl.h"	/* libvirt, libxml2: loaded when a guest needs them */
 
 #include "log.h"
 #include "lvmeta-int.h"
@@ -446,8 +445,22 @@ int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t 
 	l->n = n;
 	pthread_mutex_unlock(&l->lock);
 	/* the thread, and libvirt in it, only once there is a libvirt guest */
-	if (n && !l->started) {
-		int r = -pthread_create(&l->thread, NULL, lv_thread, l);
+	if (n && !l->started && !l->no_library) {
+		char why[sizeof(l->error)];
+		int r = lvmeta_dl_open(true, why, sizeof(why));
+
+		if (r < 0) {
+			/* said once, and in status; the rest of the daemon goes on
+			 * (`vmtraced -n` refuses such a configuration) */
+			log_error("libvirt: %s: no labels nor events from libvirt (install libvirt0)", why);
+			pthread_mutex_lock(&l->lock);
+			l->state = "no-library";
+			snprintf(l->error, sizeof(l->error), "%s", why);
+			pthread_mutex_unlock(&l->lock);
+			l->no_library = true;
+			return 0;
+		}
+		r = -pthread_create(&l->thread, NULL, lv_thread, l);
 
 		if (r < 0) {
 			log_error_errno(r, "libvirt: cannot start its thread: %m");
