@@ -165,7 +165,7 @@ run() {
 	if wait_for 60 eval '[ "$(death_samples)" -ge 2 ]'; then
 		pass "libvirt_clean_exit ($(vmt_ctl --json samples "$DOM" | grep -o '"reason": "process_death[^"]*"' | head -1))"
 	else
-		fail libvirt_clean_exit "no process_death sample: $(death_json); log: $(grep -i 'dump\|detector\|suppress' "$VMT_DIR/vmtraced.log" | tail -4 | tr '\n' ' ')"
+		fail libvirt_clean_exit "no process_death sample: $(death_json); log: $(grep -i 'dump\|detector\|suppress\|watching\|reload' "$VMT_DIR/vmtraced.log" | tail -8 | tr '\n' ' ')"
 	fi
 	run_as_user
 }
