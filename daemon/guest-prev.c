@@ -204,7 +204,7 @@ void guest_on_prev_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	set.trigger = (struct vmt_trigger){ .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns(),
 					    .value = kept };
 	snprintf(set.trigger.reason, sizeof(set.trigger.reason),
-		 "previous boot (persistent ring buffer): %" PRIu64 " pages%s%s, text delta %" PRId64
+		 VMT_PREV_BOOT_REASON ": %" PRIu64 " pages%s%s, text delta %" PRId64
 		 "%s%s", kept, p->rejected ? ", some refused" : "", status < 0 ? ", read cut short" : "",
 		 p->b.text_delta, p->b.flags & VMT_PREV_DELTA ? "" : " (unknown)",
 		 p->have_last ? "" : "; boot not held by this daemon");
