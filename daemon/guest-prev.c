@@ -136,10 +136,8 @@ void guest_on_prev_pages(struct vmt_guest *g, const struct vmt_msg *msg)
 	uint32_t ps = g->layout.page_size, cpu, n;
 
 	if (!p || !p->open) {
-		if (!p || !p->done) {
-			g->c.msgs_unexpected++;
-			guest_complain(g, 0, "PREV_PAGES outside a set ignored");
-		}
+		g->c.msgs_unexpected++;
+		guest_complain(g, 0, "PREV_PAGES outside a set ignored");
 		return;
 	}
 	cpu = get_le32(msg->payload);
