@@ -55,6 +55,83 @@ static void prev_read_info(struct vmt_prev *p)
 	log_info("%s: %.*s", path, (int)strcspn(t, "\n"), t);
 }
 
+/*
+ * What the kernel said at boot (/dev/kmsg, from its start): where it
+ * mapped the instance ("Tracing: mapped boot instance boot_map at physical
+ * memory 0x... of size 0x..."), and per CPU whether the old buffer held
+ * ("Ring buffer meta [N] is from previous boot!") or not ("Ring buffer
+ * boot meta [N] buffer invalid commit", "... mismatch ..."). 6.12's words;
+ * another kernel's leave the flags unset.
+ */
+static void prev_read_kmsg(struct vmt_prev *p, uint64_t *addr, uint64_t *size)
+{
+	char rec[1024];
+	bool told = false;
+	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	*addr = *size = 0;
+	if (fd < 0)
+		return;
+	for (;;) {
+		ssize_t n = read(fd, rec, sizeof(rec) - 1);
+		const char *m, *x;
+		unsigned cpu;
+
+		if (n < 0 && errno == EPIPE)
+			continue;	/* overwritten records: read on */
+		if (n <= 0)
+			break;
+		rec[n] = 0;
+		if (!(m = strchr(rec, ';')))
+			continue;
+		m++;
+		if ((x = strstr(m, "mapped boot instance " VMT_PREV_INSTANCE " at physical memory ")))
+			sscanf(x + strlen("mapped boot instance " VMT_PREV_INSTANCE " at physical memory "),
+			       "%" SCNx64 " of size %" SCNx64, addr, size);
+		if ((x = strstr(m, "Ring buffer meta [")) && strstr(x, "from previous boot") &&
+		    sscanf(x + 18, "%u", &cpu) == 1)
+			told = true;
+		if ((x = strstr(m, "Ring buffer boot meta")) && (x = strchr(x, '[')) &&
+		    sscanf(x + 1, "%u", &cpu) == 1) {
+			told = true;
+			if (cpu < 32)
+				p->b.cpus_lost |= 1u << cpu;
+		}
+	}
+	close(fd);
+	if (told)
+		p->b.flags |= VMT_PREV_KMSG;
+}
+
+/* How far the region ends below the top of the "System RAM" range of
+ * /proc/iomem that holds it: firmware and the boot loader's initrd land at
+ * the top of RAM at a reboot (SeaBIOS overwrote a region 14 MiB below it). */
+static void prev_gap(struct vmt_prev *p, uint64_t addr, uint64_t size)
+{
+	_cleanup_free_ char *t = NULL;
+	size_t len;
+
+	if (!size || read_file("/proc/iomem", 1 << 20, &t, &len) < 0)
+		return;
+	for (char *save, *l = strtok_r(t, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		uint64_t lo, hi;
+
+		/* top-level ranges only: nested ones start with spaces */
+		if (*l == ' ' || !strstr(l, "System RAM") ||
+		    sscanf(l, "%" SCNx64 "-%" SCNx64, &lo, &hi) != 2)
+			continue;
+		if (addr < lo || addr + size - 1 > hi)
+			continue;
+		p->b.top_gap_kib = (uint32_t)VMT_MIN((hi + 1 - addr - size) >> 10, (uint64_t)UINT32_MAX);
+		p->b.flags |= VMT_PREV_GAP;
+		if (hi + 1 - addr - size < VMT_PREV_GAP_MIN)
+			log_warning("%s: the region ends %" PRIu64 " KiB below the top of RAM: firmware "
+				    "may overwrite it at a reboot (give the guest more memory)",
+				    p->dir, (hi + 1 - addr - size) >> 10);
+		return;
+	}
+}
+
 /* One CPU's pages, consumed: whole pages, as trace_pipe_raw gives them. */
 static int prev_read_cpu(struct vmt_prev *p, unsigned cpu, size_t *total)
 {
@@ -123,6 +200,15 @@ int prev_read(struct vmt_prev *p, const char *tracefs, unsigned ncpus, unsigned 
 	if (!p->cpu)
 		return -ENOMEM;
 	prev_read_info(p);
+	{
+		uint64_t addr, size;
+
+		prev_read_kmsg(p, &addr, &size);
+		prev_gap(p, addr, size);
+		if (p->b.cpus_lost)
+			log_warning("%s: the kernel found the old buffer of CPUs 0x%x invalid", p->dir,
+				    p->b.cpus_lost);
+	}
 	for (unsigned c = 0; c < ncpus; c++) {
 		int r = prev_read_cpu(p, c, &total);
 

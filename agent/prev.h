@@ -24,6 +24,9 @@
 #define VMT_PREV_INSTANCE "boot_map"
 #define VMT_PREV_STAMP "/run/vmtrace-agent.prev"
 #define VMT_PREV_MAX_BYTES (64u << 20)	/* held at most, all CPUs */
+/* the region ends closer than this to the top of RAM: warned (lost at 512
+ * MiB, 14 MiB below it; kept at 1 GiB, 22 MiB below it) */
+#define VMT_PREV_GAP_MIN (16ull << 20)
 
 struct vmt_prev {
 	char dir[512];		/* the instance, "" when there is none */

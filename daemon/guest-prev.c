@@ -24,6 +24,9 @@
 #include "log.h"
 #include "page.h"
 
+/* a region ending closer than this to the top of RAM is said in the reason */
+#define VMT_PREV_GAP_WARN (16ull << 20)
+
 struct vmt_guest_prev {
 	/* the boot this daemon held last, before the aux changed boot id */
 	bool have_last;
@@ -173,6 +176,29 @@ void guest_on_prev_pages(struct vmt_guest *g, const struct vmt_msg *msg)
 	mem_charge_meta(g->env->mem, &p->charged, p->charged + (uint64_t)n * ps);
 }
 
+/* What the sample says of itself: the guest's words, numbers only. */
+static void prev_reason(const struct vmt_guest *g, const struct vmt_guest_prev *p, uint64_t kept,
+			int32_t status, char *out, size_t n)
+{
+	const struct vmt_prev_begin *b = &p->b;
+	size_t o;
+
+	(void)g;
+	o = (size_t)snprintf(out, n, VMT_PREV_BOOT_REASON ": %" PRIu64 " pages%s%s, text delta ", kept,
+			     p->rejected ? ", some refused" : "", status < 0 ? ", read cut short" : "");
+	if (o < n)
+		o += (size_t)snprintf(out + o, n - o, b->flags & VMT_PREV_DELTA ? "%" PRId64 : "unknown",
+				      b->text_delta);
+	if (o < n && (b->flags & VMT_PREV_KMSG) && (b->cpus_lost & ((1ull << VMT_MIN(b->ncpus, 32u)) - 1)))
+		o += (size_t)snprintf(out + o, n - o, "; CPUs 0x%x lost (the kernel found their buffers "
+				      "invalid)", b->cpus_lost & (uint32_t)((1ull << VMT_MIN(b->ncpus, 32u)) - 1));
+	if (o < n && (b->flags & VMT_PREV_GAP) && (uint64_t)b->top_gap_kib << 10 < VMT_PREV_GAP_WARN)
+		o += (size_t)snprintf(out + o, n - o, "; region %u MiB below the top of RAM: firmware "
+				      "may overwrite it", b->top_gap_kib >> 10);
+	if (o < n && !p->have_last)
+		snprintf(out + o, n - o, "; boot not held by this daemon");
+}
+
 void guest_on_prev_end(struct vmt_guest *g, const struct vmt_msg *msg)
 {
 	struct vmt_guest_prev *p = g->prev;
@@ -201,11 +227,7 @@ void guest_on_prev_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	set.same_boot = p->have_last;
 	set.trigger = (struct vmt_trigger){ .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns(),
 					    .value = kept };
-	snprintf(set.trigger.reason, sizeof(set.trigger.reason),
-		 VMT_PREV_BOOT_REASON ": %" PRIu64 " pages%s%s, text delta %" PRId64
-		 "%s%s", kept, p->rejected ? ", some refused" : "", status < 0 ? ", read cut short" : "",
-		 p->b.text_delta, p->b.flags & VMT_PREV_DELTA ? "" : " (unknown)",
-		 p->have_last ? "" : "; boot not held by this daemon");
+	prev_reason(g, p, kept, status, set.trigger.reason, sizeof(set.trigger.reason));
 	guest_log(g, VMT_LOG_NOTICE, 0, "%s", set.trigger.reason);
 	if (kept && g->env->ev->prev_boot)
 		g->env->ev->prev_boot(g->env->owner, g, &set);	/* copies what it keeps */

@@ -262,7 +262,9 @@ int proto_put_prev_begin(struct vmt_buf *out, const struct vmt_prev_begin *b)
 	put_le64(p + 8, (uint64_t)b->text_delta);
 	put_le64(p + 16, (uint64_t)b->data_delta);
 	put_le32(p + 24, b->pages);
-	put_le32(p + 28, 0);
+	put_le32(p + 28, b->cpus_lost);
+	put_le32(p + 32, b->top_gap_kib);
+	put_le32(p + 36, 0);
 	return proto_put(out, VMT_MSG_PREV_BEGIN, p, sizeof(p));
 }
 
@@ -275,13 +277,15 @@ int proto_get_prev_begin(const void *payload, uint32_t len, struct vmt_prev_begi
 		return -EBADMSG;
 	ncpus = get_le32(p);
 	flags = get_le32(p + 4);
-	if (!ncpus || ncpus > VMT_MAX_CPUS || (flags & ~(uint32_t)VMT_PREV_DELTA) || get_le32(p + 28))
+	if (!ncpus || ncpus > VMT_MAX_CPUS || (flags & ~(uint32_t)VMT_PREV_FLAGS) || get_le32(p + 36))
 		return -EBADMSG;
 	b->ncpus = ncpus;
 	b->flags = flags;
 	b->text_delta = (int64_t)get_le64(p + 8);
 	b->data_delta = (int64_t)get_le64(p + 16);
 	b->pages = get_le32(p + 24);
+	b->cpus_lost = get_le32(p + 28);
+	b->top_gap_kib = get_le32(p + 32);
 	b->reserved = 0;
 	return 0;
 }

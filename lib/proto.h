@@ -51,7 +51,7 @@
 	X(TASKS,       17, 9,   VMT_PROTO_MAX_PAYLOAD) /* guest->host: u32 offset, \
 					 u32 total, then bytes of the task tables */ \
 	X(BYE,         18, 0,   256)   /* guest->host: the agent exits on purpose: why */ \
-	X(PREV_BEGIN,  19, 32,  32)    /* guest->host: struct vmt_prev_begin        */ \
+	X(PREV_BEGIN,  19, 40,  40)    /* guest->host: struct vmt_prev_begin        */ \
 	X(PREV_PAGES,  20, 8 + 256, VMT_PROTO_MAX_PAYLOAD) /* guest->host: u32 cpu, \
 					 u32 npages, then whole pages of the previous boot */ \
 	X(PREV_END,    21, 8,   8)     /* guest->host: i32 status, u32 pages sent   */
@@ -113,10 +113,15 @@ struct vmt_prev_begin {
 	int64_t text_delta;	/* last_boot_info: this boot's _text minus the previous one's */
 	int64_t data_delta;
 	uint32_t pages;		/* pages that follow, in all */
+	uint32_t cpus_lost;	/* bit N: the kernel found CPU N's old buffer invalid (N < 32) */
+	uint32_t top_gap_kib;	/* the region ends this far below the top of its RAM range */
 	uint32_t reserved;
 };
-#define VMT_PREV_BEGIN_SIZE 32
+#define VMT_PREV_BEGIN_SIZE 40
 #define VMT_PREV_DELTA 0x1	/* the deltas were read (last_boot_info) */
+#define VMT_PREV_KMSG 0x2	/* the kernel's verdict per CPU was read: cpus_lost holds */
+#define VMT_PREV_GAP 0x4	/* the region was found in RAM: top_gap_kib holds */
+#define VMT_PREV_FLAGS 0x7
 #define VMT_PREV_PAGES_MAX 15	/* per PREV_PAGES: 8 + 15 * 4096 <= 64 KiB */
 
 /* FLUSHED payload: u64 flush id, u32 ncpus, u32 0, then ncpus records */

@@ -145,8 +145,9 @@ END_TEST
 START_TEST(prev_round_trip)
 {
 	struct vmt_buf b = { 0 };
-	struct vmt_prev_begin pb = { .ncpus = 2, .flags = VMT_PREV_DELTA, .text_delta = -0x200000,
-				     .data_delta = 7, .pages = 35 }, got;
+	struct vmt_prev_begin pb = { .ncpus = 2, .flags = VMT_PREV_FLAGS, .text_delta = -0x200000,
+				     .data_delta = 7, .pages = 35, .cpus_lost = 0x2,
+				     .top_gap_kib = 14208 }, got;
 	uint8_t bad[VMT_PREV_BEGIN_SIZE];
 	struct vmt_msg m;
 
@@ -156,7 +157,9 @@ START_TEST(prev_round_trip)
 	ck_assert_uint_eq(m.type, VMT_MSG_PREV_BEGIN);
 	ck_assert_int_eq(proto_get_prev_begin(m.payload, m.len, &got), 0);
 	ck_assert_uint_eq(got.ncpus, 2);
-	ck_assert_uint_eq(got.flags, VMT_PREV_DELTA);
+	ck_assert_uint_eq(got.flags, VMT_PREV_FLAGS);
+	ck_assert_uint_eq(got.cpus_lost, 0x2);
+	ck_assert_uint_eq(got.top_gap_kib, 14208);
 	ck_assert(got.text_delta == -0x200000);
 	ck_assert(got.data_delta == 7);
 	ck_assert_uint_eq(got.pages, 35);
@@ -167,10 +170,10 @@ START_TEST(prev_round_trip)
 	put_le32(bad, VMT_MAX_CPUS + 1);
 	ck_assert_int_eq(proto_get_prev_begin(bad, sizeof(bad), &got), -EBADMSG);
 	memcpy(bad, m.payload, sizeof(bad));
-	put_le32(bad + 4, 0x2);	/* a flag this version does not know */
+	put_le32(bad + 4, 0x8);	/* a flag this version does not know */
 	ck_assert_int_eq(proto_get_prev_begin(bad, sizeof(bad), &got), -EBADMSG);
 	memcpy(bad, m.payload, sizeof(bad));
-	put_le32(bad + 28, 1);	/* reserved */
+	put_le32(bad + 36, 1);	/* reserved */
 	ck_assert_int_eq(proto_get_prev_begin(bad, sizeof(bad), &got), -EBADMSG);
 	/* a page set: a cpu, a count, at least one smallest page; at most 64 KiB */
 	ck_assert_int_eq(proto_check_len(VMT_MSG_PREV_PAGES, 8 + 256), 0);
