@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dump-prev: a sample of a guest's previous boot from the pages its
- * persistent ring buffer kept (guest-prev.c checked them): one contiguous
- * copy the job owns, written like any sample, under the aux that boot's
- * pages decode with. Not a dump request: no flush, no window frozen, and
+ * persistent ring buffer kept (guest-prev.c checked them): the job takes
+ * each CPU's buffer (job->partial, freed with it), written like any
+ * sample, under the aux that boot's pages decode with; the writer's answer
+ * gives their memory back to the guest's count (guest_prev_written). Not a dump request: no flush, no window frozen, and
  * no budget of its own (the guest's sessions_per_minute bound it: one set
  * per session, a ring's worth of pages per CPU).
  */
@@ -16,15 +17,17 @@
 #include "log.h"
 #include "page.h"
 
-static void prev_cpu(const struct vmt_guest *g, const struct vmt_prev_set *set, uint32_t c,
-		     uint8_t *dst, struct vmt_sample_cpu *sc, struct vmt_iovec *iov)
+static void prev_cpu(const struct vmt_guest *g, struct vmt_prev_set *set, uint32_t c,
+		     uint8_t **own, struct vmt_sample_cpu *sc, struct vmt_iovec *iov)
 {
 	uint32_t ps = g->layout.page_size;
+	uint8_t *dst;
 
 	sc->cpu = c;
 	if (c >= set->ncpus || !set->npages[c])
 		return;
-	memcpy(dst, set->cpu[c].data, (size_t)set->npages[c] * ps);
+	dst = *own = set->cpu[c].data;
+	set->cpu[c] = (struct vmt_buf){ 0 };
 	sc->npages = set->npages[c];
 	sc->first_ts = UINT64_MAX;
 	for (uint32_t i = 0; i < sc->npages; i++) {
@@ -52,11 +55,11 @@ static void prev_cpu(const struct vmt_guest *g, const struct vmt_prev_set *set, 
 	sc->niov = 1;
 }
 
-void dump_guest_prev(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt_prev_set *set)
+void dump_guest_prev(struct vmt_dumps *ds, struct vmt_guest *g, struct vmt_prev_set *set)
 {
 	struct vmt_job *job = calloc(1, sizeof(*job));
 	struct vmt_sample *s;
-	uint64_t total = 0, off = 0;
+	uint64_t total = 0;
 	uint32_t ps = g->layout.page_size, n = g->nrings;
 
 	for (uint32_t c = 0; c < set->ncpus; c++)
@@ -68,11 +71,11 @@ void dump_guest_prev(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt
 	dump_job_retention(ds, job);
 	job->zstd_level = ds->conf->zstd_level;
 	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
-	/* job_free() frees cut and iovs: the pages and their pieces */
-	job->cut = malloc(total * ps);
+	/* job_free() frees partial and iovs: the pages and their pieces */
+	job->partial = calloc(n, sizeof(*job->partial));
 	job->iovs = calloc(n, sizeof(*job->iovs));
 	s->cpus = calloc(n, sizeof(*s->cpus));
-	if (!job->cut || !job->iovs || !s->cpus)
+	if (!job->partial || !job->iovs || !s->cpus)
 		goto fail;
 	snprintf(s->guest, sizeof(s->guest), "%s", g->conf.name);
 	snprintf(s->host, sizeof(s->host), "%s", ds->hostname);
@@ -83,10 +86,8 @@ void dump_guest_prev(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt
 	s->ncpus = n;
 	s->ntriggers = 1;
 	s->triggers[0] = set->trigger;
-	for (uint32_t c = 0; c < n; c++) {
-		prev_cpu(g, set, c, job->cut + off * ps, &s->cpus[c], &job->iovs[c]);
-		off += s->cpus[c].npages;
-	}
+	for (uint32_t c = 0; c < n; c++)
+		prev_cpu(g, set, c, &job->partial[c], &s->cpus[c], &job->iovs[c]);
 	sample_file_name(job->name, sizeof(job->name), g->conf.name, s->created_ns);
 	/* the aux in force decodes them (a boot this daemon did not hold):
 	 * its file goes first, as for the window's own samples */
@@ -99,4 +100,16 @@ fail:
 	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot queue the previous boot's sample: %m");
 	ds->dump_errors++;
 	job_free(job);
+	guest_prev_written(g, total * ps);	/* what it took is freed */
+}
+
+void dump_prev_done(struct vmt_dumps *ds, const struct vmt_job *job)
+{
+	struct vmt_guest *g = guest_list_find(ds->guests, job->sample.guest);
+	uint64_t bytes = 0;
+
+	for (uint32_t c = 0; c < job->sample.ncpus; c++)
+		bytes += (uint64_t)job->sample.cpus[c].npages * job->sample.page_size;
+	if (g)
+		guest_prev_written(g, bytes);
 }

@@ -42,7 +42,8 @@ struct vmt_guest_prev {
 	uint64_t *bad;		/* per CPU: pages that failed page_scan */
 	struct vmt_buf *cpu;	/* per CPU: its pages, in order */
 	uint64_t pages, rejected;
-	uint64_t charged;	/* told to env->mem */
+	uint64_t charged;	/* told to env->mem: the set being received */
+	uint64_t job_charged;	/* and those handed to samples not yet written */
 };
 
 static struct vmt_guest_prev *prev_get(struct vmt_guest *g)
@@ -74,8 +75,18 @@ static void prev_drop(struct vmt_guest *g)
 void guest_prev_free(struct vmt_guest *g)
 {
 	prev_drop(g);
+	if (g->prev)
+		mem_charge_meta(g->env->mem, &g->prev->job_charged, 0);
 	free(g->prev);
 	g->prev = NULL;
+}
+
+void guest_prev_written(struct vmt_guest *g, uint64_t bytes)
+{
+	struct vmt_guest_prev *p = g->prev;
+
+	if (p)
+		mem_charge_meta(g->env->mem, &p->job_charged, p->job_charged - VMT_MIN(bytes, p->job_charged));
 }
 
 void guest_prev_session(struct vmt_guest *g)
@@ -229,8 +240,13 @@ void guest_on_prev_end(struct vmt_guest *g, const struct vmt_msg *msg)
 					    .value = kept };
 	prev_reason(g, p, kept, status, set.trigger.reason, sizeof(set.trigger.reason));
 	guest_log(g, VMT_LOG_NOTICE, 0, "%s", set.trigger.reason);
-	if (kept && g->env->ev->prev_boot)
-		g->env->ev->prev_boot(g->env->owner, g, &set);	/* copies what it keeps */
+	if (kept && g->env->ev->prev_boot) {
+		/* the sample takes the pages: counted until it is written */
+		uint64_t bytes = kept * g->layout.page_size;
+
+		mem_charge_meta(g->env->mem, &p->job_charged, p->job_charged + bytes);
+		g->env->ev->prev_boot(g->env->owner, g, &set);
+	}
 	prev_drop(g);
 	p->done = true;
 }

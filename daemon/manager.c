@@ -42,7 +42,7 @@ static void on_guest_dump_now(void *owner, struct vmt_guest *g, const struct vmt
 	dump_guest_now(&((struct vmt_manager *)owner)->dumps, g, t);
 }
 
-static void on_guest_prev_boot(void *owner, struct vmt_guest *g, const struct vmt_prev_set *set)
+static void on_guest_prev_boot(void *owner, struct vmt_guest *g, struct vmt_prev_set *set)
 {
 	dump_guest_prev(&((struct vmt_manager *)owner)->dumps, g, set);
 }
