@@ -102,7 +102,11 @@ void guest_prev_note_boot(struct vmt_guest *g, const char *new_boot_id)
 
 	if (!g->have_aux || !strcmp(g->aux.boot_id, new_boot_id) || !(p = prev_get(g)))
 		return;
-	p->have_last = true;
+	/* its aux file must be on disk or queued: a bundle still held and not
+	 * queued never will be (its window's dump was held back) */
+	p->have_last = !g->aux.meta || g->aux_pending;
+	if (!p->have_last)
+		return;
 	p->last_version = g->aux.version;
 	p->last_id = g->aux.id;
 	snprintf(p->last_boot, sizeof(p->last_boot), "%s", g->aux.boot_id);
