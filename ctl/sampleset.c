@@ -326,9 +326,10 @@ struct anchor {
 	uint64_t ts;		/* 0: none (no host page on this CPU) */
 	uint32_t len;
 	uint8_t b[ANCHOR_BYTES];	/* the event after its header word */
-	/* looking for it */
+	/* looking for it: the page it is in and where, the closest in time */
 	const uint8_t *page;
-	uint64_t best_ts, best_dist;
+	uint32_t cur, at_page, at_off;
+	uint64_t best_dist;
 };
 
 static int last_event_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
@@ -349,38 +350,48 @@ static int match_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
 	if (dist <= ANCHOR_NEAR_NS && dist < a->best_dist && size - 4 >= a->len &&
 	    !memcmp(a->page + offset + 4, a->b, a->len)) {
 		a->best_dist = dist;
-		a->best_ts = ts;
+		a->at_page = a->cur;
+		a->at_off = offset;
 	}
 	return 0;
 }
 
-/* Where the buffer's pages take over from the host's: keep events after. */
-static uint64_t prev_after(struct vmt_sset_group *g, const struct vmt_sample_cpu *sc,
-			   struct anchor *a)
+/* Where the buffer's pages take over from the host's: a->at_page/at_off,
+ * or (false) no match: then by the anchor's time. */
+static bool prev_find(struct vmt_sset_group *g, const struct vmt_sample_cpu *sc, struct anchor *a)
 {
-	if (!a->ts)
-		return 0;
 	a->best_dist = UINT64_MAX;
-	for (uint32_t p = 0; p < sc->npages; p++) {
-		a->page = sc->pages + (size_t)p * g->page_size;
+	if (!a->ts)
+		return false;
+	for (a->cur = 0; a->cur < sc->npages; a->cur++) {
+		a->page = sc->pages + (size_t)a->cur * g->page_size;
 		page_walk(&g->layout, a->page, match_cb, a);
 	}
-	return a->best_dist == UINT64_MAX ? a->ts : a->best_ts;
+	return a->best_dist != UINT64_MAX;
 }
 
-/* 1: leave the page out, its events are the host's already */
-static int prev_trim(struct vmt_sset_group *g, uint8_t *page, const struct vmt_page_info *info,
-		     uint64_t after, struct vmt_sset_cpu *sc)
+/* Page p of the buffer's: 1 to leave it out, its events are the host's
+ * already; cut to what follows the anchor where it is across it. */
+static int prev_trim(struct vmt_sset_group *g, uint8_t *page, uint32_t p,
+		     const struct vmt_page_info *info, const struct anchor *a, bool found,
+		     struct vmt_sset_cpu *sc)
 {
-	if (!after || info->first_ts > after)
+	int r;
+
+	if (!a->ts)
 		return 0;
-	if (!info->events || info->last_ts <= after) {
+	if (found ? p > a->at_page : info->first_ts > a->ts)
+		return 0;
+	if (found ? p < a->at_page : !info->events || info->last_ts <= a->ts) {
 		sc->prev_dropped++;
 		return 1;
 	}
-	if (page_cut_before(&g->layout, page, after + 1) < 0)
+	r = found ? page_cut_through(&g->layout, page, a->at_off) : page_cut_before(&g->layout, page, a->ts + 1);
+	if (r < 0 || (r > 0 && (int64_t)r >= (int64_t)info->events)) {
+		sc->prev_dropped++;
 		return 1;
-	sc->prev_cut++;
+	}
+	sc->prev_cut += r > 0;
 	return 0;
 }
 
@@ -390,7 +401,7 @@ static int prev_trim(struct vmt_sset_group *g, uint8_t *page, const struct vmt_p
 static int cpu_take(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t i, uint32_t c,
 		    struct cpu_pages *cp, struct anchor *a)
 {
-	uint64_t after = 0;
+	bool found = false;
 	const struct vmt_sample *meta = g->samples[i];
 	struct vmt_sample_read_opts o = { .max_memory = set->max_memory,
 					  .pages = VMT_SAMPLE_PAGES_ONE_CPU, .cpu = c };
@@ -416,7 +427,7 @@ static int cpu_take(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t i, 
 		return 0;
 	}
 	if (is_prev(meta))
-		after = prev_after(g, &s->cpus[c], a);
+		found = prev_find(g, &s->cpus[c], a);
 	for (uint32_t p = 0; r >= 0 && p < s->cpus[c].npages; p++) {
 		uint8_t *page = s->cpus[c].pages + (size_t)p * g->page_size;
 		struct vmt_page_info info;
@@ -428,7 +439,7 @@ static int cpu_take(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t i, 
 			continue;
 		}
 		if (is_prev(meta)) {
-			if (prev_trim(g, page, &info, after, cp->sc))
+			if (prev_trim(g, page, p, &info, a, found, cp->sc))
 				continue;
 			cp->sc->prev_pages++;
 			page_scan(&g->layout, page, &info);
