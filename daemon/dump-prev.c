@@ -17,10 +17,10 @@
 #include "log.h"
 #include "page.h"
 
-static void prev_cpu(const struct vmt_guest *g, struct vmt_prev_set *set, uint32_t c,
-		     uint8_t **own, struct vmt_sample_cpu *sc, struct vmt_iovec *iov)
+static void prev_cpu(struct vmt_prev_set *set, uint32_t c, uint8_t **own, struct vmt_sample_cpu *sc,
+		     struct vmt_iovec *iov)
 {
-	uint32_t ps = g->layout.page_size;
+	uint32_t ps = set->layout->page_size;
 	uint8_t *dst;
 
 	sc->cpu = c;
@@ -33,7 +33,7 @@ static void prev_cpu(const struct vmt_guest *g, struct vmt_prev_set *set, uint32
 	for (uint32_t i = 0; i < sc->npages; i++) {
 		struct vmt_page_info info;
 
-		if (page_scan(&g->layout, dst + (size_t)i * ps, &info) < 0)
+		if (page_scan(set->layout, dst + (size_t)i * ps, &info) < 0)
 			continue;	/* checked as it came: cannot happen */
 		if (info.events) {
 			sc->first_ts = VMT_MIN(sc->first_ts, info.first_ts);
@@ -60,7 +60,7 @@ void dump_guest_prev(struct vmt_dumps *ds, struct vmt_guest *g, struct vmt_prev_
 	struct vmt_job *job = calloc(1, sizeof(*job));
 	struct vmt_sample *s;
 	uint64_t total = 0;
-	uint32_t ps = g->layout.page_size, n = g->nrings;
+	uint32_t ps = set->layout->page_size, n = set->nrings;
 
 	for (uint32_t c = 0; c < set->ncpus; c++)
 		total += set->npages[c];
@@ -70,14 +70,14 @@ void dump_guest_prev(struct vmt_dumps *ds, struct vmt_guest *g, struct vmt_prev_
 	job->kind = VMT_JOB_SAMPLE;
 	dump_job_retention(ds, job);
 	job->zstd_level = ds->conf->zstd_level;
-	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
+	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, set->guest);
 	/* job_free() frees partial and iovs: the pages and their pieces */
 	job->partial = calloc(n, sizeof(*job->partial));
 	job->iovs = calloc(n, sizeof(*job->iovs));
 	s->cpus = calloc(n, sizeof(*s->cpus));
 	if (!job->partial || !job->iovs || !s->cpus)
 		goto fail;
-	snprintf(s->guest, sizeof(s->guest), "%s", g->conf.name);
+	snprintf(s->guest, sizeof(s->guest), "%s", set->guest);
 	snprintf(s->host, sizeof(s->host), "%s", ds->hostname);
 	s->aux_version = set->aux_version;
 	s->aux_id = set->aux_id;
@@ -87,17 +87,17 @@ void dump_guest_prev(struct vmt_dumps *ds, struct vmt_guest *g, struct vmt_prev_
 	s->ntriggers = 1;
 	s->triggers[0] = set->trigger;
 	for (uint32_t c = 0; c < n; c++)
-		prev_cpu(g, set, c, &job->partial[c], &s->cpus[c], &job->iovs[c]);
-	sample_file_name(job->name, sizeof(job->name), g->conf.name, s->created_ns);
+		prev_cpu(set, c, &job->partial[c], &s->cpus[c], &job->iovs[c]);
+	sample_file_name(job->name, sizeof(job->name), set->guest, s->created_ns);
 	/* the aux in force decodes them (a boot this daemon did not hold):
 	 * its file goes first, as for the window's own samples */
-	if (!set->same_boot && g->have_aux && g->aux.meta && !g->aux_pending)
+	if (set->queue_aux)
 		dump_submit_aux(ds, g);
 	ds->dumps++;
 	writer_submit(ds->writer, job);
 	return;
 fail:
-	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot queue the previous boot's sample: %m");
+	log_guest(VMT_LOG_ERR, -ENOMEM, set->guest, "cannot queue the previous boot's sample: %m");
 	ds->dump_errors++;
 	job_free(job);
 	guest_prev_written(g, total * ps);	/* what it took is freed */

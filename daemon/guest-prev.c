@@ -239,7 +239,10 @@ void guest_on_prev_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	set.rejected = p->bad;
 	set.aux_version = p->have_last ? p->last_version : g->aux.version;
 	set.aux_id = p->have_last ? p->last_id : g->aux.id;
-	set.same_boot = p->have_last;
+	set.queue_aux = !p->have_last && g->aux.meta && !g->aux_pending;
+	set.guest = g->conf.name;
+	set.nrings = g->nrings;
+	set.layout = &g->layout;
 	set.trigger = (struct vmt_trigger){ .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns(),
 					    .value = kept };
 	prev_reason(g, p, kept, status, set.trigger.reason, sizeof(set.trigger.reason));

@@ -75,7 +75,10 @@ struct vmt_prev_set {
 	const uint64_t *rejected;	/* per CPU: pages left out, failing page_scan */
 	uint32_t aux_version;	/* the aux they decode with */
 	uint64_t aux_id;
-	bool same_boot;		/* that aux is the previous boot's own */
+	bool queue_aux;		/* that is the aux in force, its file not written nor queued */
+	const char *guest;	/* its name */
+	uint32_t nrings;	/* the sample's CPUs (>= ncpus) */
+	const struct vmt_page_layout *layout;
 	struct vmt_trigger trigger;	/* kind guest, reason "previous boot (...)" */
 };
 
