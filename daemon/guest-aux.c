@@ -290,6 +290,7 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 			guest_save_window(g, reason);
 		}
 		if (!compatible) {
+			guest_prev_note_boot(g, a.boot_id);
 			for (uint32_t i = 0; i < g->nrings; i++)
 				ring_clear(&g->rings[i]);
 			sync_forget(g);	/* a new boot: its clock started over */

@@ -64,6 +64,17 @@ void guest_on_meta_begin(struct vmt_guest *g, const struct vmt_msg *msg);
 void guest_on_meta_data(struct vmt_guest *g, const struct vmt_msg *msg);
 void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg);
 
+/* guest-prev.c: the previous boot's pages (PREV_*) */
+void guest_on_prev_begin(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_on_prev_pages(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_on_prev_end(struct vmt_guest *g, const struct vmt_msg *msg);
+/* a new session: a set may come again */
+void guest_prev_session(struct vmt_guest *g);
+/* the aux in force is about to give way to one of new_boot_id: remember it
+ * as the previous boot's */
+void guest_prev_note_boot(struct vmt_guest *g, const char *new_boot_id);
+void guest_prev_free(struct vmt_guest *g);
+
 /* guest-persist.c: the rings in systemd's fd store, and those handed back */
 void guest_describe_rings(struct vmt_guest *g);
 void guest_store_rings(struct vmt_guest *g);

@@ -35,6 +35,8 @@ struct vmt_compressor;
 struct vmt_recover;
 struct vmt_upgrade_out;
 struct vmt_upgrade_in;
+struct vmt_guest_prev;
+struct vmt_prev_set;
 
 /*
  * What a guest tells its owner (the manager), given to it at creation. The
@@ -55,8 +57,29 @@ struct vmt_guest_events {
 	int (*trigger)(void *owner, struct vmt_guest *g, const struct vmt_trigger *t);
 	/* its QEMU came or went: the detectors follow QEMU's pid */
 	void (*qemu_changed)(void *owner, struct vmt_guest *g);
+	/* the previous boot's pages came (a persistent ring buffer): write
+	 * them as a sample of that boot; may be NULL */
+	void (*prev_boot)(void *owner, struct vmt_guest *g, struct vmt_prev_set *set);
 	/* a line into the host's own trace (clock sync markers); may be NULL */
 	void (*host_mark)(void *owner, const char *text);
+};
+
+/* The previous boot's pages a guest kept (guest-prev.c), for a sample of
+ * that boot; valid during the prev_boot call only, which takes the pages
+ * (cpu[c].data moved out). They count against memory_max until
+ * guest_prev_written() says the sample is done with. */
+struct vmt_prev_set {
+	uint32_t ncpus;
+	const uint32_t *npages;	/* per CPU */
+	struct vmt_buf *cpu;	/* per CPU: npages[c] whole pages */
+	const uint64_t *rejected;	/* per CPU: pages left out, failing page_scan */
+	uint32_t aux_version;	/* the aux they decode with */
+	uint64_t aux_id;
+	bool queue_aux;		/* that is the aux in force, its file not written nor queued */
+	const char *guest;	/* its name */
+	uint32_t nrings;	/* the sample's CPUs (>= ncpus) */
+	const struct vmt_page_layout *layout;
+	struct vmt_trigger trigger;	/* kind guest, reason "previous boot (...)" */
 };
 
 /* A source other than an agent behind channels (the host's own ftrace):
@@ -211,6 +234,7 @@ struct vmt_guest {
 	struct vmt_log_budget log_lost;	/* the warning of events lost in the guest */
 	uint64_t lost_pages_quiet, lost_events_quiet;	/* since that warning */
 	char last_dump[PATH_MAX + 400];
+	struct vmt_guest_prev *prev;	/* guest-prev.c, NULL until needed */
 };
 
 int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf,
@@ -252,6 +276,9 @@ uint64_t guest_meta_held(const struct vmt_guest *g);
 void guest_settle_meta(struct vmt_guest *g);
 /* The aux job queued for its bundle came back: written (ok) or not. */
 void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok);
+/* guest-prev.c: a sample of its previous boot (bytes of pages) is written
+ * or failed: that memory is free. */
+void guest_prev_written(struct vmt_guest *g, uint64_t bytes);
 /* Its QEMU's pid, as far as the host can tell (qemu_pid_find); 0 if
  * unknown or the host's own source. */
 static inline pid_t guest_qemu_pid(const struct vmt_guest *g)

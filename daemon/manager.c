@@ -43,6 +43,11 @@ static void on_guest_dump_now(void *owner, struct vmt_guest *g, const struct vmt
 	dump_guest_now(&((struct vmt_manager *)owner)->dumps, g, t);
 }
 
+static void on_guest_prev_boot(void *owner, struct vmt_guest *g, struct vmt_prev_set *set)
+{
+	dump_guest_prev(&((struct vmt_manager *)owner)->dumps, g, set);
+}
+
 static int on_guest_trigger(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
 {
 	char *names[1] = { g->conf.name };
@@ -130,6 +135,7 @@ static const struct vmt_guest_events guest_events = {
 	.flush_done = on_guest_flush_done,
 	.may_dump = on_guest_may_dump,
 	.dump_now = on_guest_dump_now,
+	.prev_boot = on_guest_prev_boot,
 	.trigger = on_guest_trigger,
 	.qemu_changed = on_guest_qemu_changed,
 	.host_mark = on_host_mark,

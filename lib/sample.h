@@ -23,6 +23,10 @@
 #define VMT_SAMPLE_VERSION_FRAMES 2	/* with FRAME sections or compression counters (docs/FORMAT.md 2.5) */
 #define VMT_SAMPLE_MAX_TRIGGERS 64
 #define VMT_REASON_MAX 256
+/* The first trigger's reason of a sample of a guest's previous boot, from
+ * its persistent ring buffer (the daemon's guest-prev.c): merge keeps of its
+ * pages only the events the other samples of that boot do not have. */
+#define VMT_PREV_BOOT_REASON "previous boot (persistent ring buffer)"
 #define VMT_NAME_MAX 65
 /* Section types (docs/FORMAT.md) */
 #define VMT_SAMPLE_SECT_INFO 0x01
