@@ -246,7 +246,7 @@ static uint64_t metric(struct run *r, const char *name)
  */
 START_TEST(tcode_whole_stream)
 {
-	int deadline = test_deadline_ms(60000);
+	uint64_t deadline;
 	char sample[4400], why[256], args[4500], out[16384];
 	uint64_t got[MAXC], total, want_total = 0;
 	struct vmt_sample *s;
@@ -256,10 +256,11 @@ START_TEST(tcode_whole_stream)
 		VMT_SKIP("no ftrace pages: not root and no corpus");
 	run_start(&r, 1, "  ring_size: 64MiB\n  compression: tcode\n", 0);
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg, 60000), 0);
+	deadline = test_now_ms() + (uint64_t)test_deadline_ms(60000);
 	/* a frame made (batches are due as soon as pages are in): not a race
 	 * with the dump, which would find every page still raw */
 	while (!metric(&r, "vmtraced_compress_input_bytes_total")) {
-		ck_assert_msg(test_now_ms() < (uint64_t)deadline, "no frame made");
+		ck_assert_msg(test_now_ms() < deadline, "no frame made");
 		usleep(20000);
 	}
 	dump_one(&r, sample, sizeof(sample));
