@@ -8,7 +8,8 @@
 # .deb installed in it with apt, and a vmtraced on this machine recording
 # it through those sockets (transport: socket). One boot, then:
 #   install     vm.sh up --deb: apt-get install succeeds; the port being
-#               there, the postinst starts the agent
+#               there, the postinst starts the agent; systemd-analyze verify
+#               has nothing to say about its unit
 #   stream      the daemon's status shows the guest streaming, pages_in
 #               growing
 #   trigger     `vmtrace-agent trigger TEXT` in the machine: a sample of
@@ -150,11 +151,15 @@ fi
 up_s=$(( $(date +%s) - start ))
 grep -E 'image built|degraded' "$WORK/up.log" | sed 's/^/  /'
 st=$(vm systemctl is-active vmtrace-agent.service)
-if [ "$st" = active ]; then
-	pass "install ($(basename "$deb"), machine up in $up_s s; the postinst started the agent)"
-else
+# --man=no: the machine has no man(1) and dpkg leaves man pages out
+verify=$(vm systemd-analyze verify --man=no /lib/systemd/system/vmtrace-agent.service 2>&1)
+if [ "$st" != active ]; then
 	vm systemctl status --no-pager vmtrace-agent.service | sed 's/^/  /'
 	fail install "vmtrace-agent.service is $st after the install (machine up in $up_s s)"
+elif [ -n "$verify" ]; then
+	fail install "systemd-analyze verify vmtrace-agent.service: $(echo "$verify" | head -3 | tr '\n' ' ')"
+else
+	pass "install ($(basename "$deb"), machine up in $up_s s; the postinst started the agent; systemd-analyze verify: no complaint)"
 fi
 
 # ---- stream ----------------------------------------------------------------
@@ -209,27 +214,28 @@ vm systemd-run --quiet --on-active=1 --timer-property=AccuracySec=10ms \
 	systemctl start --job-mode=replace-irreversibly reboot.target
 # the daemon sees it all: the agent's BYE, then a HELLO from the new boot
 second_session() { [ "$(gfield sessions)" = $((sessions0 + 1)) ] && streaming 0; }
-if ! wait_for 300 second_session; then
-	fail reboot "no second session: $(grec); vmtraced: $(tail -3 "$D/vmtraced.log" | tr '\n' ' ')"
-	skip udev "the agent did not come back after the reboot"
+wait_for 300 second_session
+reboot_s=$(( $(date +%s) - rstart ))
+boot2=$(vm cat /proc/sys/kernel/random/boot_id)
+byes=$(grep -c "guest $G: the agent stops" "$D/vmtraced.log")
+why=""
+second_session || why="no second session: $(grec | cut -c1-300); vmtraced: $(tail -3 "$D/vmtraced.log" | tr '\n' ' ')"
+[ -n "$boot2" ] && [ "$boot2" != "$boot1" ] || why="$why; the machine did not boot again (boot id $boot1 -> $boot2)"
+[ "$byes" = $((byes0 + 1)) ] || why="$why; the agent's BYE at the shutdown was not logged ($byes0 -> $byes)"
+[ "$(gfield silences)" = 0 ] && [ "$(silence_dumps)" = 0 ] ||
+	why="$why; guest_silence saw the reboot: silences $(gfield silences), $(silence_dumps) dump(s)"
+[ -z "$(errors)" ] || why="$why; vmtraced logged errors: $(errors | head -3 | tr '\n' ' ')"
+if [ -z "$why" ]; then
+	pass "reboot (back streaming in $reboot_s s: sessions $sessions0 -> $(gfield sessions), BYE logged, no silence, no error)"
 else
-	reboot_s=$(( $(date +%s) - rstart ))
-	boot2=$(vm cat /proc/sys/kernel/random/boot_id)
-	byes=$(grep -c "guest $G: the agent stops" "$D/vmtraced.log")
-	why=""
-	[ -n "$boot2" ] && [ "$boot2" != "$boot1" ] || why="the machine did not boot again (boot id $boot1 -> $boot2)"
-	[ "$byes" = $((byes0 + 1)) ] || why="$why; the agent's BYE at the shutdown was not logged ($byes0 -> $byes)"
-	[ "$(gfield silences)" = 0 ] && [ "$(silence_dumps)" = 0 ] ||
-		why="$why; guest_silence saw the reboot: silences $(gfield silences), $(silence_dumps) dump(s)"
-	[ -z "$(errors)" ] || why="$why; vmtraced logged errors: $(errors | head -3 | tr '\n' ' ')"
-	if [ -z "$why" ]; then
-		pass "reboot (back streaming in $reboot_s s: sessions $sessions0 -> $(gfield sessions), BYE logged, no silence, no error)"
-	else
-		fail reboot "${why#; }"
-	fi
-	# in the new boot only udev's SYSTEMD_WANTS (99-vmtrace-agent.rules) can
-	# have started it: the package neither enables the unit nor starts it
-	# udev's properties go to the device's main unit, the one of its sysfs path
+	fail reboot "${why#; }"
+fi
+# In the new boot only udev's SYSTEMD_WANTS (99-vmtrace-agent.rules) can
+# have started it: the package neither enables the unit nor starts it at
+# boot. udev's properties go to the device's main unit, its sysfs path's.
+if [ -z "$boot2" ] || [ "$boot2" = "$boot1" ]; then
+	skip udev "the machine did not boot again"
+else
 	dev=$(vm sh -c 'systemd-escape -p --suffix=device "/sys$(udevadm info -q path /dev/virtio-ports/agent-ctl-path)"')
 	en=$(vm systemctl is-enabled vmtrace-agent.service)
 	wants=$(vm systemctl show -P Wants "$dev")
@@ -266,4 +272,7 @@ else
 		fail stop "${why#; }"
 	fi
 fi
+# what the agent's units said in the machine, for the log
+vm journalctl -u vmtrace-agent.service -p warning -o short-monotonic --no-pager 2>/dev/null |
+	grep -v '^-- ' | head -10 | sed 's/^/  guest journal: /'
 summary
