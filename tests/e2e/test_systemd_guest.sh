@@ -68,7 +68,8 @@ done
 	! command -v dpkg-buildpackage >/dev/null && why="no dpkg-buildpackage (make deps)"
 [ -n "$why" ] && skip_rest install "$why"
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/vmt-sysguest.XXXXXX")
+# never on with an empty WORK: its paths would be at /
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vmt-sysguest.XXXXXX") || skip_rest install "mktemp failed in ${TMPDIR:-/tmp}"
 M=$WORK/machine P=$WORK/ports D=$WORK/d
 daemon=""
 cleanup() {
