@@ -135,7 +135,9 @@ setsid make --no-print-directory O="$PLAIN" DESTDIR="$WORK/inst" PREFIX=/usr/loc
 make_pid=$!
 bg_pids="$bg_pids $make_pid"
 start=$(date +%s)
-if "$VM" up "$M" --deb "$deb" 2>"$WORK/up.log"; then
+# the agent's dependencies too: test_systemd_guest then boots the same image
+more=$(ls "$(dirname "$deb")"/vmtrace-agent_*.deb 2>/dev/null | head -1)
+if "$VM" up "$M" --deb "$deb" ${more:+--image-deps "$more"} 2>"$WORK/up.log"; then
 	pass "install ($(basename "$deb"), machine up in $(( $(date +%s) - start )) s)"
 else
 	tail -25 "$WORK/up.log" | sed 's/^/  /'

@@ -9,6 +9,9 @@
 #       its copy-on-write overlay, console.log), install the .debs with apt
 #       inside it, and return once `systemctl is-system-running` says
 #       running or degraded. Prints nothing on stdout; exit 0 when up.
+#     up ... --image-deps FILE
+#       The dependencies of .deb FILE go into the image too (FILE is not
+#       installed): suites that install different packages share one image.
 #     up ... --trace-ports PORTDIR [--reboot]
 #       Also vmtrace-agent's virtio-serial ports, agent-ctl-path and
 #       trace-path-cpu0..N-1 (N: --smp), their host ends unix sockets
@@ -63,7 +66,7 @@ MASK="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.t
 CMDLINE="root=/dev/vda rw console=ttyS0 quiet loglevel=3 panic=-1 fsck.mode=skip mitigations=off
  systemd.show_status=0 net.ifnames=0"
 
-usage() { sed -n '6,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '6,31p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "vm.sh: $*" >&2; exit 1; }
 log() { echo "vm.sh: $*" >&2; }
 
@@ -223,10 +226,12 @@ wait_running() {	# dir secs
 }
 
 cmd_up() {
-	local dir="" smp=2 mem=1G debs=() img d tports="" noreboot=-no-reboot ports=() i n
+	local dir="" smp=2 mem=1G debs=() more=() img d tports="" noreboot=-no-reboot ports=() i n
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--deb) [ -f "${2:-}" ] || die "--deb: no file ${2:-}"; debs+=("$(realpath "$2")"); shift 2 ;;
+		--image-deps) [ -f "${2:-}" ] || die "--image-deps: no file ${2:-}"
+			more+=("$(realpath "$2")"); shift 2 ;;
 		--smp) smp=${2:?}; shift 2 ;;
 		--mem) mem=${2:?}; shift 2 ;;
 		--trace-ports) mkdir -p "${2:?}"; tports=$(cd "$2" && pwd); shift 2 ;;
@@ -240,7 +245,7 @@ cmd_up() {
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	alive "$dir" && die "$dir: a machine is running there already"
-	img=$(image_build ${debs[@]+"${debs[@]}"})
+	img=$(image_build ${debs[@]+"${debs[@]}"} ${more[@]+"${more[@]}"})
 	VMEXEC=$(vmexec_build)
 	rm -f "$dir/chan.in" "$dir/chan.out" "$dir/monitor" "$dir/qemu.pid"
 	mkfifo "$dir/chan.in" "$dir/chan.out"
