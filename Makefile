@@ -113,7 +113,7 @@ $(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 # calls (libseccomp)
 # The optional libraries are loaded with dlopen() when the configuration
 # needs them (lib/dlopen.h), never linked: their -dev packages give the
-# headers only. The fleet (daemon/fleet.c, ctl/fleet*.c, lib/dlnats.c):
+# headers only. The fleet (daemon/fleet*.c, ctl/fleet*.c, lib/dlnats.c):
 # NATS, and SHA-256 for the object store's digest; the tests that speak
 # NATS themselves link them.
 FLEET_LIBS  := $(shell $(PKG_CONFIG) --libs libnats libcrypto 2>/dev/null)
