@@ -13,6 +13,7 @@
 #include "afile.h"
 #include "aux.h"
 #include "log.h"
+#include "ring.h"
 #include "util.h"
 #include "writer.h"
 

@@ -17,11 +17,14 @@
 
 #include "aux.h"
 #include "retention.h"
-#include "ring.h"
 #include "sample.h"
 #include "sindex.h"
 #include "vfile.h"
 #include "worker.h"
+
+/* held pages a sample's job points at (ring.h); job_free() releases them */
+struct vmt_ring_hold;
+struct vmt_frames_hold;
 
 enum vmt_job_kind { VMT_JOB_SAMPLE, VMT_JOB_AUX, VMT_JOB_RETENTION };
 
