@@ -113,7 +113,7 @@ $(LIBVMTCTL): $(CTL_PURE_SRCS:%.c=$(O)/%.o)
 # calls (libseccomp)
 # The optional libraries are loaded with dlopen() when the configuration
 # needs them (lib/dlopen.h), never linked: their -dev packages give the
-# headers only. The fleet (daemon/fleet.c, ctl/fleet*.c, lib/dlnats.c):
+# headers only. The fleet (daemon/fleet*.c, ctl/fleet*.c, lib/dlnats.c):
 # NATS, and SHA-256 for the object store's digest; the tests that speak
 # NATS themselves link them.
 FLEET_LIBS  := $(shell $(PKG_CONFIG) --libs libnats libcrypto 2>/dev/null)
@@ -173,6 +173,9 @@ $(O)/tests/test_dumps: TEST_INC += -Idaemon	# VMT_DUMP_POSTED_MAX
 # the compressor's sharing, driven by hand (no thread)
 $(O)/tests/test_cring: $(O)/daemon/compress.o
 $(O)/tests/test_cring: LDLIBS += $(LIBVMT)
+$(O)/tests/test_worker: TEST_INC += -Idaemon
+$(O)/tests/test_worker: $(O)/daemon/worker.o
+$(O)/tests/test_worker: LDLIBS += $(LIBVMT)
 # test_fleet speaks NATS itself for the hostile requests
 $(O)/tests/test_fleet $(O)/tests/test_fleet_attack $(O)/tests/test_fleetnet: CHECK_LIBS += $(FLEET_LIBS)
 $(O)/tests/%: tests/unit/%.c $(TESTLIB_OBJS) $(TEST_LIBS)
