@@ -38,6 +38,10 @@
 #                            (STREAM), write "vmt-e2e-mark" into trace_marker,
 #                            2 s later panic the kernel (sysrq c); add panic=0
 #                            to halt there rather than reboot
+#   vmt.quiet=1              with vmt.panic: every event off just before the
+#                            marker, which is then its CPU's last event, in a
+#                            page that never fills (only a partial page
+#                            takes it to the host)
 #   vmt.killagent=SECONDS    that long after tracing is on, SIGKILL the agent
 #   vmt.poweroff=SECONDS     that long after tracing is on, stop the agent
 #                            (SIGTERM: it says BYE) and power off, as a clean
@@ -55,7 +59,7 @@ mount -t tracefs tracefs $T 2>/dev/null || echo "VMT-WARN tracefs mount failed"
 read UP IDLE </proc/uptime
 echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
 
-LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" KILLAG="" POWEROFF=""
+LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" QUIET="" KILLAG="" POWEROFF=""
 STRESS="--cpu 1 --fork 1 --hdd 1 --hdd-bytes 8M"
 for a in $(cat /proc/cmdline); do
 	case "$a" in
@@ -65,6 +69,7 @@ for a in $(cat /proc/cmdline); do
 	vmt.tracing_on=*) TRON=${a#*=} ;;
 	vmt.trigger=*) TRIG=${a#*=} ;;
 	vmt.panic=*) PANIC=${a#*=} ;;
+	vmt.quiet=1) QUIET=1 ;;
 	vmt.killagent=*) KILLAG=${a#*=} ;;
 	vmt.poweroff=*) POWEROFF=${a#*=} ;;
 	vmt.stress=*) STRESS=$(echo "${a#*=}" | tr , ' ') ;;
@@ -161,6 +166,7 @@ after_stream() {
 if [ -n "$PANIC" ]; then
 	(
 		after_stream "$PANIC"
+		[ -n "$QUIET" ] && echo 0 > $T/events/enable
 		echo vmt-e2e-mark > $T/trace_marker
 		read UP IDLE </proc/uptime
 		echo "VMT-MARK uptime=$UP"
