@@ -131,7 +131,10 @@ panic() {
 	no_flush_wait $name "$info" || { vmt_cleanup; return; }
 	rep=$WORK/$name.report
 	vmt_ctl report --raw-time "$s" >"$rep" 2>&1 || { fail $name "report: $(head -3 "$rep")"; vmt_cleanup; return; }
+	# VMT-PANIC's uptime, else the kernel's own line (the echo before it
+	# may die in the tty's buffer)
 	up=$(sed -n 's/.*VMT-PANIC uptime=\([0-9.]*\).*/\1/p' "$run/console.log" | head -1)
+	[ -n "$up" ] || up=$(sed -n 's/^\[ *\([0-9.]*\)\] Kernel panic - not syncing.*/\1/p' "$run/console.log" | head -1)
 	# the last event of each CPU, in seconds of the guest's mono clock
 	last=$(awk '{ if (match($0, /\[[0-9]+\] +[0-9]+\.[0-9]+:/)) { f = substr($0, RSTART, RLENGTH);
 		split(f, a, /[][ :]+/); c = a[2]; t = a[3]; if (t > m[c]) m[c] = t } }
