@@ -458,8 +458,8 @@ bool guest_flush(struct vmt_guest *g, uint64_t id)
 		g->src_ops->flush(g->src);
 		return false;
 	}
-	/* a silent guest would only make the dump wait for flush_timeout */
-	if (g->state != GUEST_STREAMING || g->alive.silent)
+	/* a silent or dead guest would only make the dump wait for flush_timeout */
+	if (g->state != GUEST_STREAMING || g->alive.silent || g->alive.crashed)
 		return false;
 	g->flush_id = id;
 	g->flush_wait = true;

@@ -300,8 +300,10 @@ int guest_adopt_session(struct vmt_guest *g, struct vmt_upgrade_in *in);
  * shutdown? True if its agent says BYE (VMT_HELLO_BYE), streamed, and did
  * not say it (what waits in the control channel read first). Once. */
 bool guest_exit_unclean(struct vmt_guest *g);
-/* guest-alive.c: the host knows its kernel crashed (libvirt said so): it
- * is not asked to flush, nor reported silent, until it speaks again. */
+/* guest-alive.c: the host knows its kernel crashed (libvirt said so) or
+ * its QEMU died (process_death): it is not asked to flush (a FLUSH out is
+ * waited for no longer), nor reported silent, until a session streams
+ * again (the pages still read are from before). */
 void guest_crashed(struct vmt_guest *g);
 /* Ring bytes from the control rx. */
 uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g);

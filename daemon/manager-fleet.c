@@ -59,7 +59,10 @@ static int on_lvmeta_event(void *owner, const char *guest, const char *what, uin
 	struct vmt_guest *g = guest_list_find(&m->guests, guest);
 	struct vmt_trigger t = { .kind = VMT_TRIGGER_LIBVIRT, .time_ns = time_ns };
 	char *names[1] = { (char *)guest };
-	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t };
+	/* a crashed kernel's window is a last word, as a dead QEMU's: the
+	 * cooldown does not hold it back (a dump of the last boot, made when
+	 * this one started, would) */
+	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t, .no_cooldown = crashed };
 	pid_t pid;
 	int r;
 

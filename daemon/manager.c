@@ -91,11 +91,17 @@ const struct vmt_discovery_ops manager_discovery_ops = {
 
 static int on_detector(void *owner, const char *guest, const struct vmt_trigger *t, bool last_word)
 {
+	struct vmt_manager *m = owner;
 	char *names[1] = { (char *)guest };
 	struct vmt_dump_req rq = { .names = names, .n = guest ? 1 : 0, .trigger = t,
 				   .no_cooldown = last_word };
+	struct vmt_guest *g = guest && last_word ? guest_list_find(&m->guests, guest) : NULL;
 
-	return dump_request(&((struct vmt_manager *)owner)->dumps, &rq);
+	/* its QEMU is gone: no agent left to answer a FLUSH, and what it sent
+	 * is read in the coalescing window */
+	if (g)
+		guest_crashed(g);
+	return dump_request(&m->dumps, &rq);
 }
 
 static bool on_exit_unclean(void *owner, const char *guest)

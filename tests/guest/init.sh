@@ -45,6 +45,10 @@
 #                            "vmt-e2e-panic" into boot_map's trace_marker and at
 #                            once panic (sysrq c); add panic=1 and boot.sh -R for
 #                            the reboot. The next boot says VMT-BOOTMAP found=1
+#   vmt.quiet=1              with vmt.panic: every event off just before the
+#                            marker, which is then its CPU's last event, in a
+#                            page that never fills (only a partial page
+#                            takes it to the host)
 #   vmt.killagent=SECONDS    that long after tracing is on, SIGKILL the agent
 #   vmt.poweroff=SECONDS     that long after tracing is on, stop the agent
 #                            (SIGTERM: it says BYE) and power off, as a clean
@@ -62,7 +66,7 @@ mount -t tracefs tracefs $T 2>/dev/null || echo "VMT-WARN tracefs mount failed"
 read UP IDLE </proc/uptime
 echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
 
-LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" KILLAG="" POWEROFF="" BOOTPANIC=""
+LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" QUIET="" KILLAG="" POWEROFF="" BOOTPANIC=""
 STRESS="--cpu 1 --fork 1 --hdd 1 --hdd-bytes 8M"
 for a in $(cat /proc/cmdline); do
 	case "$a" in
@@ -72,6 +76,7 @@ for a in $(cat /proc/cmdline); do
 	vmt.tracing_on=*) TRON=${a#*=} ;;
 	vmt.trigger=*) TRIG=${a#*=} ;;
 	vmt.panic=*) PANIC=${a#*=} ;;
+	vmt.quiet=1) QUIET=1 ;;
 	vmt.killagent=*) KILLAG=${a#*=} ;;
 	vmt.bootpanic=*) BOOTPANIC=${a#*=} ;;
 	vmt.poweroff=*) POWEROFF=${a#*=} ;;
@@ -169,6 +174,7 @@ after_stream() {
 if [ -n "$PANIC" ]; then
 	(
 		after_stream "$PANIC"
+		[ -n "$QUIET" ] && echo 0 > $T/events/enable
 		echo vmt-e2e-mark > $T/trace_marker
 		read UP IDLE </proc/uptime
 		echo "VMT-MARK uptime=$UP"
