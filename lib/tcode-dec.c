@@ -14,6 +14,11 @@ static inline bool rd_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t
 		*v = p[(*pos)++];
 		return true;
 	}
+	if (len - *pos >= 2 && p[*pos + 1] < 0x80) {	/* then two */
+		*v = (p[*pos] & 0x7fu) | (uint64_t)p[*pos + 1] << 7;
+		*pos += 2;
+		return true;
+	}
 	for (unsigned sh = 0; sh < 64; sh += 7) {
 		uint8_t b;
 

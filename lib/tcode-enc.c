@@ -50,6 +50,17 @@ static inline int put_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t v)
 
 	if (!d)
 		return -ENOMEM;
+	if (v < 0x4000) {	/* one or two bytes: most values */
+		if (v < 0x80) {
+			*o = (uint8_t)v;
+			c->s[id].len++;
+			return 0;
+		}
+		o[0] = (uint8_t)(v | 0x80);
+		o[1] = (uint8_t)(v >> 7);
+		c->s[id].len += 2;
+		return 0;
+	}
 	while (v >= 0x80) {
 		*o++ = (uint8_t)(v | 0x80);
 		v >>= 7;
