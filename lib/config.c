@@ -71,7 +71,7 @@ static void record_init(struct vmt_record_conf *r)
 	strcpy(r->events, "sched:*,irq:*,timer:*");
 	r->meta_max = 64 * MiB;
 	r->sessions_per_minute = 6;
-	r->compression = VMT_FRAME_ZSTD;	/* bench/README.md: window */
+	r->compression = VMT_FRAME_TCODE;	/* bench/README.md: tcode (issue 27) */
 	r->compression_level = 1;
 	r->flush_timeout_ms = 1000;
 }
