@@ -168,7 +168,7 @@ run() {
 	paths=$("$ROOT/tests/guest/boot.sh" -P -c "$CACHE" -A "$AGENT" 2>"$WORK/prep.err") ||
 		{ skip_rest "no guest kernel or initramfs: $(tail -1 "$WORK/prep.err")"; return; }
 	read -r kernel initrd <<<"$paths"
-	libvirt_up || { skip_rest "libvirtd did not start (see /var/log/libvirt)"; return; }
+	libvirt_up || { fail libvirt_panic_destroy "libvirtd did not start (see $LV/log)"; skip_rest "no libvirtd"; return; }
 	shipped_config || { skip_rest "the shipped config could not be redirected"; return; }
 	"$B/vmtraced" -c "$VMT_DIR/vmtraced.yaml" 2>"$VMT_DIR/vmtraced.log" &
 	VMT_DAEMON_PID=$!
@@ -186,12 +186,4 @@ run() {
 want() { [[ "$1" == *"${VMT_TEST:-}"* ]]; }
 
 why=$(libvirt_cannot_run)
-if [ -n "$why" ]; then
-	skip_rest "$why"
-else
-	run
-fi
-pct=100
-[ $checks -gt 0 ] && pct=$(((checks - failures) * 100 / checks))
-echo "$pct%: Checks: $checks, Failures: $failures, Errors: 0"
-[ $failures -eq 0 ]
+libvirt_main "$why"
