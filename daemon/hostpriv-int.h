@@ -45,6 +45,7 @@ struct hp_setup {
 	char clock[32];
 	uint32_t buffer_kb;
 	uint32_t qemu_only;
+	char instance[VMT_HOST_INSTANCE_MAX + 1];
 };
 
 struct hp_setup_reply {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The helper's side of hostpriv: the tracefs work of the host source. The
- * instance "vmtraced" is ours alone, so nothing another tracer set up is
+ * instance (host: instance, "vmtraced") is ours alone, so nothing another tracer set up is
  * touched; one left by a daemon that died is removed and made afresh. Its
  * events, the qemu_only filters and the metadata (built once, like the
  * agent's: it becomes the "host" guest's aux) are made here; the daemon
@@ -24,7 +24,6 @@
 #include "meta.h"
 
 #define HOST_GUEST "host"
-#define INSTANCE "vmtraced"
 #define META_MAX (256u << 20)	/* kallsyms alone is several MiB */
 /*
  * poll() on trace_pipe_raw waits for at least one full page and for
@@ -158,26 +157,26 @@ static int tfs_instance(void)
 		return log_guest(VMT_LOG_ERR, -errno, HOST_GUEST,
 				 "cannot create ftrace instances in %s (root needed): %m", path);
 	errno = 0;
-	tfs.inst = tracefs_instance_create(INSTANCE);
+	tfs.inst = tracefs_instance_create(tfs.rq->instance);
 	if (tfs.inst && !tracefs_instance_is_new(tfs.inst)) {
 		log_guest(VMT_LOG_NOTICE, 0, HOST_GUEST,
-			  "ftrace instance " INSTANCE " left from an earlier run: made afresh");
+			  "ftrace instance %s left from an earlier run: made afresh", tfs.rq->instance);
 		errno = 0;
 		if (tracefs_instance_destroy(tfs.inst) < 0) {
 			int r = errno_or(-EBUSY);
 			tracefs_instance_free(tfs.inst);
 			tfs.inst = NULL;
 			return log_guest(VMT_LOG_ERR, r, HOST_GUEST,
-					 "cannot remove the ftrace instance " INSTANCE
-					 " (another vmtraced running?): %m");
+					 "cannot remove the ftrace instance %s (another vmtraced running?): %m",
+					 tfs.rq->instance);
 		}
 		tracefs_instance_free(tfs.inst);
 		errno = 0;
-		tfs.inst = tracefs_instance_create(INSTANCE);
+		tfs.inst = tracefs_instance_create(tfs.rq->instance);
 	}
 	if (!tfs.inst)
 		return log_guest(VMT_LOG_ERR, errno_or(-EIO), HOST_GUEST,
-				 "cannot create the ftrace instance %s/" INSTANCE ": %m", path);
+				 "cannot create the ftrace instance %s/%s: %m", path, tfs.rq->instance);
 	tfs.dir = tracefs_instance_get_dir(tfs.inst);
 	return tfs.dir ? 0 : -ENOMEM;
 }
@@ -283,7 +282,7 @@ static void tfs_destroy(void)
 		errno = 0;
 		if (tracefs_instance_destroy(tfs.inst) < 0)
 			log_guest(VMT_LOG_WARNING, errno_or(-EBUSY), HOST_GUEST,
-				  "cannot remove the ftrace instance " INSTANCE ": %m");
+				  "cannot remove the ftrace instance %s: %m", tfs.rq->instance);
 		tracefs_instance_free(tfs.inst);
 		tfs.inst = NULL;
 	}
@@ -297,6 +296,11 @@ static bool setup_valid(const struct hp_setup *rq)
 {
 	size_t ne = strnlen(rq->events, sizeof(rq->events));
 	size_t nc = strnlen(rq->clock, sizeof(rq->clock));
+
+	/* a name, never a path: the helper may write where the daemon may not */
+	if (strnlen(rq->instance, sizeof(rq->instance)) == sizeof(rq->instance) ||
+	    !config_host_instance_ok(rq->instance))
+		return false;
 
 	if (ne == sizeof(rq->events) || nc == sizeof(rq->clock) || rq->buffer_kb > (1u << 22))
 		return false;

@@ -305,6 +305,7 @@ int hostpriv_setup(struct vmt_hostpriv *h, const struct vmt_host_conf *hc,
 	snprintf(rq.clock, sizeof(rq.clock), "%s", hc->clock);
 	rq.buffer_kb = hc->buffer_kb;
 	rq.qemu_only = hc->qemu_only ? 1 : 0;
+	snprintf(rq.instance, sizeof(rq.instance), "%s", hc->instance);
 	r = hp_call(h, HP_SETUP, &rq, sizeof(rq), &rp, sizeof(rp), fds, &nfds);
 	if (r < 0)
 		goto fail;

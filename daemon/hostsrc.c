@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The host source, set up and taken down: its helper (hostpriv.h) makes
- * the instance "vmtraced" with the configured events and filters, and
+ * its ftrace instance (host: instance, "vmtraced") with the configured events and filters, and
  * hands back its descriptors and metadata (built once, like the agent's:
  * it becomes the "host" guest's aux); the guest that stands for it is made
  * here; hostsrc-read.c reads the pages.

@@ -101,6 +101,7 @@ void config_init(struct vmt_config *c)
 	c->host.ring_size = 4 * MiB;
 	c->host.buffer_kb = 4096;
 	c->host.qemu_only = 1;
+	strcpy(c->host.instance, "vmtraced");
 	c->sync.interval_ms = 2000;
 	c->sync.probes = 8;
 	c->sync.timeout_ms = 1000;

@@ -91,6 +91,10 @@ struct vmt_control_conf {
 };
 
 /* The host's own ftrace, recorded like a guest named "host". */
+#define VMT_HOST_INSTANCE_MAX 63
+/* [A-Za-z0-9_-]{1,63}: a tracefs instance's name, never a path */
+bool config_host_instance_ok(const char *s);
+
 struct vmt_host_conf {
 	int enabled;
 	char events[VMT_CONFIG_MAX_EVENTS];	/* "kvm:*,sched:sched_switch" */
@@ -98,6 +102,7 @@ struct vmt_host_conf {
 	uint64_t ring_size;	/* bytes per host CPU */
 	uint32_t buffer_kb;	/* per-CPU buffer of the host instance */
 	int qemu_only;		/* sched events filtered to QEMU processes' threads */
+	char instance[VMT_HOST_INSTANCE_MAX + 1];	/* tracefs instances/NAME */
 };
 
 /* Clock sync with the guests' agents (daemon/guest-sync.c). */

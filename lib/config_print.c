@@ -149,6 +149,8 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fprintf(f, "  buffer_size: %" PRIu64 "\n", (uint64_t)c->host.buffer_kb * KiB);
 	fputs("  qemu_only: ", f);
 	print_bool(f, c->host.qemu_only);
+	fputs("\n  instance: ", f);
+	print_str(f, c->host.instance);
 	fprintf(f, "\nclock_sync:\n  interval: %" PRIu32 "ms\n", c->sync.interval_ms);
 	fprintf(f, "  probes: %" PRIu32 "\n", c->sync.probes);
 	fprintf(f, "  timeout: %" PRIu32 "ms\n", c->sync.timeout_ms);

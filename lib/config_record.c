@@ -314,6 +314,37 @@ static int host_qemu_only(struct yamlconf *y, yaml_node_t *v, const char *field,
 	return yamlconf_read_bool(y, v, field, &h->qemu_only);
 }
 
+bool config_host_instance_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > VMT_HOST_INSTANCE_MAX)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-')
+			return false;
+	return true;
+}
+
+/* The instance is the daemon's own: a second daemon on the host (a test
+ * beside another) names another. */
+static int host_instance(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_host_conf *h = obj;
+	const char *s = NULL;
+	int r;
+
+	r = yamlconf_read_scalar(y, v, field, "a tracefs instance name", false, &s);
+	if (r < 0)
+		return r;
+	if (!config_host_instance_ok(s))
+		return yamlconf_error(y, v, field,
+				      "%s is not a tracefs instance name ([A-Za-z0-9_-], 1 to %d bytes)",
+				      SHOW(s), VMT_HOST_INSTANCE_MAX);
+	strcpy(h->instance, s);
+	return 0;
+}
+
 static const struct yamlconf_key host_keys[] = {
 	{ "enabled", host_enabled },
 	{ "events", host_events },
@@ -321,6 +352,7 @@ static const struct yamlconf_key host_keys[] = {
 	{ "ring_size", host_ring_size },
 	{ "buffer_size", host_buffer_size },
 	{ "qemu_only", host_qemu_only },
+	{ "instance", host_instance },
 };
 
 int config_host_parse(struct yamlconf *y, yaml_node_t *v, const char *field,

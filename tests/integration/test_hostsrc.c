@@ -31,7 +31,7 @@
 
 static const char *const qemu_comms[] = { "qemu*", "CPU *", "vhost-*" };
 
-static char instance[256];	/* TRACEFS/instances/vmtraced */
+static char instance[256];	/* TRACEFS/instances/NAME (test_host_instance) */
 
 struct tally {
 	struct tally_names names;
@@ -129,6 +129,17 @@ struct run {
 };
 
 static const char header_fmt[] = "state_dir: %s\ncontrol_socket: %s\nlog_level: debug\n%s";
+
+/* A configuration file as testd writes them: host: names this test's own
+ * instance (test_host_instance). */
+static void conf_write(FILE *f, const char *state, const char *sock, const char *body)
+{
+	char *conf = test_conf_instance(body);
+
+	ck_assert_ptr_nonnull(conf);
+	fprintf(f, header_fmt, state, sock, conf);
+	free(conf);
+}
 
 /* host: settings as YAML lines under "host:" */
 static void run_start(struct run *r, const char *host_yaml)
@@ -368,7 +379,7 @@ START_TEST(reload_applies_host_changes)
 	run_start(&r, "  events: [sched:sched_switch]\n  qemu_only: false\n");
 	f = fopen(r.d.conf, "w");
 	ck_assert_ptr_nonnull(f);
-	fprintf(f, header_fmt, r.d.state, r.d.sock,
+	conf_write(f, r.d.state, r.d.sock,
 		"host:\n  enabled: true\n  events: [sched:sched_wakeup]\n  qemu_only: false\n");
 	fclose(f);
 	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), "reload"), 0);
@@ -484,7 +495,7 @@ START_TEST(own_user_keeps_no_dac)
 	/* a reload that changes host: a new instance, through the helper */
 	f = fopen(r.d.conf, "w");
 	ck_assert_ptr_nonnull(f);
-	fprintf(f, header_fmt, r.d.state, r.d.sock,
+	conf_write(f, r.d.state, r.d.sock,
 		"user: nobody\nhost:\n  enabled: true\n  events: [sched:sched_wakeup, "
 		"sched:sched_switch]\n  qemu_only: false\n");
 	fclose(f);
@@ -568,7 +579,7 @@ START_TEST(not_root_runs_without_host)
 	snprintf(d.log, sizeof(d.log), "%s/vmtraced.log", dir);
 	f = fopen(d.conf, "w");
 	ck_assert_ptr_nonnull(f);
-	fprintf(f, header_fmt, d.state, d.sock,
+	conf_write(f, d.state, d.sock,
 		"host:\n  enabled: true\n  events: [sched:sched_switch]\n  qemu_only: false\n");
 	fclose(f);
 	chmod(d.conf, 0644);
@@ -606,7 +617,8 @@ int main(void)
 	const char *tfs = test_tracefs();
 	int rc;
 
-	snprintf(instance, sizeof(instance), "%s/instances/vmtraced", tfs ? tfs : "/nonexistent");
+	snprintf(instance, sizeof(instance), "%s/instances/%s", tfs ? tfs : "/nonexistent",
+		 test_host_instance());
 	tcase_add_test(t, records_host_events);
 	tcase_add_test(t, qemu_only_filters_sched);
 	tcase_add_test(t, stale_instance_is_replaced);

@@ -588,12 +588,15 @@ int itest_write_file(const char *path, const char *text)
 
 int itest_write_conf(const struct testd *d, const char *body)
 {
-	char *text;
+	char *text, *conf = test_conf_instance(body);
 	int r;
 
-	if (asprintf(&text, "state_dir: %s\ncontrol_socket: %s/control.sock\nlog_level: debug\n%s",
-		     d->state, d->dir, body) < 0)
+	if (!conf || asprintf(&text, "state_dir: %s\ncontrol_socket: %s/control.sock\nlog_level: debug\n%s",
+			      d->state, d->dir, conf) < 0) {
+		free(conf);
 		return -ENOMEM;
+	}
+	free(conf);
 	r = itest_write_file(d->conf, text);
 	free(text);
 	return r;

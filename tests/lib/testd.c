@@ -56,7 +56,7 @@ int testd_start_opts(struct testd *d, const char *dir, const char *body,
 		     const struct testd_opts *o)
 {
 	static const struct testd_opts none = { 0 };
-	char bin[512];
+	char bin[512], *conf;
 	FILE *f;
 
 	if (!o)
@@ -70,14 +70,18 @@ int testd_start_opts(struct testd *d, const char *dir, const char *body,
 		snprintf(d->sock, sizeof(d->sock), "%s", o->connect);
 	snprintf(d->conf, sizeof(d->conf), "%s/vmtraced.yaml", dir);
 	snprintf(d->log, sizeof(d->log), "%s/vmtraced.log", dir);
-	f = fopen(d->conf, "w");
-	if (!f)
-		return -errno;
+	conf = test_conf_instance(body);
+	f = conf ? fopen(d->conf, "w") : NULL;
+	if (!f) {
+		free(conf);
+		return conf ? -errno : -ENOMEM;
+	}
 	/* VMT_TEST_SANDBOX=1: every daemon under its system call filter */
 	fprintf(f, "state_dir: %s\ncontrol_socket: %s/control.sock\nlog_level: debug\n%s%s", d->state,
 		dir, getenv("VMT_TEST_SANDBOX") && !strcmp(getenv("VMT_TEST_SANDBOX"), "1") ?
-			     "sandbox: true\n" : "", body);
+			     "sandbox: true\n" : "", conf);
 	fclose(f);
+	free(conf);
 	if (o->bin)
 		snprintf(bin, sizeof(bin), "%s", o->bin);
 	else

@@ -202,3 +202,33 @@ const char *test_shim_path(void)
 		snprintf(p, sizeof(p), "%s/%s/tests/tools/faultshim.so", test_srcdir(), b);
 	return p;
 }
+
+const char *test_host_instance(void)
+{
+	static char name[64];
+	const char *e = getenv("VMT_TEST_HOST_INSTANCE");
+
+	if (!e) {
+		snprintf(name, sizeof(name), "vmt-test-%d", (int)getpid());
+		setenv("VMT_TEST_HOST_INSTANCE", name, 1);
+		return name;
+	}
+	snprintf(name, sizeof(name), "%s", e);
+	return name;
+}
+
+char *test_conf_instance(const char *body)
+{
+	const char *at = !strncmp(body, "host:\n", 6) ? body : strstr(body, "\nhost:\n");
+	char *out;
+
+	if (!at)
+		return strdup(body);
+	if (at != body)
+		at++;
+	at += 6;
+	if (asprintf(&out, "%.*s  instance: %s\n%s", (int)(at - body), body, test_host_instance(),
+		     at) < 0)
+		return NULL;
+	return out;
+}

@@ -45,6 +45,16 @@ uint64_t test_now_ms(void);
 
 /* Top of the source tree (VMT_SRCDIR, else found from the cwd). */
 const char *test_srcdir(void);
+/*
+ * The host source's ftrace instance of this test's daemons: its own, so
+ * that suites run side by side on one machine (two checkouts, a helper's
+ * run) never clear each other's. Fixed at the first call (inherited by the
+ * forks after it): "vmt-test-PID".
+ */
+const char *test_host_instance(void);
+/* A copy of a configuration with "  instance: test_host_instance()" under
+ * its top-level "host:" line (none: a plain copy); free() it. */
+char *test_conf_instance(const char *body);
 /* Build directory holding the programs (VMT_BUILD, else "build"). */
 const char *test_builddir(void);
 /* The fault shim (tests/tools/faultshim.c) to LD_PRELOAD: $VMT_FAULTSHIM, or
