@@ -146,7 +146,7 @@ wait_for 30 test -S "$D/control.sock" || skip_rest install "vmtraced did not sta
 start=$(date +%s)
 # vmtraced's dependencies too: the image test_systemd_host boots
 more=$(ls "$(dirname "$deb")"/vmtraced_*.deb 2>/dev/null | head -1)
-if ! "$VM" up "$M" --deb "$deb" ${more:+--image-deps "$more"} --trace-ports "$P" --reboot 2>"$WORK/up.log"; then
+if ! "$VM" up "$M" --deb "$deb" ${more:+--image-deps "$more"} --image-packages libvirt-daemon-system,qemu-system-x86 --trace-ports "$P" --reboot 2>"$WORK/up.log"; then
 	tail -25 "$WORK/up.log" | sed 's/^/  /'
 	fail install "vm.sh up failed"
 	skip_rest stream "no machine"

@@ -42,6 +42,17 @@
 #               saw no new session) and the next dump holds the window
 #   metrics     vmtraced-metrics.timer enabled: vmtraced.prom written
 #   journal     journalctl -o json: the daemon's own fields (GUEST=, SAMPLE=)
+#   libvirt     libvirt in the machine (libvirt-daemon-system and
+#               qemu-system-x86 from the archive, in the image before the
+#               .deb: its units, its configuration and polkit as shipped;
+#               nothing under /etc/libvirt changed): a domain (type qemu, no
+#               disk, started paused: its QEMU runs and binds the channels,
+#               its vCPUs never do) with `vmtracectl libvirt-xml`'s
+#               channels is found by the packaged service (user vmtraced, a
+#               member of libvirt-qemu by the postinst) in libvirt's folder
+#               with the shipped discovery:, its channels open (connecting:
+#               no agent), no folder refused, libvirt's events followed
+#               through the read-only socket
 #   make-install the package purged, `make install` (PREFIX=/usr/local) copied
 #               in: systemd-sysusers, systemd-tmpfiles, systemctl enable
 #               --now of both units work, and so does systemctl reload
@@ -55,7 +66,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
 VM=$ROOT/tests/systemd/vm.sh
 TESTS="install active user status usr1 reload detectors security verify guest dump segv kill watchdog restart
- upgrade metrics journal make-install"
+ upgrade metrics journal libvirt make-install"
+# what the image holds besides the packages' dependencies: the same list as
+# test_systemd_guest.sh's, so that both suites boot one image
+IMAGE_PKGS=libvirt-daemon-system,qemu-system-x86
 checks=0 failures=0
 # each line says how long its case took (since the line before)
 t_suite=$(date +%s) t_case=$t_suite
@@ -137,7 +151,7 @@ bg_pids="$bg_pids $make_pid"
 start=$(date +%s)
 # the agent's dependencies too: test_systemd_guest then boots the same image
 more=$(ls "$(dirname "$deb")"/vmtrace-agent_*.deb 2>/dev/null | head -1)
-if "$VM" up "$M" --deb "$deb" ${more:+--image-deps "$more"} 2>"$WORK/up.log"; then
+if "$VM" up "$M" --deb "$deb" ${more:+--image-deps "$more"} --image-packages $IMAGE_PKGS 2>"$WORK/up.log"; then
 	pass "install ($(basename "$deb"), machine up in $(( $(date +%s) - start )) s)"
 else
 	tail -25 "$WORK/up.log" | sed 's/^/  /'
@@ -569,6 +583,72 @@ if [ $? = 0 ]; then
 else
 	fail journal "$out"
 fi
+
+# ---- libvirt -------------------------------------------------------------
+# the state of guest $1 in status (connecting: channels open, no agent)
+lv_row() { vm vmtracectl status | awk -v d="$1" '$1 == d { print $2; exit }'; }
+LVDOM=vmtlv
+why="" nolv=""
+pid=$(mainpid)
+vm sh -c 'virsh -q -c qemu:///system version >/dev/null' 2>"$WORK/lv.err" ||
+	nolv="no libvirtd answering in the machine: $(head -2 "$WORK/lv.err" | tr '\n' ' ')"
+# stock: no conffile of libvirt's changed, no file under /etc/libvirt newer
+# than vmtraced's installation (checked before the domain is defined: its
+# definition is libvirt's to write there); vmtraced's discovery: as shipped
+if [ -z "$nolv" ]; then
+	out=$(vm sh -c 'dpkg -V $(dpkg -S /etc/libvirt | sed "s/:.*//; s/,//g") | grep " /etc/"; find /etc/libvirt ! -type d -newer /var/lib/dpkg/info/vmtraced.list')
+	[ -z "$out" ] || why="/etc/libvirt is not as shipped: $(echo $out)"
+	[ "$(vm sed -n '/^discovery:/,/^[a-z]/p' $C)" = "$(sed -n '/^discovery:/,/^[a-z]/p' conf/vmtraced.yaml)" ] ||
+		why="$why; $C's discovery: is not the shipped one"
+	gid=$(vm getent group libvirt-qemu | cut -d: -f3)
+	vm id -nG vmtraced | tr ' ' '\n' | grep -qx libvirt-qemu || why="$why; vmtraced is not in group libvirt-qemu"
+	vm grep "^Groups:" "/proc/$pid/status" | tr '\t ' '\n\n' | grep -qx "$gid" ||
+		why="$why; vmtraced (pid $pid) does not run with group libvirt-qemu ($gid): $(vm grep '^Groups:' /proc/$pid/status)"
+fi
+# on, whatever the above found: what discovery makes of it is said too
+if [ -z "$nolv" ]; then
+	# no disk, no kernel: started paused, its QEMU binds the channels and
+	# no vCPU of the nested TCG ever runs
+	vm sh -e -c "{ printf '<domain type=\"qemu\">\n<name>$LVDOM</name>\n<memory unit=\"MiB\">64</memory>\n<vcpu>2</vcpu>\n'
+		printf '<os><type arch=\"x86_64\" machine=\"pc\">hvm</type></os>\n<features><acpi/><apic/></features>\n<devices>\n'
+		vmtracectl libvirt-xml --vcpus 2 2>/dev/null
+		printf '</devices>\n</domain>\n'; } >/var/tmp/$LVDOM.xml
+		grep -c \"<channel type='unix'>\" /var/tmp/$LVDOM.xml | grep -qx 3
+		virsh -q -c qemu:///system define /var/tmp/$LVDOM.xml
+		virsh -q -c qemu:///system start --paused $LVDOM" >"$WORK/lv.log" 2>&1 ||
+		nolv="the domain did not start: $(tail -3 "$WORK/lv.log" | tr '\n' ' ')"
+fi
+if [ -n "$nolv" ]; then
+	why="$why; $nolv"
+else
+	# found and its channels open, or a folder refused (no need to wait on)
+	vwait 120 "vmtracectl status | awk '\$1 == \"$LVDOM\" && (\$2 == \"connecting\" || \$2 == \"streaming\") || /^! discovery: / { f = 1 } END { exit !f }'"
+	st=$(lv_row $LVDOM)
+	if [ "$st" != connecting ] && [ "$st" != streaming ]; then
+		why="$why; $LVDOM not connecting: $(vm vmtracectl status | grep -E "^!|^$LVDOM " | tr '\n' ' ') $(vm sh -c 'ls -ld /var/lib/libvirt/qemu/channel/target /var/lib/libvirt/qemu/channel/target/* /run/libvirt/qemu/channel/* 2>/dev/null' | tr '\n' ' ')"
+	fi
+	log=$(vm journalctl -u vmtraced.service _PID="$pid" -o cat --no-pager)
+	dir=$(echo "$log" | sed -n "s/^guest $LVDOM: discovered in \(.*\)$/\1/p" | tail -1)
+	case $dir in
+	/var/lib/libvirt/qemu/channel/target|/run/libvirt/qemu/channel) ;;
+	*) why="$why; not discovered in libvirt's folder: $(echo "$log" | grep "$LVDOM" | head -2 | tr '\n' ' ')" ;;
+	esac
+	echo "$log" | grep -q "^guest $LVDOM: channels open (socket, 2 CPUs), waiting for the agent" ||
+		why="$why; no 'channels open' logged for $LVDOM"
+	vm vmtracectl --json status | grep -q '"discovery_unreadable": [1-9]' &&
+		why="$why; a folder refused: $(vm vmtracectl status | grep '^!' | tr '\n' ' ')"
+	[ "$(vm ps -o user= -p "$pid")" = vmtraced ] && [ "$(mainpid)" = "$pid" ] ||
+		why="$why; not pid $pid as vmtraced any more"
+	# libvirt_events: the daemon's read-only connection, polkit as shipped
+	echo "$log" | grep -q '^libvirt: connected to qemu:///system (read-only)' ||
+		why="$why; libvirt's events not followed: $(det_row libvirt_events)"
+fi
+if [ -z "$why" ]; then
+	pass "libvirt (domain $LVDOM, QEMU as $(vm ps -o user= -C qemu-system-x86_64 | head -1), found in $dir by pid $pid as vmtraced, groups $(vm id -nG vmtraced | tr ' ' ,): $(lv_row $LVDOM), channels open)"
+else
+	fail libvirt "${why#; }"
+fi
+vm sh -c "virsh -q -c qemu:///system destroy $LVDOM; virsh -q -c qemu:///system undefine $LVDOM" >/dev/null 2>&1
 
 # ---- make-install --------------------------------------------------------
 why=""

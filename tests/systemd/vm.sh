@@ -12,6 +12,10 @@
 #     up ... --image-deps FILE
 #       The dependencies of .deb FILE go into the image too (FILE is not
 #       installed): suites that install different packages share one image.
+#     up ... --image-packages LIST
+#       Debian packages (comma-separated names) that go into the image from
+#       the archive, installed (their maintainer scripts run, their units
+#       enabled as shipped) before the .debs; part of the image's key.
 #     up ... --trace-ports PORTDIR [--reboot]
 #       Also vmtrace-agent's virtio-serial ports, agent-ctl-path and
 #       trace-path-cpu0..N-1 (N: --smp), their host ends unix sockets
@@ -31,8 +35,8 @@
 #       Power the machine off; kill QEMU if it has not ended in 60 s.
 #
 # The image (build/systemd-images/KEY/, or $VM_CACHE) is built once per
-# key: this script, vmexec.c, the Debian release, the base package list and
-# the dependencies of the given .debs (the script: the functions that make
+# key: this script, vmexec.c, the Debian release, the base package list,
+# --image-packages and the dependencies of the given .debs (the script: the functions that make
 # the image). Those dependencies are installed into
 # the image when it is built, from the same Debian archive (apt-get satisfy
 # in mmdebstrap's chroot), so that the machine needs no network: the
@@ -49,6 +53,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 RELEASE=bookworm
 CACHE=${VM_CACHE:-$ROOT/build/systemd-images}
+IMAGE_PKGS=""	# --image-packages
 # whole seconds for the shell; vmexec stretches its own waits
 SCALE=$(awk -v s="${VMT_TEST_TIMEOUT_SCALE:-1}" 'BEGIN { print (s > 1) ? int(s + 0.999) : 1 }')
 # What a test machine needs and no more: no login, no getty, no network,
@@ -66,7 +71,7 @@ MASK="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.t
 CMDLINE="root=/dev/vda rw console=ttyS0 quiet loglevel=3 panic=-1 fsck.mode=skip mitigations=off
  systemd.show_status=0 net.ifnames=0"
 
-usage() { sed -n '6,31p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '6,35p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "vm.sh: $*" >&2; exit 1; }
 log() { echo "vm.sh: $*" >&2; }
 
@@ -96,10 +101,11 @@ deb_deps() {
 		done | sort -u
 }
 
-# Builds the image for these .debs if it is not cached; prints its folder.
+# Builds the image for these .debs (and IMAGE_PKGS) if it is not cached;
+# prints its folder.
 image_build() {
 	local deps key out tmp vmexec t0 kv
-	deps=$(deb_deps "$@")
+	deps=$( { deb_deps "$@"; [ -z "$IMAGE_PKGS" ] || echo "$IMAGE_PKGS" | tr ',' '\n'; } | sort -u)
 	vmexec=$(vmexec_build)
 	# what goes into the image: the code that makes it, not the whole script
 	key=$( { declare -f image_build image_setup initrd_build; cat "$HERE/vmexec.c"
@@ -232,6 +238,11 @@ cmd_up() {
 		--deb) [ -f "${2:-}" ] || die "--deb: no file ${2:-}"; debs+=("$(realpath "$2")"); shift 2 ;;
 		--image-deps) [ -f "${2:-}" ] || die "--image-deps: no file ${2:-}"
 			more+=("$(realpath "$2")"); shift 2 ;;
+		--image-packages)
+			echo "${2:-}" | grep -Eqx '[a-z0-9][a-z0-9+.-]+(,[a-z0-9][a-z0-9+.-]+)*' ||
+				die "--image-packages: not a comma-separated list of package names: ${2:-}"
+			IMAGE_PKGS=$(echo "$IMAGE_PKGS,$2" | tr ',' '\n' | grep -v '^$' | sort -u | paste -sd,)
+			shift 2 ;;
 		--smp) smp=${2:?}; shift 2 ;;
 		--mem) mem=${2:?}; shift 2 ;;
 		--trace-ports) mkdir -p "${2:?}"; tports=$(cd "$2" && pwd); shift 2 ;;
