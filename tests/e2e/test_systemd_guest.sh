@@ -34,26 +34,7 @@ B=${VMT_BUILD:-build}
 VM=$ROOT/tests/systemd/vm.sh
 TESTS="install stream trigger reboot udev stop"
 G=sg	# the guest's name in the daemon
-checks=0 failures=0
-t_suite=$(date +%s) t_case=$t_suite
-took() { local t=$t_case; t_case=$(date +%s); took="[$((t_case - t)) s]"; }
-pass() { took; echo "PASS: $1 $took"; checks=$((checks + 1)); }
-fail() { took; echo "FAIL: $1: $2 $took"; checks=$((checks + 1)); failures=$((failures + 1)); }
-skip() { echo "SKIP: $1: $2"; checks=$((checks + 1)); }
-summary() {
-	echo "  the suite took $(( $(date +%s) - t_suite )) s"
-	echo "$(( checks ? (checks - failures) * 100 / checks : 100 ))%: Checks: $checks, Failures: $failures, Errors: 0"
-	[ $failures = 0 ]
-	exit
-}
-skip_rest() {	# first-test why: every test from first on
-	local t seen=1
-	for t in $TESTS; do
-		[ "$t" = "$1" ] && seen=0
-		[ $seen = 0 ] && skip "$t" "$2"
-	done
-	summary
-}
+. "$ROOT/tests/systemd/suite-lib.sh"
 scale() { awk -v n="$1" -v s="${VMT_TEST_TIMEOUT_SCALE:-1}" 'BEGIN { if (s + 0 < 1) s = 1; printf "%d\n", n * s }'; }
 
 why=""
@@ -146,7 +127,7 @@ wait_for 30 test -S "$D/control.sock" || skip_rest install "vmtraced did not sta
 start=$(date +%s)
 # vmtraced's dependencies too: the image test_systemd_host boots
 more=$(ls "$(dirname "$deb")"/vmtraced_*.deb 2>/dev/null | head -1)
-if ! "$VM" up "$M" --deb "$deb" ${more:+--image-deps "$more"} --image-packages libvirt-daemon-system,qemu-system-x86 --trace-ports "$P" --reboot 2>"$WORK/up.log"; then
+if ! "$VM" up "$M" --deb "$deb" ${more:+--image-deps "$more"} --image-packages "$IMAGE_PKGS" --trace-ports "$P" --reboot 2>"$WORK/up.log"; then
 	tail -25 "$WORK/up.log" | sed 's/^/  /'
 	fail install "vm.sh up failed"
 	skip_rest stream "no machine"

@@ -67,30 +67,7 @@ cd "$ROOT" || exit 1
 VM=$ROOT/tests/systemd/vm.sh
 TESTS="install active user status usr1 reload detectors security verify guest dump segv kill watchdog restart
  upgrade metrics journal libvirt make-install"
-# what the image holds besides the packages' dependencies: the same list as
-# test_systemd_guest.sh's, so that both suites boot one image
-IMAGE_PKGS=libvirt-daemon-system,qemu-system-x86
-checks=0 failures=0
-# each line says how long its case took (since the line before)
-t_suite=$(date +%s) t_case=$t_suite
-took() { local t=$t_case; t_case=$(date +%s); took="[$((t_case - t)) s]"; }
-pass() { took; echo "PASS: $1 $took"; checks=$((checks + 1)); }
-fail() { took; echo "FAIL: $1: $2 $took"; checks=$((checks + 1)); failures=$((failures + 1)); }
-skip() { echo "SKIP: $1: $2"; checks=$((checks + 1)); }
-summary() {
-	echo "  the suite took $(( $(date +%s) - t_suite )) s"
-	echo "$(( checks ? (checks - failures) * 100 / checks : 100 ))%: Checks: $checks, Failures: $failures, Errors: 0"
-	[ $failures = 0 ]
-	exit
-}
-skip_rest() {	# first-test why: every test from first on
-	local t seen=1
-	for t in $TESTS; do
-		[ "$t" = "$1" ] && seen=0
-		[ $seen = 0 ] && skip "$t" "$2"
-	done
-	summary
-}
+. "$ROOT/tests/systemd/suite-lib.sh"
 
 why=""
 [ "$(id -u)" = 0 ] || why="not root (mmdebstrap builds the image as root)"
