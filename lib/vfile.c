@@ -23,6 +23,9 @@
  */
 #define ZSTD_BLOCK_MAX (128u * 1024)
 
+/* A job of zstd's worker threads, in bytes (zctx_get). */
+#define VFILE_ZSTD_JOB (512u * 1024)
+
 static uint64_t zstd_raw_bound(uint64_t stored)
 {
 	return (stored / 4 + 1) * ZSTD_BLOCK_MAX;
@@ -96,6 +99,12 @@ static int zctx_get(struct vmt_vfile_writer *w, ZSTD_CCtx **out)
 				n = VMT_MIN(n, b.upperBound);
 				if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, n)))
 					ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, 0);
+				/* its buffers are about seven jobs: 12 MiB at the
+				 * default job (four windows, 2 MiB at level 1), 3.4
+				 * MiB at 512 KiB, the least; the same ratio and speed
+				 * on the corpus (bench/README.md, memory) */
+				else
+					ZSTD_CCtx_setParameter(c, ZSTD_c_jobSize, VFILE_ZSTD_JOB);
 			}
 		}
 		w->zctx = c;
