@@ -10,10 +10,12 @@
  * compressor's jobs and contexts are allocated once) and raw.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -23,21 +25,92 @@
 static struct bench_corpus corpus;
 
 /* VmHWM is kept by the kernel from approximate counters; a poller of
- * VmRSS every 2 ms gives a second opinion on the peak. */
+ * VmRSS every 2 ms gives a second opinion on the peak, and what it was
+ * made of then (anonymous: heap, stacks; shmem: the rings and reserve). */
 struct poller {
 	pid_t pid;
 	int stop;
-	uint64_t max_kib;
+	uint64_t max_kib, anon_kib, shmem_kib;
+	const char *smaps_dir, *sfx;	/* VMTB_MEMORY_SMAPS: smaps at the peak, there */
 };
+
+/* /proc/PID/smaps to DIR/WHATSFX.smaps (a diagnosis: where the RSS is). */
+static void smaps_copy(pid_t pid, const char *dir, const char *what, const char *sfx)
+{
+	char src[64], dst[600], buf[65536];
+	int in, out;
+	ssize_t n;
+
+	snprintf(src, sizeof(src), "/proc/%d/smaps", (int)pid);
+	snprintf(dst, sizeof(dst), "%s/%s%s.smaps", dir, what, sfx);
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			break;
+	if (in < 0 || out < 0)
+		fprintf(stderr, "vmtb-memory: cannot copy %s to %s\n", src, dst);
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+}
+
+/* Where the resident memory is: the rings and reserve are memfd pages
+ * (RssShmem), the heap, stacks and buffers RssAnon, code RssFile. With
+ * VMTB_MEMORY_SMAPS=DIR, /proc/PID/smaps is copied there as well. */
+static void show_split(pid_t pid, const char *what, const char *sfx)
+{
+	const char *dir = getenv("VMTB_MEMORY_SMAPS");
+
+	printf("   %s: RssAnon %.1f MiB, RssShmem %.1f MiB, RssFile %.1f MiB, %llu threads\n", what,
+	       proc_status_kib(pid, "RssAnon:") / 1024.0, proc_status_kib(pid, "RssShmem:") / 1024.0,
+	       proc_status_kib(pid, "RssFile:") / 1024.0,
+	       (unsigned long long)proc_status_kib(pid, "Threads:"));
+	if (dir && *dir)
+		smaps_copy(pid, dir, what, sfx);
+}
+
+static int proc_status3(pid_t pid, uint64_t *rss, uint64_t *anon, uint64_t *shmem)
+{
+	char path[64], buf[4096];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	p = strstr(buf, "VmRSS:");
+	*rss = p ? strtoull(p + 6, NULL, 10) : 0;
+	p = strstr(buf, "RssAnon:");
+	*anon = p ? strtoull(p + 8, NULL, 10) : 0;
+	p = strstr(buf, "RssShmem:");
+	*shmem = p ? strtoull(p + 9, NULL, 10) : 0;
+	return p ? 0 : -EBADMSG;
+}
 
 static void *poll_rss(void *arg)
 {
 	struct poller *p = arg;
 
 	while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
-		uint64_t v = proc_status_kib(p->pid, "VmRSS:");
-		if (v > p->max_kib)
+		uint64_t v, anon, shmem;
+
+		/* one read: the three figures of the same moment */
+		if (proc_status3(p->pid, &v, &anon, &shmem) == 0 && v > p->max_kib) {
 			p->max_kib = v;
+			p->anon_kib = anon;
+			p->shmem_kib = shmem;
+			if (p->smaps_dir)
+				smaps_copy(p->pid, p->smaps_dir, "dump-peak", p->sfx);
+		}
 		bench_sleep(0.002);
 	}
 	return NULL;
@@ -109,6 +182,7 @@ static int run(const char *compression, const char *sfx)
 	hwm_stream = proc_status_kib(d.pid, "VmHWM:");
 	rss_stream = proc_status_kib(d.pid, "VmRSS:");
 	daemon_status(&d, &st);
+	show_split(d.pid, "streaming", sfx);
 	printf("   vmtraced with no guest:  VmHWM %.1f MiB\n", hwm_start / 1024.0);
 	printf("   streaming, rings full:   VmHWM %.1f MiB, VmRSS %.1f MiB; the daemon counts %.1f MiB "
 	       "of rings (pages and slot records)\n", hwm_stream / 1024.0, rss_stream / 1024.0,
@@ -123,6 +197,9 @@ static int run(const char *compression, const char *sfx)
 	bench_result(name, hwm_stream / 1024.0 - rings_mib, "MiB", SLACK_MIB, false,
 		     detail);
 	poller.pid = d.pid;
+	poller.sfx = sfx;
+	poller.smaps_dir = getenv("VMTB_MEMORY_SMAPS") && *getenv("VMTB_MEMORY_SMAPS") ?
+			   getenv("VMTB_MEMORY_SMAPS") : NULL;
 	if (pthread_create(&pth, NULL, poll_rss, &poller) != 0) {
 		r = -EAGAIN;
 		goto stop;
@@ -143,6 +220,10 @@ static int run(const char *compression, const char *sfx)
 	hwm_dump = proc_status_kib(d.pid, "VmHWM:");
 	rss_after = proc_status_kib(d.pid, "VmRSS:");
 	daemon_status(&d, &st);
+	printf("   at the polled peak of the dumps: RssAnon %.1f MiB, RssShmem %.1f MiB, the rest "
+	       "(RssFile) %.1f MiB\n", poller.anon_kib / 1024.0, poller.shmem_kib / 1024.0,
+	       (poller.max_kib - poller.anon_kib - poller.shmem_kib) / 1024.0);
+	show_split(d.pid, "after", sfx);
 	printf("   during %u dump(s) of all guests (%.0f ms each): VmHWM %.1f MiB, VmRSS polled every "
 	       "2 ms peaked at %.1f MiB; VmRSS %.1f MiB after\n", dumps, dump_ns[0] / 1e6,
 	       hwm_dump / 1024.0, poller.max_kib / 1024.0, rss_after / 1024.0);

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,20 @@ static void raise_fd_limit(void)
 	}
 }
 
+/*
+ * glibc raises its mmap threshold to the largest block freed so far (up to
+ * 32 MiB): after a dump's buffers (zstd's, the cut frames) were freed once,
+ * the next ones come from a thread's arena and stay resident once freed,
+ * 10-15 MiB for good (bench/README.md, memory). A fixed threshold keeps
+ * every block from 128 KiB up a mapping of its own, given back when freed;
+ * none is allocated per page or per read.
+ */
+static void malloc_tune(void)
+{
+	if (!mallopt(M_MMAP_THRESHOLD, 128 * 1024))
+		log_debug("mallopt(M_MMAP_THRESHOLD) refused: large blocks may stay resident");
+}
+
 int main(int argc, char **argv)
 {
 	const char *path = DEFAULT_CONFIG;
@@ -75,6 +90,7 @@ int main(int argc, char **argv)
 	};
 
 	log_set_ident("vmtraced");
+	malloc_tune();
 	while ((opt = getopt_long(argc, argv, "c:nvdVh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,10 @@ static void writer_done(struct vmt_worker_job *wj, void *userdata)
 
 	w->pending--;
 	w->done_fn(JOB_OF(wj), w->userdata);
+	/* the last of a dump's files is written and its buffers freed: the
+	 * free pages inside the heaps go back too (bench/README.md, memory) */
+	if (!w->pending)
+		malloc_trim(0);
 }
 
 /* never ran (start-up failed): what was queued is dropped */

@@ -827,33 +827,18 @@ int sample_read(const char *path, struct vmt_sample **out, char *why, size_t why
 int sample_read_info_fd(int fd, struct vmt_sample *s, char *why, size_t why_len)
 {
 	struct vmt_vfile f;
-	struct stat st;
-	void *m = NULL;
 	int r;
 
 	memset(s, 0, sizeof(*s));
-	if (why && why_len)
-		why[0] = 0;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
-	if ((uint64_t)st.st_size > SIZE_MAX)
-		return -EFBIG;
-	/* mapped, not read: indexing touches only the section headers and INFO */
-	if (st.st_size > 0) {
-		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (m == MAP_FAILED)
-			return -errno;
-	}
-	r = vfile_open_mem(&f, m, (size_t)st.st_size, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES,
-			   why, why_len);
+	/* read, not mapped: the section headers and INFO are all it needs, and
+	 * a mapping faults in the pages around every frame's header, a third
+	 * of a sample's size for the daemon's retention pass (bench/README.md,
+	 * memory) */
+	r = vfile_open_fd(&f, fd, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES, why, why_len);
 	if (r == 0) {
 		r = sample_parse_info(&f, s, why, why_len);
 		vfile_close(&f);
 	}
-	if (m)
-		munmap(m, (size_t)st.st_size);
 	if (r < 0)
 		memset(s, 0, sizeof(*s));
 	return r;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -21,6 +22,9 @@
  * before anything is allocated.
  */
 #define ZSTD_BLOCK_MAX (128u * 1024)
+
+/* A job of zstd's worker threads, in bytes (zctx_get). */
+#define VFILE_ZSTD_JOB (512u * 1024)
 
 static uint64_t zstd_raw_bound(uint64_t stored)
 {
@@ -95,6 +99,12 @@ static int zctx_get(struct vmt_vfile_writer *w, ZSTD_CCtx **out)
 				n = VMT_MIN(n, b.upperBound);
 				if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, n)))
 					ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, 0);
+				/* its buffers are about seven jobs: 12 MiB at the
+				 * default job (four windows, 2 MiB at level 1), 3.4
+				 * MiB at 512 KiB, the least; the same ratio and speed
+				 * on the corpus (bench/README.md, memory) */
+				else
+					ZSTD_CCtx_setParameter(c, ZSTD_c_jobSize, VFILE_ZSTD_JOB);
 			}
 		}
 		w->zctx = c;
@@ -256,15 +266,42 @@ int vfile_writer_finish(struct vmt_vfile_writer *w)
 
 /* ---- reader ---------------------------------------------------------- */
 
+/* len bytes of f at pos: in the mapping, or read into buf (vfile_open_fd). */
+static const uint8_t *vfile_at(const struct vmt_vfile *f, uint64_t pos, size_t len, uint8_t *buf,
+			       int *err)
+{
+	size_t got = 0;
+
+	if (f->map)
+		return f->map + pos;
+	while (got < len) {
+		ssize_t r = pread(f->fd, buf + got, len - got, (off_t)(pos + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			*err = r < 0 ? -errno : -EIO;	/* shorter than fstat said: it changed */
+			return NULL;
+		}
+		got += (size_t)r;
+	}
+	return buf;
+}
+
 static int vfile_index(struct vmt_vfile *f, const char magic[8], uint64_t max_raw,
 		       char *why, size_t why_len)
 {
-	const uint8_t *m = f->map;
+	uint8_t fh[VMT_VFILE_HDR_SIZE], sh[VMT_VSECT_HDR_SIZE];
+	const uint8_t *m;
 	size_t size = f->size, pos = VMT_VFILE_HDR_SIZE, cap = 0;
 	uint32_t n = 0;
+	int err = 0;
 
 	if (size < VMT_VFILE_HDR_SIZE)
 		return why_bad(why, why_len, "truncated: %zu bytes, shorter than the file header", size);
+	m = vfile_at(f, 0, sizeof(fh), fh, &err);
+	if (!m)
+		return err;
 	if (memcmp(m, magic, 8))
 		return why_bad(why, why_len, "bad magic: not a %.8s file", magic);
 	if (get_le32(m + 28) != crc32c(0, m, 28))
@@ -279,12 +316,15 @@ static int vfile_index(struct vmt_vfile *f, const char magic[8], uint64_t max_ra
 	f->created_ns = get_le64(m + 16);
 
 	for (;;) {
-		const uint8_t *h = m + pos;
+		const uint8_t *h;
 		struct vmt_vsection s;
 
 		if (size - pos < VMT_VSECT_HDR_SIZE)
 			return why_bad(why, why_len, "truncated: no END section (%zu bytes after section %u)",
 				   size - pos, n);
+		h = vfile_at(f, pos, sizeof(sh), sh, &err);
+		if (!h)
+			return err;
 		if (get_le32(h + 36) != crc32c(0, h, 36))
 			return why_bad(why, why_len, "section %u at offset %zu: header CRC mismatch", n, pos);
 		s.type = get_le32(h);
@@ -399,6 +439,29 @@ int vfile_open(struct vmt_vfile *f, const char *path, const char magic[8], uint6
 	return 0;
 }
 
+int vfile_open_fd(struct vmt_vfile *f, int fd, const char magic[8], uint64_t max_raw,
+		  char *why, size_t why_len)
+{
+	struct stat st;
+	int r;
+
+	memset(f, 0, sizeof(*f));
+	if (why && why_len)
+		why[0] = 0;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	if ((uint64_t)st.st_size > SIZE_MAX)
+		return -EFBIG;
+	f->fd = fd;
+	f->size = (size_t)st.st_size;
+	r = vfile_index(f, magic, max_raw, why, why_len);
+	if (r < 0)
+		vfile_close(f);
+	return r;
+}
+
 void vfile_close(struct vmt_vfile *f)
 {
 	if (f->unmap && f->map)
@@ -451,10 +514,12 @@ int vfile_budget_check(const struct vmt_vfile *f, uint64_t budget,
 	return 0;
 }
 
-int vfile_section_data_why(const struct vmt_vfile *f, const struct vmt_vsection *s,
-			   const uint8_t **out, void **owned, char *why, size_t why_len)
+/* s's data, at src (in the mapping, or a copy the caller frees; NULL only
+ * when s is outside the file): checked and decoded. */
+static int section_data_at(const struct vmt_vfile *f, const struct vmt_vsection *s,
+			   const uint8_t *src, const uint8_t **out, void **owned, char *why,
+			   size_t why_len)
 {
-	const uint8_t *src = f->map + s->offset;
 	size_t stored = (size_t)s->stored_size;
 	unsigned long long csize;
 	ZSTD_DCtx *d;
@@ -468,8 +533,8 @@ int vfile_section_data_why(const struct vmt_vfile *f, const struct vmt_vsection 
 	*owned = NULL;
 #define SBAD(fmt, ...) why_bad(why, why_len, "section %ld (type 0x%x id %u): " fmt, idx, s->type, s->id, \
 			   ##__VA_ARGS__)
-	/* s may be a caller's copy: check it against the mapping again */
-	if (s->offset > f->size || s->stored_size > f->size - s->offset)
+	/* s may be a caller's copy: check it against the file again */
+	if (!src || s->offset > f->size || s->stored_size > f->size - s->offset)
 		return SBAD("data outside the file");
 	if (crc32c(0, src, stored) != s->data_crc)
 		return SBAD("data CRC mismatch");
@@ -512,6 +577,37 @@ int vfile_section_data_why(const struct vmt_vfile *f, const struct vmt_vsection 
 #undef SBAD
 	*out = dst;
 	*owned = dst;
+	return 0;
+}
+
+int vfile_section_data_why(const struct vmt_vfile *f, const struct vmt_vsection *s,
+			   const uint8_t **out, void **owned, char *why, size_t why_len)
+{
+	uint8_t *copy;
+	void *dec;
+	int r = 0;
+
+	if (s->offset > f->size || s->stored_size > f->size - s->offset)
+		return section_data_at(f, s, NULL, out, owned, why, why_len);
+	if (f->map)
+		return section_data_at(f, s, f->map + s->offset, out, owned, why, why_len);
+	*out = NULL;
+	*owned = NULL;
+	/* vfile_open_fd: read (the caller's to free), or decoded from the copy */
+	copy = malloc(s->stored_size ? (size_t)s->stored_size : 1);
+	if (!copy)
+		return -ENOMEM;
+	if (!vfile_at(f, s->offset, (size_t)s->stored_size, copy, &r)) {
+		free(copy);
+		return r;
+	}
+	r = section_data_at(f, s, copy, out, &dec, why, why_len);
+	if (r < 0 || dec) {
+		free(copy);
+		*owned = dec;
+		return r;
+	}
+	*owned = copy;
 	return 0;
 }
 

@@ -67,6 +67,7 @@ struct vmt_vfile {
 	struct vmt_vsection *sect;	/* in file order, END not included */
 	uint32_t nsect;
 	int unmap;		/* map is ours (vfile_open): vfile_close() unmaps it */
+	int fd;			/* no map (vfile_open_fd): the caller's, read with pread */
 };
 
 /*
@@ -79,6 +80,16 @@ int vfile_open(struct vmt_vfile *f, const char *path, const char magic[8], uint6
 /* The same over a buffer the caller keeps alive (fuzzing, tests). */
 int vfile_open_mem(struct vmt_vfile *f, const void *data, size_t size, const char magic[8],
 		   uint64_t max_raw, char *why, size_t why_len);
+/*
+ * Index fd's file without mapping it: the headers and each section asked
+ * for (vfile_section_data, then always a copy) are read with pread. For an
+ * index of a file with many sections (a sample's frames): a mapping would
+ * fault in the pages around every section header, up to a third of the
+ * file, for a few headers' bytes. fd stays the caller's, open until
+ * vfile_close.
+ */
+int vfile_open_fd(struct vmt_vfile *f, int fd, const char magic[8], uint64_t max_raw,
+		  char *why, size_t why_len);
 void vfile_close(struct vmt_vfile *f);
 
 /*
@@ -111,7 +122,7 @@ const struct vmt_vsection *vfile_find(const struct vmt_vfile *f, uint32_t type, 
 /*
  * Check the data CRC and hand out the uncompressed data: *out points into
  * the mapping for stored sections (*owned NULL), or to a malloc'd buffer
- * the caller frees (*owned == *out). -EBADMSG on CRC or decompression error.
+ * the caller frees (*owned == *out; always, after vfile_open_fd). -EBADMSG on CRC or decompression error.
  */
 int vfile_section_data(const struct vmt_vfile *f, const struct vmt_vsection *s,
 		       const uint8_t **out, void **owned);

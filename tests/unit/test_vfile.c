@@ -31,22 +31,42 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 	}
 }
 
-/* Read every section's data: 0 if the whole file is good. */
-static int read_all(const uint8_t *buf, size_t len, char *why, size_t n)
+/* Every section's data of f, which is open: 0 if all of it is good. */
+static int read_sections(struct vmt_vfile *f, int r, char *why, size_t n)
 {
-	struct vmt_vfile f;
-	int r = vfile_open_mem(&f, buf, len, MAGIC, BIG, why, n);
-
 	if (r < 0)
 		return r;
-	for (uint32_t i = 0; r == 0 && i < f.nsect; i++) {
+	for (uint32_t i = 0; r == 0 && i < f->nsect; i++) {
 		const uint8_t *p;
 		void *owned;
 
-		r = vfile_section_data_why(&f, &f.sect[i], &p, &owned, why, n);
+		r = vfile_section_data_why(f, &f->sect[i], &p, &owned, why, n);
 		free(owned);
 	}
-	vfile_close(&f);
+	vfile_close(f);
+	return r;
+}
+
+/*
+ * Read every section's data: 0 if the whole file is good. Twice: mapped
+ * (vfile_open_mem) and read from a file (vfile_open_fd, no mapping); the
+ * two must agree, reason and all.
+ */
+static int read_all(const uint8_t *buf, size_t len, char *why, size_t n)
+{
+	struct vmt_vfile f;
+	char why_fd[256] = "";
+	int fd = test_memfd("vfile-read"), r, r_fd;
+	size_t n_fd;
+
+	r = read_sections(&f, vfile_open_mem(&f, buf, len, MAGIC, BIG, why, n), why, n);
+	ck_assert_int_eq(pwrite_all(fd, buf, len, 0), 0);
+	n_fd = VMT_MIN(n, sizeof(why_fd));
+	r_fd = read_sections(&f, vfile_open_fd(&f, fd, MAGIC, BIG, why_fd, n_fd), why_fd, n_fd);
+	close(fd);
+	ck_assert_int_eq(r_fd, r);
+	if (r < 0 && why && n)
+		ck_assert_str_eq(why_fd, why);
 	return r;
 }
 
