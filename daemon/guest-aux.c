@@ -366,6 +366,40 @@ void guest_settle_meta(struct vmt_guest *g)
 	mem_charge_meta(g->env->mem, &g->meta_charged, guest_meta_held(g));
 }
 
+bool guest_aux_due(const struct vmt_guest *g)
+{
+	return g->have_aux && g->aux.meta && !g->aux_pending;
+}
+
+int guest_aux_copy(struct vmt_guest *g, struct vmt_aux *out)
+{
+	if (!g->have_aux || !g->aux.meta)
+		return -ENOENT;
+	*out = g->aux;
+	out->meta = malloc(g->aux.meta_len);
+	if (!out->meta)
+		return -ENOMEM;
+	memcpy(out->meta, g->aux.meta, g->aux.meta_len);
+	/* the clocks and the method as they are now; the points are in samples */
+	out->have_clock = sync_clock_info(g, 0, 0, &out->sync) == 0;
+	g->aux_pending = true;
+	guest_settle_meta(g);	/* the job's copy counts too */
+	return 0;
+}
+
+bool guest_aux_holds(const struct vmt_guest *g, uint64_t aux_id)
+{
+	return g->have_aux && g->aux.id == aux_id && g->aux.meta;
+}
+
+bool guest_aux_in_force(const struct vmt_guest *g, uint32_t *version)
+{
+	if (!g->have_aux)
+		return false;
+	*version = g->aux.version;
+	return true;
+}
+
 void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok)
 {
 	if (!g->have_aux || g->aux.id != aux_id)

@@ -3,7 +3,8 @@
  * guest-int: what the guest module's files share inside one guest: guest.c
  * (life cycle, state, timers, connecting, sending), guest-msg.c (the
  * control channel and the agent's messages), guest-aux.c (its metadata
- * bundle and aux) and guest-data.c (its pages into the rings). Not for
+ * bundle and aux), guest-data.c (its pages into the rings) and
+ * guest-window.c (its window held for a sample). Not for
  * other modules.
  */
 #ifndef VMT_GUEST_INT_H
@@ -53,8 +54,9 @@ int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);
  * was read dry (or closed). */
 bool guest_ctl_read(struct vmt_guest *g, size_t budget);
 void guest_check_flushed(struct vmt_guest *g);
-/* Its window decodes only with what the guest is replacing: dump it now if
- * the guest's budgets allow, else drop it (counted). */
+/* Its window decodes only with what the guest is replacing: its owner
+ * holds it for a sample now (events.window_replaced), or it is dropped
+ * (counted in pages_discarded). */
 void guest_save_window(struct vmt_guest *g, const char *why);
 
 /* guest-aux.c: the metadata bundle's messages */

@@ -245,7 +245,7 @@ void guest_end_flush(struct vmt_guest *g)
 		return;
 	g->flush_wait = false;
 	g->flushed = false;
-	g->env->ev->flush_done(g->env->owner, g);
+	g->flush_done(g->flush_arg, g);
 }
 
 void guest_disconnect(struct vmt_guest *g, const char *why)
@@ -446,7 +446,8 @@ struct vmt_guest *guest_list_find(const struct vmt_guest_list *l, const char *na
 
 /* ---- API ---------------------------------------------------------------- */
 
-bool guest_flush(struct vmt_guest *g, uint64_t id)
+bool guest_flush(struct vmt_guest *g, uint64_t id, void (*done)(void *arg, struct vmt_guest *g),
+		 void *arg)
 {
 	uint8_t p[8];
 
@@ -462,9 +463,45 @@ bool guest_flush(struct vmt_guest *g, uint64_t id)
 		return false;
 	g->flush_id = id;
 	g->flush_wait = true;
+	g->flush_done = done;
+	g->flush_arg = arg;
 	put_le64(p, id);
 	guest_send(g, VMT_MSG_FLUSH, p, sizeof(p));
 	return g->flush_wait;
+}
+
+enum vmt_guest_flush guest_flush_state(const struct vmt_guest *g)
+{
+	if (g->flush_wait)
+		return GUEST_FLUSH_WAITING;
+	return g->flushed ? GUEST_FLUSH_DONE : GUEST_FLUSH_NONE;
+}
+
+void guest_flush_timed_out(struct vmt_guest *g)
+{
+	if (!g->flush_wait)
+		return;
+	g->flush_wait = false;
+	g->c.flush_timeouts++;
+	log_guest(VMT_LOG_WARNING, 0, g->conf.name, "no FLUSHED within %u ms: dumping what has arrived",
+		  g->conf.rec.flush_timeout_ms);
+}
+
+void guest_flush_over(struct vmt_guest *g)
+{
+	g->flushed = false;
+	g->have_target = false;
+	g->flush_wait = false;
+}
+
+uint32_t guest_flush_timeout_ms(const struct vmt_guest *g)
+{
+	return g->conf.rec.flush_timeout_ms;
+}
+
+const char *guest_name(const struct vmt_guest *g)
+{
+	return g->conf.name;
 }
 
 void guest_vanished(struct vmt_guest *g)

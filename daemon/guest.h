@@ -37,21 +37,18 @@ struct vmt_upgrade_out;
 struct vmt_upgrade_in;
 
 /*
- * What a guest tells its owner (the manager), given to it at creation. The
- * guest owns its session, channels, rings and flush state; what follows
- * from them for the daemon (dumps, the detectors) is the owner's to do.
+ * What a guest tells its owner (the manager), given to it at creation: facts,
+ * not decisions. The guest owns its session, channels, rings and flush
+ * state; what follows from them for the daemon (dumps, the detectors) is
+ * the owner's to decide.
  */
 struct vmt_guest_events {
-	/* the flush asked for is over: FLUSHED came and its bytes are in, or
-	 * the session ended first */
-	void (*flush_done)(void *owner, struct vmt_guest *g);
-	/* The guest caused a dump (an oops line, a new boot, new events, a new
-	 * shape): may it happen now? Its cooldown and budgets decide; a no is
-	 * counted. */
-	bool (*may_dump)(void *owner, struct vmt_guest *g);
-	/* Write its window now, without a flush (may_dump said yes). */
-	void (*dump_now)(void *owner, struct vmt_guest *g, const struct vmt_trigger *t);
-	/* TRIGGER: a dump of this guest the usual way; -EBUSY held back. */
+	/* Its window is about to be replaced (a new boot, new events, a new
+	 * shape: what the rings hold decodes only with what goes). True if it
+	 * was held for a sample now (guest_hold_window); false: the guest
+	 * drops it (counted in pages_discarded). */
+	bool (*window_replaced)(void *owner, struct vmt_guest *g, const char *why);
+	/* TRIGGER: it asked for a dump; -EBUSY held back. */
 	int (*trigger)(void *owner, struct vmt_guest *g, const struct vmt_trigger *t);
 	/* its QEMU came or went: the detectors follow QEMU's pid */
 	void (*qemu_changed)(void *owner, struct vmt_guest *g);
@@ -116,7 +113,6 @@ struct vmt_guest_counters {
 	uint64_t flush_bad;	/* FLUSHED that did not fit the stream */
 	uint64_t errors_from_agent;
 	uint64_t triggers_from_agent;
-	uint64_t triggers_suppressed;	/* automatic triggers held back by the cooldown */
 	uint64_t read_pauses;	/* a channel stopped: its next page held, the dump reserve used up */
 	uint64_t paths_refused;	/* tries to open a port that was a symlink or of another type */
 	uint64_t pages_discarded;	/* of an old boot or shape, dropped: its dump was held back */
@@ -186,6 +182,8 @@ struct vmt_guest {
 	/* flush for the dump in progress */
 	uint64_t flush_id;
 	bool flush_wait;	/* FLUSH sent, waiting */
+	void (*flush_done)(void *arg, struct vmt_guest *g);	/* who asked, told when it is over */
+	void *flush_arg;
 	bool flushed;		/* FLUSHED came and the bytes are in */
 	bool have_target;
 	uint64_t *target_seq;	/* per ring: pages before this seq belong to the window */
@@ -195,7 +193,6 @@ struct vmt_guest {
 	struct vmt_guest_sync sync;	/* clock relation to the host (guest-sync.c) */
 	struct vmt_guest_alive alive;	/* is its agent still there (guest-alive.c) */
 
-	struct vmt_trigger_budget dumps;	/* of dumps it causes (trigger.h) */
 	struct vmt_bucket sessions;	/* record.sessions_per_minute */
 	uint64_t hellos_waiting;	/* held back since its last session */
 	struct vmt_guest_counters c;
@@ -207,7 +204,6 @@ struct vmt_guest {
 	struct vmt_log_budget log_debug;
 	struct vmt_log_budget log_lost;	/* the warning of events lost in the guest */
 	uint64_t lost_pages_quiet, lost_events_quiet;	/* since that warning */
-	char last_dump[PATH_MAX + 400];
 };
 
 int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf,
@@ -215,8 +211,55 @@ int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf
 void guest_free(struct vmt_guest *g);
 /* Try to open the channels now (and keep retrying on a timer). */
 void guest_connect(struct vmt_guest *g);
-/* Ask the agent to flush; false if there is no session to ask. */
-bool guest_flush(struct vmt_guest *g, uint64_t id);
+/*
+ * Ask its source to flush for dump id: true if the answer is to come (done
+ * is called then: FLUSHED came and its bytes are in, or the session ended
+ * first), false if there is none to wait for (a local source flushed at
+ * once, or no session to ask).
+ */
+bool guest_flush(struct vmt_guest *g, uint64_t id, void (*done)(void *arg, struct vmt_guest *g),
+		 void *arg);
+enum vmt_guest_flush {
+	GUEST_FLUSH_NONE,	/* none asked, or given up */
+	GUEST_FLUSH_WAITING,	/* asked, the answer or its bytes not in yet */
+	GUEST_FLUSH_DONE,	/* its window ends at the flush target */
+};
+enum vmt_guest_flush guest_flush_state(const struct vmt_guest *g);
+/* Its flush is given up (no FLUSHED in flush_timeout_ms: logged, counted);
+ * done is not called. */
+void guest_flush_timed_out(struct vmt_guest *g);
+/* The dump that asked for the flush holds its window: the target is
+ * forgotten. */
+void guest_flush_over(struct vmt_guest *g);
+uint32_t guest_flush_timeout_ms(const struct vmt_guest *g);
+
+/* What a sample of its window asks of guest_hold_window(). */
+struct vmt_window_req {
+	uint64_t span_ns;	/* the last span_ns before its newest event; 0: all */
+	bool to_target;		/* end at the flush target, if its FLUSHED came */
+};
+struct vmt_job;
+/*
+ * Its window held where it is for the writer's sample job (the rings'
+ * pages, ring_hold; a compressed ring's frames, frames_hold; the page or
+ * frame straddling the start cut in a copy), with what the guest knows of
+ * the sample (name, aux, tasks, page size, counters, clock points). *raw:
+ * the bytes of raw pages held. -ENOENT: nothing recorded yet; -ENOMEM.
+ * The job's holds are released by job_free() either way.
+ */
+int guest_hold_window(struct vmt_guest *g, const struct vmt_window_req *rq, struct vmt_job *job,
+		      uint64_t *raw);
+/* Does its aux bundle wait for its file (none queued)? */
+bool guest_aux_due(const struct vmt_guest *g);
+/* A copy of its aux and bundle for the writer (with the clocks now),
+ * counted in its metadata held until guest_aux_done(); -errno. */
+int guest_aux_copy(struct vmt_guest *g, struct vmt_aux *out);
+/* Is aux_id's the aux in force, its bundle still held (a failed write is
+ * tried again)? */
+bool guest_aux_holds(const struct vmt_guest *g, uint64_t aux_id);
+/* The aux version in force (its samples' files must stay); false: none. */
+bool guest_aux_in_force(const struct vmt_guest *g, uint32_t *version);
+const char *guest_name(const struct vmt_guest *g);
 /* Reconnect if its FIFOs were made anew (QEMU restarted). */
 void guest_check_channels(struct vmt_guest *g);
 /* A control message left unfinished for CTL_PARTIAL_TIMEOUT_NS is given up

@@ -130,8 +130,10 @@ static void put_lvevents(struct vmt_buf *b, const struct vmt_manager *m, uint32_
 	ctl_put_FILTERED(b, st.folded);
 }
 
-static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_fleet *fleet)
+static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, const struct vmt_dumps *ds,
+		      struct vmt_fleet *fleet)
 {
+	const char *last_dump = dump_guest_last(ds, g);
 	const char *labels = fleet_labels(fleet, g->conf.name);
 	uint64_t now = now_monotonic_ns();
 	uint64_t pages = 0, cap = 0, in = 0, ow = 0, lost = 0, rej = 0, bytes = 0, ev = 0, prej = 0;
@@ -177,13 +179,13 @@ static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_f
 	if (pages)
 		put_window(b, g);
 	put_frames(b, g);
-	if (g->last_dump[0])
-		ctl_put_LAST_DUMP(b, g->last_dump);
+	if (last_dump[0])
+		ctl_put_LAST_DUMP(b, last_dump);
 	ctl_put_STALE_BYTES(b, g->c.stale_bytes);
 	ctl_put_FLUSH_TIMEOUTS(b, g->c.flush_timeouts);
 	ctl_put_SESSIONS(b, g->c.sessions);
 	ctl_put_META_REJECTED(b, g->c.meta_rejected);
-	ctl_put_TRIGGERS_SUPPRESSED(b, g->c.triggers_suppressed);
+	ctl_put_TRIGGERS_SUPPRESSED(b, dump_guest_suppressed(ds, g));
 	ctl_put_MSGS_UNEXPECTED(b, g->c.msgs_unexpected);
 	ctl_put_FLUSH_BAD(b, g->c.flush_bad);
 	ctl_put_AGENT_ERRORS(b, g->c.errors_from_agent);
@@ -298,7 +300,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
 		ctl_msg_begin(&b, VMT_CTL_GUEST, id);
-		put_guest(&b, m->guests.v[i], m->fleet);
+		put_guest(&b, m->guests.v[i], &m->dumps, m->fleet);
 		control_send(cl, &b);
 	}
 	if (with_daemon) {

@@ -201,6 +201,7 @@ static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc
 			continue;
 		}
 		guest_stop(g);
+		dump_guest_gone(&m->dumps, g);
 		guest_free(g);
 		c->removed++;
 	}

@@ -27,19 +27,9 @@
 
 /* ---- what guests tell the manager ----------------------------------------- */
 
-static void on_guest_flush_done(void *owner, struct vmt_guest *g)
+static bool on_guest_window_replaced(void *owner, struct vmt_guest *g, const char *why)
 {
-	dump_guest_flushed(&((struct vmt_manager *)owner)->dumps, g);
-}
-
-static bool on_guest_may_dump(void *owner, struct vmt_guest *g)
-{
-	return dump_guest_may(&((struct vmt_manager *)owner)->dumps, g);
-}
-
-static void on_guest_dump_now(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
-{
-	dump_guest_now(&((struct vmt_manager *)owner)->dumps, g, t);
+	return dump_guest_window_replaced(&((struct vmt_manager *)owner)->dumps, g, why);
 }
 
 static int on_guest_trigger(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
@@ -126,9 +116,7 @@ static const struct vmt_control_ops manager_ctl_ops = {
 };
 
 static const struct vmt_guest_events guest_events = {
-	.flush_done = on_guest_flush_done,
-	.may_dump = on_guest_may_dump,
-	.dump_now = on_guest_dump_now,
+	.window_replaced = on_guest_window_replaced,
 	.trigger = on_guest_trigger,
 	.qemu_changed = on_guest_qemu_changed,
 	.host_mark = on_host_mark,
@@ -217,6 +205,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 		guest_check_partial(g);
 		if (guest_forget(g, after) && g->discovered && !g->present) {
 			log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "forgotten");
+			dump_guest_gone(&m->dumps, g);
 			guest_free(g);
 			memmove(&m->guests.v[i], &m->guests.v[i + 1], (m->guests.n - i - 1) * sizeof(*m->guests.v));
 			m->guests.n--;
