@@ -12,6 +12,92 @@
 
 #include "guest.h"
 
+struct vmt_guest {
+	const struct vmt_guest_env *env;
+	struct vmt_guest_conf conf;
+	enum vmt_guest_state state;
+	bool discovered;	/* found in a discovery folder, not configured */
+	bool present;		/* discovered: its folder was there at the last rescan */
+	const struct vmt_source_ops *src_ops;	/* not an agent: the host's ftrace */
+	void *src;
+
+	struct vmt_channel ctl;
+	sd_event_source *ctl_src;
+	bool ctl_demoted;	/* its control channel waits its turn (guest_ctl_cb) */
+	struct vmt_proto_rx *rx;
+	struct vmt_buf out;	/* control bytes not yet written */
+	uint32_t nchan;
+	struct vmt_channel *data;
+	sd_event_source **data_src;
+	uint32_t npaused;	/* data sources switched off by guest_pause since the last resume */
+	sd_event_source *timer;	/* reconnect / resend / session timeout */
+	uint32_t nonce;		/* of our HOST_HELLOs in this connection */
+	uint64_t state_since_ns;
+	uint64_t taken_over_ns;	/* session taken over at an upgrade, no page read since; 0 */
+	pid_t qemu_handed;	/* its QEMU's pid as the predecessor knew it, until checked; 0 */
+
+	struct vmt_hello hello;
+	bool have_hello;
+
+	/* rings: allocated at the first HELLO, kept across sessions */
+	struct vmt_page_layout layout;
+	struct vmt_ring *rings;
+	uint32_t nrings;
+	uint64_t *stream_base;	/* ring seq where this session's stream began */
+	/* its window was adopted from a predecessor, held by this many daemons:
+	 * the next sample says so (0: not since that sample) */
+	uint32_t recovered_lifetimes;
+
+	/* metadata being received */
+	struct vmt_buf meta;
+	uint64_t meta_total;
+	bool meta_open;
+	/* task tables: the last whole ones the agent sent (this boot's), and
+	 * the pieces of the next */
+	struct vmt_buf tasks, tasks_rx;
+	uint32_t tasks_total;
+
+	/* aux in force: the pages in the rings decode with it */
+	struct vmt_aux aux;	/* aux.meta: kept until the aux file is written */
+	bool have_aux;
+	struct vmt_aux_entry {
+		uint32_t version;
+		uint64_t id;
+	} *aux_index;		/* its aux files by content id (guest-aux.c) */
+	size_t aux_nindex;
+	uint32_t aux_max_version;
+	bool aux_index_built;
+	bool aux_pending;	/* an aux job is queued */
+	uint64_t meta_charged;	/* metadata held, as told to env->mem */
+	uint64_t aux_decode_id;	/* aux id without the task-name tables */
+
+	/* flush for the dump in progress */
+	uint64_t flush_id;
+	bool flush_wait;	/* FLUSH sent, waiting */
+	void (*flush_done)(void *arg, struct vmt_guest *g);	/* who asked, told when it is over */
+	void *flush_arg;
+	bool flushed;		/* FLUSHED came and the bytes are in */
+	bool have_target;
+	uint64_t *target_seq;	/* per ring: pages before this seq belong to the window */
+	struct vmt_cpu_stats *stats;	/* last FLUSHED */
+	bool have_stats;
+
+	struct vmt_guest_sync sync;	/* clock relation to the host (guest-sync.c) */
+	struct vmt_guest_alive alive;	/* is its agent still there (guest-alive.c) */
+
+	struct vmt_bucket sessions;	/* record.sessions_per_minute */
+	uint64_t hellos_waiting;	/* held back since its last session */
+	struct vmt_guest_counters c;
+	uint64_t ctl_rejected_bytes_base;
+	uint64_t ctl_partial_since;	/* CLOCK_MONOTONIC since which a message is unfinished */
+	sd_event_source *partial_timer;	/* fires CTL_PARTIAL_TIMEOUT_NS after that */
+	struct vmt_log_budget log_complaints;	/* rate limits of what it makes us log */
+	struct vmt_log_budget log_sessions;
+	struct vmt_log_budget log_debug;
+	struct vmt_log_budget log_lost;	/* the warning of events lost in the guest */
+	uint64_t lost_pages_quiet, lost_events_quiet;	/* since that warning */
+};
+
 #define RETRY_USEC (2 * 1000000ull)	/* channels absent, or HELLO not answered */
 #define FAILED_RETRY_USEC (30 * 1000000ull)
 #define STARTING_TIMEOUT_USEC (60 * 1000000ull)

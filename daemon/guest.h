@@ -119,92 +119,6 @@ struct vmt_guest_counters {
 	uint64_t hellos_deferred;	/* HELLOs held back: it started too many sessions */
 };
 
-struct vmt_guest {
-	const struct vmt_guest_env *env;
-	struct vmt_guest_conf conf;
-	enum vmt_guest_state state;
-	bool discovered;	/* found in a discovery folder, not configured */
-	bool present;		/* discovered: its folder was there at the last rescan */
-	const struct vmt_source_ops *src_ops;	/* not an agent: the host's ftrace */
-	void *src;
-	bool keep, fresh;	/* bookkeeping of a reload */
-
-	struct vmt_channel ctl;
-	sd_event_source *ctl_src;
-	bool ctl_demoted;	/* its control channel waits its turn (guest_ctl_cb) */
-	struct vmt_proto_rx *rx;
-	struct vmt_buf out;	/* control bytes not yet written */
-	uint32_t nchan;
-	struct vmt_channel *data;
-	sd_event_source **data_src;
-	uint32_t npaused;	/* data sources switched off by guest_pause since the last resume */
-	sd_event_source *timer;	/* reconnect / resend / session timeout */
-	uint32_t nonce;		/* of our HOST_HELLOs in this connection */
-	uint64_t state_since_ns;
-	uint64_t taken_over_ns;	/* session taken over at an upgrade, no page read since; 0 */
-	pid_t qemu_handed;	/* its QEMU's pid as the predecessor knew it, until checked; 0 */
-
-	struct vmt_hello hello;
-	bool have_hello;
-
-	/* rings: allocated at the first HELLO, kept across sessions */
-	struct vmt_page_layout layout;
-	struct vmt_ring *rings;
-	uint32_t nrings;
-	uint64_t *stream_base;	/* ring seq where this session's stream began */
-	/* its window was adopted from a predecessor, held by this many daemons:
-	 * the next sample says so (0: not since that sample) */
-	uint32_t recovered_lifetimes;
-
-	/* metadata being received */
-	struct vmt_buf meta;
-	uint64_t meta_total;
-	bool meta_open;
-	/* task tables: the last whole ones the agent sent (this boot's), and
-	 * the pieces of the next */
-	struct vmt_buf tasks, tasks_rx;
-	uint32_t tasks_total;
-
-	/* aux in force: the pages in the rings decode with it */
-	struct vmt_aux aux;	/* aux.meta: kept until the aux file is written */
-	bool have_aux;
-	struct vmt_aux_entry {
-		uint32_t version;
-		uint64_t id;
-	} *aux_index;		/* its aux files by content id (guest-aux.c) */
-	size_t aux_nindex;
-	uint32_t aux_max_version;
-	bool aux_index_built;
-	bool aux_pending;	/* an aux job is queued */
-	uint64_t meta_charged;	/* metadata held, as told to env->mem */
-	uint64_t aux_decode_id;	/* aux id without the task-name tables */
-
-	/* flush for the dump in progress */
-	uint64_t flush_id;
-	bool flush_wait;	/* FLUSH sent, waiting */
-	void (*flush_done)(void *arg, struct vmt_guest *g);	/* who asked, told when it is over */
-	void *flush_arg;
-	bool flushed;		/* FLUSHED came and the bytes are in */
-	bool have_target;
-	uint64_t *target_seq;	/* per ring: pages before this seq belong to the window */
-	struct vmt_cpu_stats *stats;	/* last FLUSHED */
-	bool have_stats;
-
-	struct vmt_guest_sync sync;	/* clock relation to the host (guest-sync.c) */
-	struct vmt_guest_alive alive;	/* is its agent still there (guest-alive.c) */
-
-	struct vmt_bucket sessions;	/* record.sessions_per_minute */
-	uint64_t hellos_waiting;	/* held back since its last session */
-	struct vmt_guest_counters c;
-	uint64_t ctl_rejected_bytes_base;
-	uint64_t ctl_partial_since;	/* CLOCK_MONOTONIC since which a message is unfinished */
-	sd_event_source *partial_timer;	/* fires CTL_PARTIAL_TIMEOUT_NS after that */
-	struct vmt_log_budget log_complaints;	/* rate limits of what it makes us log */
-	struct vmt_log_budget log_sessions;
-	struct vmt_log_budget log_debug;
-	struct vmt_log_budget log_lost;	/* the warning of events lost in the guest */
-	uint64_t lost_pages_quiet, lost_events_quiet;	/* since that warning */
-};
 
 int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf,
 	      struct vmt_guest **out);
@@ -260,6 +174,63 @@ bool guest_aux_holds(const struct vmt_guest *g, uint64_t aux_id);
 /* The aux version in force (its samples' files must stay); false: none. */
 bool guest_aux_in_force(const struct vmt_guest *g, uint32_t *version);
 const char *guest_name(const struct vmt_guest *g);
+/* Its configuration in force (a reload changes it through guest_reconf). */
+const struct vmt_guest_conf *guest_conf(const struct vmt_guest *g);
+enum vmt_guest_state guest_state(const struct vmt_guest *g);
+/* What a reload may change of a guest it keeps: the pidfile (what the
+ * detectors watch), the codec and level (the next batch compressed). */
+void guest_reconf(struct vmt_guest *g, const struct vmt_guest_conf *nc);
+
+/* Discovery's: found in a discovery folder (not configured), and whether
+ * its folder was there at the last rescan. */
+bool guest_discovered(const struct vmt_guest *g);
+bool guest_present(const struct vmt_guest *g);
+void guest_set_discovered(struct vmt_guest *g);
+void guest_set_present(struct vmt_guest *g, bool present);
+/* Its folder moved (libvirt restarted it under a new id): logged. */
+void guest_set_path(struct vmt_guest *g, const char *path);
+/* Its QEMU's pid as an upgrade's predecessor knew it (0: none), once. */
+pid_t guest_take_qemu_handed(struct vmt_guest *g);
+
+/* What `vmtracectl status` shows of a guest, at one moment. */
+struct vmt_guest_status {
+	const char *name, *state, *release, *labels;	/* release NULL: no HELLO yet */
+	const char *compression;
+	bool have_aux, discovered;
+	uint32_t aux_version, ncpus, page_size;
+	uint64_t uptime_ns, mem_used;
+	/* over its rings */
+	uint64_t pages, capacity, bytes_in, pages_in, events_in, pages_overwritten;
+	uint64_t pages_guest_lost, events_guest_lost, pages_rejected, bytes_rejected, ts_backwards;
+	uint64_t first_ts, last_ts;	/* its window; first_ts UINT64_MAX: empty */
+	uint64_t frame_pages, frame_bytes, frames_made, pages_stored_raw, frames_overwritten;
+	uint64_t window_since_ns;	/* with lifetimes, when it has rings */
+	uint32_t lifetimes;
+	struct vmt_guest_counters c;
+	uint64_t late_answers, silences;
+};
+void guest_status(const struct vmt_guest *g, struct vmt_guest_status *st);
+
+/* A source other than an agent (the host's ftrace, hostsrc.h) starts the
+ * guest streaming at once: its hello, its aux (the bundle taken, its
+ * version given; *exists: its file on disk already), its pages' layout. */
+uint32_t guest_start_local(struct vmt_guest *g, const struct vmt_hello *hl, struct vmt_aux *a,
+			   const struct vmt_page_layout *l, bool *exists);
+/* From now on the guest asks src (ops) instead of an agent; guest_free()
+ * frees it. */
+void guest_set_source(struct vmt_guest *g, const struct vmt_source_ops *ops, void *src);
+/* That source's (NULL: an agent's) */
+void *guest_source(const struct vmt_guest *g, const struct vmt_source_ops *ops);
+/* The ring a source fills for cpu (< its ncpus). */
+struct vmt_ring *guest_ring(struct vmt_guest *g, uint32_t cpu);
+/* Its task tables now (taken), as an agent's TASKS. */
+void guest_set_tasks(struct vmt_guest *g, struct vmt_buf *t);
+/* Its agent watched over (guest_silence's counters). */
+const struct vmt_alive_counters *guest_alive_counters(const struct vmt_guest *g);
+/* Has it switched data sources off (guest_pause) since the last resume? */
+bool guest_paused(const struct vmt_guest *g);
+/* A source stopped reading: its next page held, the dump reserve used up. */
+void guest_count_read_pause(struct vmt_guest *g);
 /* Reconnect if its FIFOs were made anew (QEMU restarted). */
 void guest_check_channels(struct vmt_guest *g);
 /* A control message left unfinished for CTL_PARTIAL_TIMEOUT_NS is given up
@@ -294,12 +265,7 @@ void guest_settle_meta(struct vmt_guest *g);
 void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok);
 /* Its QEMU's pid, as far as the host can tell (qemu_pid_find); 0 if
  * unknown or the host's own source. */
-static inline pid_t guest_qemu_pid(const struct vmt_guest *g)
-{
-	if (g->src)
-		return 0;
-	return qemu_pid_find(g->conf.pidfile, g->ctl.peer_pid, g->discovered ? g->conf.name : NULL);
-}
+pid_t guest_qemu_pid(const struct vmt_guest *g);
 /* guest-upgrade.c: may the daemon hand over now (else why)? */
 bool guest_can_hand_over(const struct vmt_guest *g, char *why, size_t n);
 /* Its rings (published) and a streaming session (record and channels) to

@@ -34,7 +34,7 @@ static bool on_guest_window_replaced(void *owner, struct vmt_guest *g, const cha
 
 static int on_guest_trigger(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
 {
-	char *names[1] = { g->conf.name };
+	char *names[1] = { (char *)guest_name(g) };
 	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = t };
 
 	return dump_request(&((struct vmt_manager *)owner)->dumps, &rq);
@@ -125,7 +125,7 @@ static const struct vmt_guest_events guest_events = {
 struct vmt_guest *manager_find_guest(struct vmt_manager *m, const char *name)
 {
 	for (uint32_t i = 0; i < m->guests.n; i++)
-		if (!strcmp(m->guests.v[i]->conf.name, name))
+		if (!strcmp(guest_name(m->guests.v[i]), name))
 			return m->guests.v[i];
 	return NULL;
 }
@@ -203,8 +203,8 @@ static void manager_housekeeping(struct vmt_manager *m)
 
 		guest_check_channels(g);
 		guest_check_partial(g);
-		if (guest_forget(g, after) && g->discovered && !g->present) {
-			log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "forgotten");
+		if (guest_forget(g, after) && guest_discovered(g) && !guest_present(g)) {
+			log_guest(VMT_LOG_NOTICE, 0, guest_name(g), "forgotten");
 			dump_guest_gone(&m->dumps, g);
 			guest_free(g);
 			memmove(&m->guests.v[i], &m->guests.v[i + 1], (m->guests.n - i - 1) * sizeof(*m->guests.v));
@@ -272,7 +272,7 @@ void manager_notify_status(struct vmt_manager *m)
 	unsigned streaming = 0;
 
 	for (uint32_t i = 0; i < m->guests.n; i++)
-		streaming += m->guests.v[i]->state == GUEST_STREAMING;
+		streaming += guest_state(m->guests.v[i]) == GUEST_STREAMING;
 	sd_notifyf(0, "STATUS=%u guest(s), %u streaming, rings %.1f MiB, %llu dump(s), %llu failed",
 		   m->guests.n, streaming, (double)m->mem.rings / (1 << 20),
 		   (unsigned long long)m->dumps.dumps, (unsigned long long)m->dumps.dump_errors);
@@ -383,7 +383,7 @@ void manager_batch_released(void *userdata)
 	struct vmt_manager *m = userdata;
 
 	for (uint32_t i = 0; i < m->guests.n; i++)
-		if (m->guests.v[i]->npaused)
+		if (guest_paused(m->guests.v[i]))
 			guest_resume(m->guests.v[i]);
 }
 
