@@ -9,6 +9,7 @@
 
 #include "client.h"
 #include "ctlproto.h"
+#include "tlv.h"
 #include "vfile.h"
 
 int client_connect(struct vmt_ctl_client *c, const char *path)

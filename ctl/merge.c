@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "afile.h"
 #include "commands.h"
 #include "config.h"
 #include "decode.h"

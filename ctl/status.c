@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "ctlproto.h"
 #include "status.h"
+#include "tlv.h"
 #include "vfile.h"
 
 /* Tags this vmtracectl knows (the schema, ctlproto.h): a newer daemon's

@@ -137,19 +137,12 @@ static int td_pad(struct td_writer *w, uint64_t align)
 static int td_patch_le64(struct td_writer *w, uint64_t at, uint64_t v)
 {
 	uint8_t b[8];
-	size_t done = 0;
+	int r;
 
 	put_le64(b, v);
-	while (done < sizeof(b)) {
-		ssize_t r = pwrite(w->fd, b + done, sizeof(b) - done,
-				   w->base + (off_t)(at + done));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return td_fail(w, r < 0 ? -errno : -EIO, "pwrite: %s",
-				       strerror(r < 0 ? errno : EIO));
-		done += (size_t)r;
-	}
+	r = pwrite_all(w->fd, b, sizeof(b), (uint64_t)w->base + at);
+	if (r < 0)
+		return td_fail(w, r, "pwrite: %s", strerror(-r));
 	return 0;
 }
 
@@ -537,27 +530,15 @@ static int cpu_write_raw(struct td_writer *w, const struct vmt_tracedat_cpu *c)
 
 	while (i < c->npages) {
 		int n = (int)VMT_MIN(c->npages - i, (uint64_t)ARRAY_SIZE(iov));
-		ssize_t got;
-		size_t part;
+		int r;
 
 		for (int k = 0; k < n; k++)
 			iov[k] = (struct iovec){ (void *)c->pages[i + k], w->page_size };
-		got = writev(w->fd, iov, n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return td_fail(w, got < 0 ? -errno : -EIO, "write: %s",
-				       strerror(got < 0 ? errno : EIO));
-		w->off += (uint64_t)got;
-		i += (uint64_t)got / w->page_size;
-		part = (size_t)((uint64_t)got % w->page_size);
-		if (part) {	/* finish a page cut short */
-			int r = write_full(w->fd, c->pages[i] + part, w->page_size - part);
-			if (r < 0)
-				return td_fail(w, r, "write: %s", strerror(-r));
-			w->off += w->page_size - part;
-			i++;
-		}
+		r = writev_all(w->fd, iov, n);
+		if (r < 0)
+			return td_fail(w, r, "write: %s", strerror(-r));
+		w->off += (uint64_t)n * w->page_size;
+		i += (uint64_t)n;
 	}
 	return 0;
 }

@@ -24,6 +24,9 @@ struct vmt_guest {
 	struct vmt_channel ctl;
 	sd_event_source *ctl_src;
 	bool ctl_demoted;	/* its control channel waits its turn (guest_ctl_cb) */
+	uint64_t ctl_prio_since;	/* the second ctl_prio_bytes are counted in */
+	uint64_t ctl_prio_bytes;	/* control bytes read in it */
+	uint64_t ctl_bytes_in;	/* control bytes read in all */
 	struct vmt_proto_rx *rx;
 	struct vmt_buf out;	/* control bytes not yet written */
 	uint32_t nchan;
@@ -105,6 +108,8 @@ struct vmt_guest {
  * an honest agent writes a message (64 KiB at most) at once. */
 #define CTL_PARTIAL_TIMEOUT_NS (5 * 1000000000ull)
 #define READ_BUDGET_BYTES (256 * 1024)	/* per data callback, so one guest cannot starve others */
+/* control bytes a second that keep a control channel ahead of bulk reads */
+#define CTL_PRIORITY_BYTES (64 * 1024)
 
 /* Complaints about guest input (a warning), and the lines of its sessions
  * coming and going: each within its own per-guest budget. */

@@ -416,6 +416,7 @@ bool guest_ctl_read(struct vmt_guest *g, size_t budget)
 			break;
 		}
 		done += (size_t)n;
+		g->ctl_bytes_in += (uint64_t)n;
 		sync_stamp_rx(g);
 		proto_rx_wrote(g->rx, (size_t)n);
 		while (channel_is_open(&g->ctl) && proto_rx_next(g->rx, &msg) > 0)
@@ -434,22 +435,44 @@ bool guest_ctl_read(struct vmt_guest *g, size_t budget)
 	return drained;
 }
 
+/*
+ * An agent's control messages are small and few: its channel goes ahead of
+ * bulk page reads (FLUSHED should not wait behind them). A channel read dry
+ * keeps that place only while it carries no garbage and no more than
+ * CTL_PRIORITY_BYTES a second: one refilled as fast as it is read (a flood,
+ * or metadata being sent) would otherwise be ready at the higher priority at
+ * every turn of the loop and starve every other source, other guests' data
+ * and timers too. It takes its turn with everyone else's input until then.
+ */
+static bool guest_ctl_earns_priority(struct vmt_guest *g, bool drained, uint64_t read,
+				     uint64_t rejected)
+{
+	uint64_t now = now_monotonic_ns();
+
+	if (now - g->ctl_prio_since >= 1000000000ull) {
+		g->ctl_prio_since = now;
+		g->ctl_prio_bytes = 0;
+	}
+	g->ctl_prio_bytes += read;
+	if (rejected)	/* garbage: nothing urgent, for the rest of the second */
+		g->ctl_prio_bytes = CTL_PRIORITY_BYTES + 1;
+	return drained && g->ctl_prio_bytes <= CTL_PRIORITY_BYTES;
+}
+
 int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct vmt_guest *g = userdata;
-	bool drained = guest_ctl_read(g, READ_BUDGET_BYTES);
+	uint64_t rejected = g->rx->rejected_bytes, read = g->ctl_bytes_in;
+	bool drained = guest_ctl_read(g, READ_BUDGET_BYTES), urgent;
 
-	/*
-	 * An agent's control messages are small and few: its channel goes ahead
-	 * of bulk page reads (FLUSHED should not wait behind them). One that
-	 * keeps the channel full past a callback's budget takes its turn with
-	 * everyone else's input until it has been read dry, so that it cannot
-	 * starve the other guests, their data and the control socket.
-	 */
-	if (g->ctl_src && drained == g->ctl_demoted) {
-		g->ctl_demoted = !drained;
-		sd_event_source_set_priority(g->ctl_src, drained ? SD_EVENT_PRIORITY_IMPORTANT
-								 : SD_EVENT_PRIORITY_NORMAL);
+	if (!g->ctl_src)
+		return 0;
+	urgent = guest_ctl_earns_priority(g, drained, g->ctl_bytes_in - read,
+					  g->rx->rejected_bytes - rejected);
+	if (urgent == g->ctl_demoted) {
+		g->ctl_demoted = !urgent;
+		sd_event_source_set_priority(g->ctl_src, urgent ? SD_EVENT_PRIORITY_IMPORTANT
+								: SD_EVENT_PRIORITY_NORMAL);
 	}
 	return 0;
 }

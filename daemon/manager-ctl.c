@@ -20,6 +20,7 @@
 #include "manager.h"
 #include "probe.h"
 #include "sindex.h"
+#include "tlv.h"
 #include "vfile.h"
 
 #define MAX_DUMP_GUESTS 64

@@ -7,6 +7,7 @@
 #include "aux.h"
 #include "meta.h"
 #include "util.h"
+#include "tlv.h"
 #include "vfile.h"
 
 #define AUX_INFO_MAX (64u << 10)

@@ -6,6 +6,7 @@
 
 #include "clocksync.h"
 #include "util.h"
+#include "tlv.h"
 #include "vfile.h"
 
 #define TAG_POINTS 0x10

@@ -8,6 +8,7 @@
 
 #include "ctlproto.h"
 #include "util.h"
+#include "tlv.h"
 #include "vfile.h"
 
 const char *ctl_msg_name(unsigned type)

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tlv.h"
 #include "vfile.h"	/* struct vmt_buf, tlv_put_*: the typed writers' */
 
 #define VMT_CTL_MAGIC 0x43544d56u	/* "VMTC" little-endian */

@@ -12,6 +12,7 @@
 #include "sample-int.h"
 #include "sample.h"
 #include "util.h"
+#include "tlv.h"
 #include "vfile.h"
 
 /* Record tags, docs/FORMAT.md. Unknown tags are skipped by readers. */

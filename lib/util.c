@@ -2,6 +2,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -148,12 +150,21 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t len)
 	return crc32c_sw(crc, data, len);
 }
 
-int write_full(int fd, const void *buf, size_t n)
+/* The one write-all loop: at off, or at the file's position (!at). */
+static int write_loop(int fd, struct iovec *v, int n, bool at, uint64_t off)
 {
-	size_t done = 0;
+	for (;;) {
+		ssize_t r;
 
-	while (done < n) {
-		ssize_t r = write(fd, (const uint8_t *)buf + done, n - done);
+		while (n > 0 && !v->iov_len) {	/* nothing to write is written */
+			v++;
+			n--;
+		}
+		if (n <= 0)
+			return 0;
+		if (at && off > (uint64_t)INT64_MAX)
+			return -EFBIG;
+		r = at ? pwritev(fd, v, n, (off_t)off) : writev(fd, v, n);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -161,9 +172,53 @@ int write_full(int fd, const void *buf, size_t n)
 		}
 		if (r == 0)
 			return -EIO;
-		done += (size_t)r;
+		off += (uint64_t)r;
+		while (n > 0 && (size_t)r >= v->iov_len) {
+			r -= (ssize_t)v->iov_len;
+			v++;
+			n--;
+		}
+		if (n > 0) {
+			v->iov_base = (uint8_t *)v->iov_base + r;
+			v->iov_len -= (size_t)r;
+		}
 	}
-	return 0;
+}
+
+int pwritev_all(int fd, struct iovec *v, int n, uint64_t off)
+{
+	return write_loop(fd, v, n, true, off);
+}
+
+int writev_all(int fd, struct iovec *v, int n)
+{
+	return write_loop(fd, v, n, false, 0);
+}
+
+int pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
+{
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = n };
+
+	return write_loop(fd, &v, 1, true, off);
+}
+
+int why_bad(char *why, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && n) {
+		va_start(ap, fmt);
+		vsnprintf(why, n, fmt, ap);
+		va_end(ap);
+	}
+	return -EBADMSG;
+}
+
+int write_full(int fd, const void *buf, size_t n)
+{
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = n };
+
+	return write_loop(fd, &v, 1, false, 0);
 }
 
 int read_file(const char *path, size_t max, char **out, size_t *len)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -76,6 +77,14 @@ uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len);
 
 /* Retry EINTR and short writes: 0 or -errno. */
 int write_full(int fd, const void *buf, size_t n);
+/* A reader's refusal: why (if not NULL) says what, the result is -EBADMSG. */
+int why_bad(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Every byte of v (consumed) or buf from offset off: 0 or -errno (-EIO on
+ * a write of nothing, -EFBIG past the largest offset). write_full, at the
+ * file's position, is the same loop. */
+int pwritev_all(int fd, struct iovec *v, int n, uint64_t off);
+int pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
+int writev_all(int fd, struct iovec *v, int n);
 /* Reads a whole file (at most max bytes, -EFBIG beyond) into a malloc'd
  * buffer with a NUL after it. */
 int read_file(const char *path, size_t max, char **out, size_t *len);

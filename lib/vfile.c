@@ -27,39 +27,7 @@ static uint64_t zstd_raw_bound(uint64_t stored)
 	return (stored / 4 + 1) * ZSTD_BLOCK_MAX;
 }
 
-static int __attribute__((format(printf, 3, 4))) bad(char *why, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && n) {
-		va_start(ap, fmt);
-		vsnprintf(why, n, fmt, ap);
-		va_end(ap);
-	}
-	return -EBADMSG;
-}
-
 /* ---- writer ---------------------------------------------------------- */
-
-static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
-{
-	size_t done = 0;
-
-	if (off > (uint64_t)INT64_MAX - n)
-		return -EFBIG;
-	while (done < n) {
-		ssize_t r = pwrite(fd, (const uint8_t *)buf + done, n - done, (off_t)(off + done));
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EIO;
-		done += (size_t)r;
-	}
-	return 0;
-}
 
 static int writer_fail(struct vmt_vfile_writer *w, int r)
 {
@@ -85,7 +53,7 @@ int vfile_writer_start(struct vmt_vfile_writer *w, int fd, const char magic[8],
 	put_le64(h + 16, created_ns);
 	put_le32(h + 24, 0);
 	put_le32(h + 28, crc32c(0, h, 28));
-	r = pwrite_full(fd, h, sizeof(h), 0);
+	r = pwrite_all(fd, h, sizeof(h), 0);
 	if (r < 0)
 		return writer_fail(w, r);
 	w->offset = VMT_VFILE_HDR_SIZE;
@@ -173,7 +141,7 @@ static int write_zstd(struct vmt_vfile_writer *w, const struct vmt_iovec *iov, s
 				goto out;
 			}
 			if (o.pos) {
-				r = pwrite_full(w->fd, obuf, o.pos, off + done);
+				r = pwrite_all(w->fd, obuf, o.pos, off + done);
 				if (r < 0)
 					goto out;
 				*crc = crc32c(*crc, obuf, o.pos);
@@ -188,35 +156,6 @@ out:
 		ZSTD_CCtx_reset(c, ZSTD_reset_session_only);
 	free(obuf);
 	return r;
-}
-
-static int pwritev_full(int fd, struct iovec *v, int n, uint64_t off)
-{
-	while (n > 0) {
-		ssize_t r;
-
-		if (off > (uint64_t)INT64_MAX)
-			return -EFBIG;
-		r = pwritev(fd, v, n, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EIO;
-		off += (uint64_t)r;
-		while (n > 0 && (size_t)r >= v->iov_len) {
-			r -= (ssize_t)v->iov_len;
-			v++;
-			n--;
-		}
-		if (n > 0) {
-			v->iov_base = (uint8_t *)v->iov_base + r;
-			v->iov_len -= (size_t)r;
-		}
-	}
-	return 0;
 }
 
 /* Write iov as is from offset off, a batch of pieces per system call. */
@@ -239,7 +178,7 @@ static int write_raw(struct vmt_vfile_writer *w, const struct vmt_iovec *iov, si
 			blen += iov[i].len;
 			k++;
 		}
-		r = pwritev_full(w->fd, b, k, off);
+		r = pwritev_all(w->fd, b, k, off);
 		if (r < 0)
 			return r;
 		off += blen;
@@ -268,7 +207,7 @@ int vfile_write_sectionv(struct vmt_vfile_writer *w, uint32_t type, uint32_t id,
 	}
 
 	/* the header comes first but its CRC (and stored size) come last */
-	r = pwrite_full(w->fd, h, sizeof(h), hoff);
+	r = pwrite_all(w->fd, h, sizeof(h), hoff);
 	if (r < 0)
 		return writer_fail(w, r);
 	if (flags & VMT_VSECT_ZSTD) {
@@ -280,7 +219,7 @@ int vfile_write_sectionv(struct vmt_vfile_writer *w, uint32_t type, uint32_t id,
 	if (r < 0)
 		return writer_fail(w, r);
 	sect_hdr_build(h, type, id, flags, crc, stored, raw);
-	r = pwrite_full(w->fd, h, sizeof(h), hoff);
+	r = pwrite_all(w->fd, h, sizeof(h), hoff);
 	if (r < 0)
 		return writer_fail(w, r);
 	w->offset = doff + stored;
@@ -308,7 +247,7 @@ int vfile_writer_finish(struct vmt_vfile_writer *w)
 	if (w->error)
 		return w->error;
 	sect_hdr_build(h, VMT_VSECT_END, w->sections, 0, crc32c(0, NULL, 0), 0, 0);
-	r = pwrite_full(w->fd, h, sizeof(h), w->offset);
+	r = pwrite_all(w->fd, h, sizeof(h), w->offset);
 	if (r < 0)
 		return writer_fail(w, r);
 	w->offset += VMT_VSECT_HDR_SIZE;
@@ -325,16 +264,16 @@ static int vfile_index(struct vmt_vfile *f, const char magic[8], uint64_t max_ra
 	uint32_t n = 0;
 
 	if (size < VMT_VFILE_HDR_SIZE)
-		return bad(why, why_len, "truncated: %zu bytes, shorter than the file header", size);
+		return why_bad(why, why_len, "truncated: %zu bytes, shorter than the file header", size);
 	if (memcmp(m, magic, 8))
-		return bad(why, why_len, "bad magic: not a %.8s file", magic);
+		return why_bad(why, why_len, "bad magic: not a %.8s file", magic);
 	if (get_le32(m + 28) != crc32c(0, m, 28))
-		return bad(why, why_len, "file header CRC mismatch");
+		return why_bad(why, why_len, "file header CRC mismatch");
 	if (get_le32(m + 12) != VMT_VFILE_HDR_SIZE)
-		return bad(why, why_len, "file header size %u, expected %u", get_le32(m + 12),
+		return why_bad(why, why_len, "file header size %u, expected %u", get_le32(m + 12),
 			   VMT_VFILE_HDR_SIZE);
 	if (get_le32(m + 24))
-		return bad(why, why_len, "unknown file header flags 0x%x", get_le32(m + 24));
+		return why_bad(why, why_len, "unknown file header flags 0x%x", get_le32(m + 24));
 	memcpy(f->magic, m, 8);
 	f->format_version = get_le32(m + 8);
 	f->created_ns = get_le64(m + 16);
@@ -344,10 +283,10 @@ static int vfile_index(struct vmt_vfile *f, const char magic[8], uint64_t max_ra
 		struct vmt_vsection s;
 
 		if (size - pos < VMT_VSECT_HDR_SIZE)
-			return bad(why, why_len, "truncated: no END section (%zu bytes after section %u)",
+			return why_bad(why, why_len, "truncated: no END section (%zu bytes after section %u)",
 				   size - pos, n);
 		if (get_le32(h + 36) != crc32c(0, h, 36))
-			return bad(why, why_len, "section %u at offset %zu: header CRC mismatch", n, pos);
+			return why_bad(why, why_len, "section %u at offset %zu: header CRC mismatch", n, pos);
 		s.type = get_le32(h);
 		s.id = get_le32(h + 4);
 		s.flags = get_le32(h + 8);
@@ -356,7 +295,7 @@ static int vfile_index(struct vmt_vfile *f, const char magic[8], uint64_t max_ra
 		s.raw_size = get_le64(h + 24);
 		s.offset = pos + VMT_VSECT_HDR_SIZE;
 
-#define SBAD(fmt, ...) bad(why, why_len, "section %u (type 0x%x id %u): " fmt, n, s.type, s.id, \
+#define SBAD(fmt, ...) why_bad(why, why_len, "section %u (type 0x%x id %u): " fmt, n, s.type, s.id, \
 			   ##__VA_ARGS__)
 		if (s.flags & ~VMT_VSECT_ZSTD)
 			return SBAD("unknown flags 0x%x", s.flags);
@@ -527,7 +466,7 @@ int vfile_section_data_why(const struct vmt_vfile *f, const struct vmt_vsection 
 
 	*out = NULL;
 	*owned = NULL;
-#define SBAD(fmt, ...) bad(why, why_len, "section %ld (type 0x%x id %u): " fmt, idx, s->type, s->id, \
+#define SBAD(fmt, ...) why_bad(why, why_len, "section %ld (type 0x%x id %u): " fmt, idx, s->type, s->id, \
 			   ##__VA_ARGS__)
 	/* s may be a caller's copy: check it against the mapping again */
 	if (s->offset > f->size || s->stored_size > f->size - s->offset)
@@ -580,277 +519,6 @@ int vfile_section_data(const struct vmt_vfile *f, const struct vmt_vsection *s,
 		       const uint8_t **out, void **owned)
 {
 	return vfile_section_data_why(f, s, out, owned, NULL, 0);
-}
-
-/* ---- TLV records ----------------------------------------------------- */
-
-int tlv_put(struct vmt_buf *b, uint16_t tag, const void *data, uint32_t len)
-{
-	int r = buf_reserve(b, 8 + (size_t)len);
-
-	if (r < 0)
-		return r;
-	buf_put_le16(b, tag);
-	buf_put_le16(b, 0);
-	buf_put_le32(b, len);
-	return buf_append(b, data, len);
-}
-
-int tlv_put_u32(struct vmt_buf *b, uint16_t tag, uint32_t v)
-{
-	uint8_t t[4];
-
-	put_le32(t, v);
-	return tlv_put(b, tag, t, 4);
-}
-
-int tlv_put_u64(struct vmt_buf *b, uint16_t tag, uint64_t v)
-{
-	uint8_t t[8];
-
-	put_le64(t, v);
-	return tlv_put(b, tag, t, 8);
-}
-
-int tlv_put_str(struct vmt_buf *b, uint16_t tag, const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n > UINT32_MAX)
-		return -EINVAL;
-	return tlv_put(b, tag, s, (uint32_t)n);
-}
-
-int tlv_next(const uint8_t *p, size_t len, size_t *pos, struct vmt_tlv *t)
-{
-	size_t at = *pos;
-
-	if (at == len)
-		return 0;
-	if (at > len || len - at < 8)
-		return -EBADMSG;
-	/* the reserved half-word is kept for flags old readers must refuse */
-	if (get_le16(p + at + 2))
-		return -EBADMSG;
-	t->tag = get_le16(p + at);
-	t->len = get_le32(p + at + 4);
-	if (t->len > len - at - 8)
-		return -EBADMSG;
-	t->data = p + at + 8;
-	*pos = at + 8 + t->len;
-	return 1;
-}
-
-int tlv_u32(const struct vmt_tlv *t, uint32_t *v)
-{
-	if (t->len != 4)
-		return -EBADMSG;
-	*v = get_le32(t->data);
-	return 0;
-}
-
-int tlv_u64(const struct vmt_tlv *t, uint64_t *v)
-{
-	if (t->len != 8)
-		return -EBADMSG;
-	*v = get_le64(t->data);
-	return 0;
-}
-
-static bool printable(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
-			return false;
-	return true;
-}
-
-int tlv_str(const struct vmt_tlv *t, char *dst, size_t n)
-{
-	if (!n || t->len > n - 1 || !printable((const char *)t->data, t->len))
-		return -EBADMSG;
-	if (t->len)
-		memcpy(dst, t->data, t->len);
-	dst[t->len] = 0;
-	return 0;
-}
-
-int tlv_put_fields(struct vmt_buf *b, const struct vmt_tlv_field *tab, size_t n, const void *obj)
-{
-	const uint8_t *o = obj;
-	int r = 0;
-
-	for (size_t i = 0; r == 0 && i < n; i++) {
-		const struct vmt_tlv_field *e = &tab[i];
-		const void *p = o + e->offset;
-		size_t len;
-
-		switch (e->kind) {
-		case VMT_TLV_U32:
-			if (e->size != 4)
-				return -EINVAL;
-			r = tlv_put_u32(b, e->tag, *(const uint32_t *)p);
-			break;
-		case VMT_TLV_U64:
-			if (e->size != 8)
-				return -EINVAL;
-			r = tlv_put_u64(b, e->tag, *(const uint64_t *)p);
-			break;
-		case VMT_TLV_STR:
-			len = strnlen(p, e->size);
-			if (len == e->size || !printable(p, len))
-				return -EINVAL;
-			r = tlv_put(b, e->tag, p, (uint32_t)len);
-			break;
-		default:
-			return -EINVAL;
-		}
-	}
-	return r;
-}
-
-int tlv_get_field(const struct vmt_tlv *t, const struct vmt_tlv_field *tab, size_t n,
-		  void *obj, uint64_t *seen, char *why, size_t why_len)
-{
-	uint8_t *o = obj;
-
-	for (size_t i = 0; i < n && i < VMT_TLV_MAX_FIELDS; i++) {
-		const struct vmt_tlv_field *e = &tab[i];
-		void *p = o + e->offset;
-		int r = -EBADMSG;
-
-		if (e->tag != t->tag)
-			continue;
-		if (*seen & (1ull << i))
-			return bad(why, why_len, "%s (tag 0x%x) appears twice", e->name, e->tag);
-		switch (e->kind) {
-		case VMT_TLV_U32:
-			if (e->size == 4)
-				r = tlv_u32(t, p);
-			break;
-		case VMT_TLV_U64:
-			if (e->size == 8)
-				r = tlv_u64(t, p);
-			break;
-		case VMT_TLV_STR:
-			r = tlv_str(t, p, e->size);
-			break;
-		}
-		if (r < 0)
-			return bad(why, why_len, "%s (tag 0x%x): bad value of %u bytes", e->name,
-				   e->tag, t->len);
-		*seen |= 1ull << i;
-		return 1;
-	}
-	return 0;
-}
-
-int tlv_check_fields(const struct vmt_tlv_field *tab, size_t n, uint64_t seen,
-		     char *why, size_t why_len)
-{
-	for (size_t i = 0; i < n && i < VMT_TLV_MAX_FIELDS; i++)
-		if (!(seen & (1ull << i)))
-			return bad(why, why_len, "no %s (tag 0x%x)", tab[i].name, tab[i].tag);
-	return 0;
-}
-
-/* ---- atomic publish -------------------------------------------------- */
-
-int afile_create(struct vmt_afile *a, const char *dir, const char *name)
-{
-	char path[PATH_MAX];
-	size_t nl = strlen(name), dl = strlen(dir);
-	int r;
-
-	a->fd = a->dirfd = -1;
-	a->tmpname[0] = a->name[0] = 0;
-	if (!nl || nl >= sizeof(a->name) || strchr(name, '/') || !strcmp(name, ".") ||
-	    !strcmp(name, ".."))
-		return -EINVAL;
-	snprintf(a->name, sizeof(a->name), "%s", name);
-	snprintf(a->tmpname, sizeof(a->tmpname), ".%s.tmp-XXXXXX", name);
-	if (dl + 1 + strlen(a->tmpname) >= sizeof(path))
-		return -ENAMETOOLONG;
-	snprintf(path, sizeof(path), "%s/%s", dir, a->tmpname);
-
-	a->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (a->dirfd < 0)
-		return -errno;
-	a->fd = mkostemp(path, O_CLOEXEC);
-	if (a->fd < 0) {
-		r = -errno;
-		close(a->dirfd);
-		a->dirfd = -1;
-		return r;
-	}
-	/* keep the name mkostemp chose: commit and abort work through dirfd */
-	memcpy(a->tmpname, path + dl + 1, strlen(a->tmpname));
-	return 0;
-}
-
-int afile_commit(struct vmt_afile *a)
-{
-	int r = 0;
-
-	if (a->fd < 0 || a->dirfd < 0)
-		return -EBADF;
-	if (fsync(a->fd) < 0)
-		r = -errno;
-	if (close(a->fd) < 0 && r == 0)
-		r = -errno;
-	a->fd = -1;
-	if (r == 0 && renameat(a->dirfd, a->tmpname, a->dirfd, a->name) < 0)
-		r = -errno;
-	if (r < 0) {
-		afile_abort(a);
-		return r;
-	}
-	if (fsync(a->dirfd) < 0)
-		r = -errno;
-	close(a->dirfd);
-	a->dirfd = -1;
-	return r;
-}
-
-void afile_abort(struct vmt_afile *a)
-{
-	if (a->fd >= 0)
-		close(a->fd);
-	a->fd = -1;
-	if (a->dirfd >= 0) {
-		unlinkat(a->dirfd, a->tmpname, 0);
-		close(a->dirfd);
-	}
-	a->dirfd = -1;
-}
-
-int tlv_parse_fields(const uint8_t *p, size_t len, const struct vmt_tlv_field *tab, size_t n,
-		     void *obj,
-		     int (*other)(const struct vmt_tlv *t, void *obj, char *why, size_t why_len),
-		     char *why, size_t why_len)
-{
-	struct vmt_tlv rec;
-	uint64_t seen = 0;
-	size_t pos = 0;
-	int r;
-
-	while ((r = tlv_next(p, len, &pos, &rec)) > 0) {
-		if (other) {
-			r = other(&rec, obj, why, why_len);
-			if (r < 0)
-				return r;
-			if (r > 0)
-				continue;
-		}
-		r = tlv_get_field(&rec, tab, n, obj, &seen, why, why_len);
-		if (r < 0)
-			return r;
-	}
-	if (r < 0) {
-		snprintf(why, why_len, "bad record at offset %zu", pos);
-		return r;
-	}
-	return tlv_check_fields(tab, n, seen, why, why_len);
 }
 
 int vfile_bad(char *why, size_t why_len, const struct vmt_vfile *f, const struct vmt_vsection *s,

@@ -20,6 +20,7 @@
 #include "ctlproto.h"
 #include "fuzz.h"
 #include "sample.h"	/* VMT_NAME_MAX, VMT_REASON_MAX */
+#include "tlv.h"
 #include "vfile.h"
 
 /* The destinations' sizes in those programs. */

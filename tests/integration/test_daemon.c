@@ -37,6 +37,7 @@
 #include "sample.h"
 #include "testd.h"
 #include "testutil.h"
+#include "tlv.h"
 #include "vfile.h"
 
 #define PS ITEST_PS

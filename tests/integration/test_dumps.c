@@ -21,6 +21,7 @@
 #include "sample.h"
 #include "testd.h"
 #include "testutil.h"
+#include "tlv.h"
 
 static struct itest_input in;
 

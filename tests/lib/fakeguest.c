@@ -6,6 +6,7 @@
  * pages, one writer thread per CPU, counting bytes and events so that
  * FLUSHED says exactly what was sent.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -75,6 +76,38 @@ static int endpoint_make(struct endpoint *e, const char *dir, const char *name, 
 		return -errno;
 	e->wfd = open(p, O_RDWR | O_CLOEXEC);
 	return e->rfd < 0 || e->wfd < 0 ? -errno : 0;
+}
+
+static bool endpoint_holds(const struct endpoint *e, int fd)
+{
+	return fd == e->listen_fd || fd == e->rfd || fd == e->wfd;
+}
+
+/*
+ * In the child: close what it inherited from the test but does not use.
+ * A fork without an exec keeps every descriptor, CLOEXEC or not: a stand-in
+ * QEMU holding another port's listening socket (one the test closed, and
+ * another guest's stand-in bound anew at the same path) would keep that old
+ * socket accepting connections nobody reads.
+ */
+static void fg_close_inherited(const struct fg *g, int keep1, int keep2)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		int fd = atoi(de->d_name);
+		bool keep = fd <= 2 || fd == dirfd(d) || fd == keep1 || fd == keep2 ||
+			    endpoint_holds(&g->ctl, fd);
+
+		for (unsigned i = 0; !keep && i < g->c->ncpus; i++)
+			keep = endpoint_holds(&g->data[i], fd);
+		if (!keep && de->d_name[0] != '.')
+			close(fd);
+	}
+	closedir(d);
 }
 
 /* Sockets: wait for the host (again, after it went away). */
@@ -503,6 +536,7 @@ int fakeguest_start(struct fakeguest *fg, const struct fakeguest_conf *c)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(pfd[0]);
 		close(gfd[1]);
+		fg_close_inherited(g, pfd[1], gfd[0]);
 		g->done_fd = pfd[1];
 		g->gate_fd = gfd[0];
 		signal(SIGPIPE, SIG_IGN);

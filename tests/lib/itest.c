@@ -24,6 +24,7 @@
 #include "page.h"
 #include "sample.h"
 #include "testutil.h"
+#include "tlv.h"
 #include "vfile.h"
 
 /* ---- input ----------------------------------------------------------------- */

@@ -11,6 +11,8 @@
 #include "meta.h"
 #include "testutil.h"
 #include "util.h"
+#include "tlv.h"
+#include "afile.h"
 #include "vfile.h"
 
 #define MAX_META (16u << 20)

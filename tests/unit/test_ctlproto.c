@@ -14,6 +14,7 @@
 #include "ctlproto.h"
 #include "testutil.h"
 #include "util.h"
+#include "tlv.h"
 #include "vfile.h"
 
 static const char *kind_name(enum vmt_ctl_kind k)

@@ -19,6 +19,7 @@
 #include "sample.h"
 #include "testutil.h"
 #include "util.h"
+#include "afile.h"
 #include "vfile.h"
 
 #define T0 1795349594ull	/* 2026-11-22T12:13:14Z */

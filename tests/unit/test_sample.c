@@ -21,6 +21,8 @@
 #include "sample.h"
 #include "testutil.h"
 #include "util.h"
+#include "tlv.h"
+#include "afile.h"
 #include "vfile.h"
 
 /* ---- helpers --------------------------------------------------------- */

@@ -13,6 +13,8 @@
 
 #include "testutil.h"
 #include "util.h"
+#include "tlv.h"
+#include "afile.h"
 #include "vfile.h"
 
 static const char MAGIC[8] = { 'T', 'E', 'S', 'T', 'F', 'I', 'L', '1' };
