@@ -196,13 +196,7 @@ void guest_resume(struct vmt_guest *g)
 {
 	for (uint32_t i = 0; i < g->nrings; i++)
 		ring_settle(&g->rings[i]);
-	if (g->src)
-		g->src_ops->resume(g->src);
-	/* only guest_pause switches a data source off */
-	for (uint32_t i = 0; g->npaused && i < g->nchan; i++)
-		if (g->data_src[i])
-			sd_event_source_set_enabled(g->data_src[i], SD_EVENT_ON);
-	g->npaused = 0;
+	g->src_ops->resume(g->src);
 }
 
 void guest_compress(struct vmt_guest *g, uint32_t cpu)

@@ -18,8 +18,8 @@ struct vmt_guest {
 	enum vmt_guest_state state;
 	bool discovered;	/* found in a discovery folder, not configured */
 	bool present;		/* discovered: its folder was there at the last rescan */
-	const struct vmt_source_ops *src_ops;	/* not an agent: the host's ftrace */
-	void *src;
+	const struct vmt_source_ops *src_ops;	/* what feeds it: guest_agent_ops, or hostsrc's */
+	void *src;	/* the source's state: for an agent, the guest itself */
 
 	struct vmt_channel ctl;
 	sd_event_source *ctl_src;
@@ -138,6 +138,13 @@ bool guest_rings_empty(const struct vmt_guest *g);
 /* No aux in force (the rings it decoded are gone); its bundle is freed. */
 void guest_drop_aux(struct vmt_guest *g);
 void guest_end_flush(struct vmt_guest *g);
+
+/* guest-agent.c: an agent behind channels, its source by default. */
+extern const struct vmt_source_ops guest_agent_ops;
+/* What its source is (struct vmt_source_desc). */
+void guest_describe(const struct vmt_guest *g, struct vmt_source_desc *d);
+/* Has its source a session of its own (an agent's)? */
+bool guest_has_session(const struct vmt_guest *g);
 
 /* guest-msg.c */
 int guest_ctl_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata);

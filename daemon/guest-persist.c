@@ -24,7 +24,7 @@
  * private. */
 static bool guest_persists(const struct vmt_guest *g)
 {
-	return !g->src;
+	return guest_has_session(g);
 }
 
 static void ring_name(const struct vmt_guest *g, uint32_t cpu, char *buf, size_t n)

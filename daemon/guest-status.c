@@ -67,11 +67,25 @@ pid_t guest_take_qemu_handed(struct vmt_guest *g)
 	return pid;
 }
 
+void guest_describe(const struct vmt_guest *g, struct vmt_source_desc *d)
+{
+	g->src_ops->describe(g->src, d);
+}
+
+bool guest_has_session(const struct vmt_guest *g)
+{
+	struct vmt_source_desc d;
+
+	guest_describe(g, &d);
+	return d.session;
+}
+
 pid_t guest_qemu_pid(const struct vmt_guest *g)
 {
-	if (g->src)
-		return 0;
-	return qemu_pid_find(g->conf.pidfile, g->ctl.peer_pid, g->discovered ? g->conf.name : NULL);
+	struct vmt_source_desc d;
+
+	guest_describe(g, &d);
+	return d.qemu_pid;
 }
 
 /* ---- the status snapshot ---------------------------------------------------- */

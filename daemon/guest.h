@@ -56,11 +56,30 @@ struct vmt_guest_events {
 	void (*host_mark)(void *owner, const char *text);
 };
 
-/* A source other than an agent behind channels (the host's own ftrace):
- * what the guest asks of it instead of the agent. */
+/*
+ * A guest is a recorder (rings, aux, flush target) fed by a source: an
+ * agent behind channels (guest-agent.c, the default) or the host's own
+ * ftrace (hostsrc.h, guest_set_source). What the guest asks of it:
+ */
+struct vmt_source_desc {
+	pid_t qemu_pid;	/* its QEMU's, as far as the host can tell; 0: none or unknown */
+	bool host_clock;	/* its pages are stamped in the host's trace clock */
+	/* a session of its own: its clock synced to the host's, its silence
+	 * watched, its rings in the fd store, kept across an upgrade */
+	bool session;
+};
 struct vmt_source_ops {
-	void (*flush)(void *src);	/* the pages are in the rings when it returns */
-	void (*resume)(void *src);	/* a dump was written: read on */
+	const char *kind;
+	/* Start feeding the guest, or try again (its timer retries). */
+	void (*start)(void *src);
+	/* Flush for dump id: true if the answer is to come (the guest's
+	 * flush ends then), false if the pages are in the rings already or
+	 * there is none to ask. */
+	bool (*flush)(void *src, uint64_t id);
+	/* A dump was written: read on where reading was paused. */
+	void (*resume)(void *src);
+	void (*describe)(const void *src, struct vmt_source_desc *d);
+	/* The guest goes: its channels or files closed, the source freed. */
 	void (*free)(void *src);
 };
 
@@ -123,7 +142,8 @@ struct vmt_guest_counters {
 int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf,
 	      struct vmt_guest **out);
 void guest_free(struct vmt_guest *g);
-/* Try to open the channels now (and keep retrying on a timer). */
+/* Start its source now: an agent's channels opened (and retried on a
+ * timer). */
 void guest_connect(struct vmt_guest *g);
 /*
  * Ask its source to flush for dump id: true if the answer is to come (done
@@ -216,10 +236,11 @@ void guest_status(const struct vmt_guest *g, struct vmt_guest_status *st);
  * version given; *exists: its file on disk already), its pages' layout. */
 uint32_t guest_start_local(struct vmt_guest *g, const struct vmt_hello *hl, struct vmt_aux *a,
 			   const struct vmt_page_layout *l, bool *exists);
-/* From now on the guest asks src (ops) instead of an agent; guest_free()
+/* From now on the guest is fed by src (ops) instead of an agent (whose
+ * channels it has not opened: call before guest_connect); guest_free()
  * frees it. */
 void guest_set_source(struct vmt_guest *g, const struct vmt_source_ops *ops, void *src);
-/* That source's (NULL: an agent's) */
+/* That source's state, if ops feeds it; else NULL */
 void *guest_source(const struct vmt_guest *g, const struct vmt_source_ops *ops);
 /* The ring a source fills for cpu (< its ncpus). */
 struct vmt_ring *guest_ring(struct vmt_guest *g, uint32_t cpu);

@@ -133,14 +133,29 @@ static int hostsrc_layout(struct vmt_hostsrc *h, const struct vmt_buf *bundle,
 	return 0;
 }
 
-static void src_flush(void *h)
+static void src_start(void *h)
 {
+	(void)h;	/* reading since hostsrc_new */
+}
+
+static bool src_flush(void *h, uint64_t id)
+{
+	(void)id;
 	hostsrc_flush(h);
+	return false;	/* the pages are in the rings now */
 }
 
 static void src_resume(void *h)
 {
 	hostsrc_resume(h);
+}
+
+static void src_describe(const void *h, struct vmt_source_desc *d)
+{
+	(void)h;
+	/* no QEMU; its pages in the host's clock; nothing of it outlives the
+	 * daemon (it starts afresh after an upgrade) */
+	*d = (struct vmt_source_desc){ .host_clock = true };
 }
 
 static void src_free(void *h)
@@ -150,7 +165,10 @@ static void src_free(void *h)
 
 /* What the "host" guest asks of its source instead of an agent. */
 static const struct vmt_source_ops hostsrc_ops = {
+	.kind = "host",
+	.start = src_start,
 	.flush = src_flush,
+	.describe = src_describe,
 	.resume = src_resume,
 	.free = src_free,
 };
