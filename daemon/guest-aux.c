@@ -317,8 +317,7 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	g->aux_decode_id = decode_id;
 	g->layout = layout;
 	for (uint32_t i = 0; i < g->nrings; i++) {
-		g->rings[i].layout = layout;
-		ring_reset_stream(&g->rings[i], 0);
+		ring_set_layout(&g->rings[i], &layout);
 		g->stream_base[i] = g->rings[i].next_seq;
 	}
 	/* whatever the data ports hold now predates this stream: the agent

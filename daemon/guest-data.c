@@ -115,7 +115,7 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 		r = make_ring(g, i, ncpus, pages, src);
 		if (r < 0)
 			break;
-		g->rings[i].pool = &g->env->mem->reserve;
+		ring_set_pool(&g->rings[i], &g->env->mem->reserve);
 		g->nrings = i + 1;
 	}
 	if (r < 0) {
@@ -279,7 +279,7 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 
 			if (!p) {
 				/* cannot happen after ring_room(); never loop on it */
-				r->c.bytes_rejected += (uint64_t)n - off;
+				ring_reject_bytes(r, (uint64_t)n - off);
 				guest_complain(g, 0, "cpu%u: %zu bytes without room dropped", cpu,
 					       (size_t)n - off);
 				break;

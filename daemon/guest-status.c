@@ -161,8 +161,7 @@ uint32_t guest_start_local(struct vmt_guest *g, const struct vmt_hello *hl, stru
 	guest_settle_meta(g);	/* the bundle counts under memory_max until it is written */
 	g->layout = *l;
 	for (uint32_t i = 0; i < g->nrings; i++) {
-		g->rings[i].layout = *l;
-		ring_reset_stream(&g->rings[i], 0);
+		ring_set_layout(&g->rings[i], l);
 		g->stream_base[i] = g->rings[i].next_seq;
 	}
 	g->state = GUEST_STREAMING;
