@@ -226,13 +226,46 @@ uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
 	return g->aux_max_version;
 }
 
+/* The bundle received whole, with crc: NULL if it checks out (*layout its
+ * pages'), else why not. */
+static const char *meta_check(struct vmt_guest *g, uint32_t crc, struct vmt_page_layout *layout)
+{
+	struct vmt_meta_entry hp;
+	const char *why = NULL;
+
+	if (g->meta.len != g->meta_total)
+		return "metadata shorter than announced";
+	if (crc32c(0, g->meta.data, g->meta.len) != crc)
+		return "metadata CRC mismatch";
+	if (meta_validate(g->meta.data, g->meta.len, &why) < 0)
+		return why ? why : "out of memory checking it";	/* -ENOMEM says no why */
+	if (meta_find(g->meta.data, g->meta.len, "events/header_page", &hp) < 0 ||
+	    page_layout_parse(layout, (const char *)hp.data, hp.data_len, g->hello.page_size) < 0)
+		return "events/header_page does not describe a page we can read";
+	return NULL;
+}
+
+/* The aux of the bundle received (not taken: a.meta is still g->meta's). */
+static void meta_aux(const struct vmt_guest *g, struct vmt_aux *a)
+{
+	snprintf(a->guest, sizeof(a->guest), "%s", g->conf.name);
+	a->ncpus = g->hello.ncpus;
+	a->page_size = g->hello.page_size;
+	snprintf(a->release, sizeof(a->release), "%s", g->hello.release);
+	bundle_clock(g, a->clock, sizeof(a->clock));
+	snprintf(a->boot_id, sizeof(a->boot_id), "%s", g->hello.boot_id);
+	snprintf(a->agent, sizeof(a->agent), "%s", g->hello.agent);
+	a->meta = g->meta.data;
+	a->meta_len = g->meta.len;
+	a->id = aux_compute_id(a);
+	a->created_ns = now_realtime_ns();
+}
+
 void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 {
-	uint32_t crc = get_le32(msg->payload);
-	struct vmt_meta_entry hp;
 	struct vmt_page_layout layout;
 	struct vmt_aux a = { 0 };
-	const char *why = NULL;
+	const char *why;
 	uint64_t decode_id;
 	bool exists;
 
@@ -241,15 +274,7 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		return;
 	}
 	g->meta_open = false;
-	if (g->meta.len != g->meta_total)
-		why = "metadata shorter than announced";
-	else if (crc32c(0, g->meta.data, g->meta.len) != crc)
-		why = "metadata CRC mismatch";
-	else if (meta_validate(g->meta.data, g->meta.len, &why) < 0)
-		;
-	else if (meta_find(g->meta.data, g->meta.len, "events/header_page", &hp) < 0 ||
-		 page_layout_parse(&layout, (const char *)hp.data, hp.data_len, g->hello.page_size) < 0)
-		why = "events/header_page does not describe a page we can read";
+	why = meta_check(g, get_le32(msg->payload), &layout);
 	if (why) {
 		char m[200];
 		g->c.meta_rejected++;
@@ -257,18 +282,7 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		guest_fail(g, m);
 		return;
 	}
-
-	snprintf(a.guest, sizeof(a.guest), "%s", g->conf.name);
-	a.ncpus = g->hello.ncpus;
-	a.page_size = g->hello.page_size;
-	snprintf(a.release, sizeof(a.release), "%s", g->hello.release);
-	bundle_clock(g, a.clock, sizeof(a.clock));
-	snprintf(a.boot_id, sizeof(a.boot_id), "%s", g->hello.boot_id);
-	snprintf(a.agent, sizeof(a.agent), "%s", g->hello.agent);
-	a.meta = g->meta.data;
-	a.meta_len = g->meta.len;
-	a.id = aux_compute_id(&a);
-	a.created_ns = now_realtime_ns();
+	meta_aux(g, &a);
 
 	decode_id = bundle_decode_id(&a);
 	if (!g->have_aux || a.id != g->aux.id) {
