@@ -387,23 +387,11 @@ void manager_batch_released(void *userdata)
 			guest_resume(m->guests.v[i]);
 }
 
-int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *config_path)
+/* The loop, its signals, the watchdog and the status timer. */
+static int manager_loop_new(struct vmt_manager *m)
 {
-	struct vmt_manager *m = calloc(1, sizeof(*m));
 	sigset_t ss;
 	int r;
-
-	if (!m)
-		return -ENOMEM;
-	m->conf = *conf;
-	*conf = (struct vmt_config){ 0 };	/* the manager owns it now */
-	m->config_path = config_path;
-	m->start_ns = now_monotonic_ns();
-	m->genv = (struct vmt_guest_env){ .conf = &m->conf, .mem = &m->mem, .bounce = m->bounce,
-					  .bounce_size = sizeof(m->bounce), .ev = &guest_events,
-					  .owner = m };
-	if (gethostname(m->hostname, sizeof(m->hostname) - 1) < 0)
-		snprintf(m->hostname, sizeof(m->hostname), "localhost");
 
 	/* signals are read from the loop: block them before any thread starts */
 	sigemptyset(&ss);
@@ -417,7 +405,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 
 	r = sd_event_default(&m->event);
 	if (r < 0)
-		goto fail;
+		return r;
 	m->genv.event = m->event;
 	r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_sigusr1, m);
 	if (r >= 0)
@@ -433,6 +421,27 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	if (r >= 0)
 		r = sd_event_add_time_relative(m->event, NULL, CLOCK_MONOTONIC, 5 * 1000000ull, 1000000,
 					       status_timer_cb, m);
+	return r;
+}
+
+int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *config_path)
+{
+	struct vmt_manager *m = calloc(1, sizeof(*m));
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	m->conf = *conf;
+	*conf = (struct vmt_config){ 0 };	/* the manager owns it now */
+	m->config_path = config_path;
+	m->start_ns = now_monotonic_ns();
+	m->genv = (struct vmt_guest_env){ .conf = &m->conf, .mem = &m->mem, .bounce = m->bounce,
+					  .bounce_size = sizeof(m->bounce), .ev = &guest_events,
+					  .owner = m };
+	if (gethostname(m->hostname, sizeof(m->hostname) - 1) < 0)
+		snprintf(m->hostname, sizeof(m->hostname), "localhost");
+
+	r = manager_loop_new(m);
 	if (r < 0)
 		goto fail;
 	r = mem_init(&m->mem, m->conf.memory_max, m->conf.dump_reserve);
