@@ -167,7 +167,6 @@ static void agent_free(void *src)
 }
 
 const struct vmt_source_ops guest_agent_ops = {
-	.kind = "agent",
 	.start = agent_start,
 	.flush = agent_flush,
 	.resume = agent_resume,

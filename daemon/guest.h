@@ -69,7 +69,6 @@ struct vmt_source_desc {
 	bool session;
 };
 struct vmt_source_ops {
-	const char *kind;
 	/* Start feeding the guest, or try again (its timer retries). */
 	void (*start)(void *src);
 	/* Flush for dump id: true if the answer is to come (the guest's

@@ -165,7 +165,6 @@ static void src_free(void *h)
 
 /* What the "host" guest asks of its source instead of an agent. */
 static const struct vmt_source_ops hostsrc_ops = {
-	.kind = "host",
 	.start = src_start,
 	.flush = src_flush,
 	.describe = src_describe,
