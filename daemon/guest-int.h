@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * guest-int: what the guest module's files share inside one guest: guest.c
- * (life cycle, state, timers, connecting, sending), guest-msg.c (the
- * control channel and the agent's messages), guest-aux.c (its metadata
- * bundle and aux), guest-data.c (its pages into the rings) and
- * guest-window.c (its window held for a sample). Not for
- * other modules.
+ * (life cycle, state, timers, sending, the flush), guest-agent.c (the
+ * agent source: its channels), guest-msg.c (the control channel and the
+ * agent's messages), guest-aux.c (its metadata bundle and aux),
+ * guest-data.c (its pages into the rings), guest-window.c (its window held
+ * for a sample), guest-status.c (what others may know and change of it),
+ * guest-sync.c, guest-alive.c, guest-persist.c and guest-upgrade.c. Not for
+ * other modules: struct vmt_guest is theirs alone.
  */
 #ifndef VMT_GUEST_INT_H
 #define VMT_GUEST_INT_H
