@@ -28,6 +28,7 @@
 #include "log.h"
 #include "meta.h"
 #include "proto.h"
+#include "prev.h"
 #include "pump.h"
 #include "trigger.h"
 #include "util.h"
@@ -81,7 +82,12 @@ struct agent {
 	uint64_t rx_time;	/* sync_src when the last control read returned */
 	int marker_fd;		/* trace_marker, opened on the first marked SYNC */
 	unsigned flush_interval_ms;	/* each CPU's partial page to the host, 0: only at FLUSH */
+	struct vmt_prev prev;	/* prev.c: the previous boot's pages */
+	bool prev_wanted;	/* the host's START asked for them */
 };
+
+/* Bytes queued to the host past which the previous boot's pages wait. */
+#define PREV_QUEUE_MAX (256 * 1024)
 
 static void ctl_flush(struct agent *a)
 {
@@ -314,6 +320,9 @@ static void agent_start(struct agent *a, const struct vmt_start *s)
 	}
 	memset(a->last, 0, sizeof(a->last));
 	agent_sync_clock(a);
+	a->prev_wanted = s->flags & VMT_START_PREV;
+	/* its old pages are read (at start): it may record this boot now */
+	prev_setup(&a->prev, s);
 	snprintf(msg, sizeof(msg), "%u event enable files written", changed);
 	agent_send_status(a, VMT_MSG_STARTED, 0, msg);
 	r = agent_send_meta(a, &meta, files);
@@ -567,6 +576,22 @@ static void agent_bye(struct agent *a, unsigned signo)
 	}
 }
 
+/* While streaming, the previous boot's pages go out a few messages at a
+ * time, whenever what is queued to the host has gone out. */
+static void agent_send_prev(struct agent *a)
+{
+	if (a->state != AGENT_STREAMING || !a->prev_wanted)
+		return;
+	/* on while the port takes them: poll() wakes us when it has room */
+	while (prev_pending(&a->prev) && a->out.len - a->out_off <= PREV_QUEUE_MAX) {
+		bool done = prev_queue(&a->prev, &a->out);
+
+		ctl_flush(a);
+		if (done)
+			break;
+	}
+}
+
 static int agent_loop(struct agent *a)
 {
 	for (;;) {
@@ -579,6 +604,7 @@ static int agent_loop(struct agent *a)
 		};
 		int n;
 
+		agent_send_prev(a);
 		if (a->out_off < a->out.len)
 			p[0].events |= POLLOUT;
 		n = poll(p, 5, a->ctl_hup ? HUP_RETRY_MS : a->partial_since ? 1000 : -1);
@@ -717,6 +743,10 @@ int main(int argc, char **argv)
 		log_error("no %s/trace-path-cpu0: nothing to stream to", a.ports_dir);
 		return 1;
 	}
+	/* first of all: nothing may be enabled in it before it is read */
+	r = prev_read(&a.prev, ftrace_dir(), a.ncpus, a.page_size);
+	if (r < 0)
+		log_warning_errno(r, "the previous boot's trace not read: %m");
 	/* held for the agent's whole life: host->guest bytes are dropped while
 	 * no guest process has the port open */
 	snprintf(path, sizeof(path), "%s/" CTL_PORT, a.ports_dir);
@@ -731,6 +761,7 @@ int main(int argc, char **argv)
 	agent_hello(&a, 0);
 	r = agent_loop(&a);
 	pump_close(a.pumps);
+	prev_free(&a.prev);
 	trigger_close(&a.trig, sock);
 	close(a.ctl_fd);
 	if (a.marker_fd >= 0)

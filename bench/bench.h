@@ -105,6 +105,7 @@ struct bench_status {
 	uint32_t page_size;
 	unsigned guests_overwriting;	/* guests that pushed out a page or frame */
 	uint64_t compress_cpu_ns, compress_busy, compress_bytes_in, compress_bytes_out;
+	uint64_t compress_tcode_fallback;	/* tcode batches made zstd frames */
 	uint64_t pages_in;	/* all guests */
 	uint64_t uptime_ns;	/* the daemon's: starts again at an upgrade (same pid) */
 	uint64_t upgrades, sessions_adopted, sessions_refused;

@@ -214,6 +214,7 @@ int daemon_status(struct bench_daemon *d, struct bench_status *st)
 	st->compress_busy = json_num(out, p, "compress_busy");
 	st->compress_bytes_in = json_num(out, p, "compress_bytes_in");
 	st->compress_bytes_out = json_num(out, p, "compress_bytes_out");
+	st->compress_tcode_fallback = json_num(out, p, "compress_tcode_fallback");
 	st->uptime_ns = json_num(out, p, "uptime_ns");
 	st->upgrades = json_num(out, p, "upgrades");
 	st->sessions_adopted = json_num(out, p, "sessions_adopted");

@@ -78,10 +78,11 @@ struct task_struct___old {
 	long state;
 } __attribute__((preserve_access_index));
 
-/* The kvm module's tracepoints; relocated against its BTF. */
-struct trace_event_raw_kvm_exit___vmt {
-	unsigned int exit_reason;
-} __attribute__((preserve_access_index));
+/* Where kvm_exit's record holds exit_reason, from the event's format file
+ * in tracefs (the daemon reads it): not relocated against the kvm module's
+ * BTF, which libbpf can only find by listing BTF objects, and that takes
+ * CAP_SYS_ADMIN, which the service does not have. ~0: unknown, not read. */
+const volatile __u32 kvm_exit_reason_off = ~0u;
 
 static __always_inline bool is_subject(__u32 id)
 {
@@ -241,13 +242,14 @@ int BPF_PROG(vmt_switch, bool preempt, struct task_struct *prev, struct task_str
 SEC("tp/kvm/kvm_exit")
 int vmt_kvm_exit(void *ctx)
 {
-	struct trace_event_raw_kvm_exit___vmt *args = ctx;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), reason = ~0u;
 	struct vmt_detect_tid *t = tid_lookup(tid);
 
 	if (!t)
 		return 0;
-	t->exit_reason = BPF_CORE_READ(args, exit_reason);
+	if (kvm_exit_reason_off != ~0u)
+		bpf_probe_read_kernel(&reason, sizeof(reason), (char *)ctx + kvm_exit_reason_off);
+	t->exit_reason = reason;
 	t->exit_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -278,14 +280,29 @@ int vmt_kvm_entry(void *ctx)
 
 /* ---- OOM ---------------------------------------------------------------- */
 
-SEC("tp/oom/mark_victim")
-int vmt_oom(struct trace_event_raw_mark_victim *args)
+/* A BTF tracepoint, attached without perf_event_open(2): Debian's
+ * kernel.perf_event_paranoid=3 refuses that to all but CAP_SYS_ADMIN, and
+ * the service has CAP_BPF and CAP_PERFMON only. Its arguments: (int pid)
+ * until the record grew the victim's sizes (6.8, and Debian 12's 6.1 by a
+ * backport), then (struct task_struct *, uid_t): the sizes need the task. */
+SEC("tp_btf/mark_victim")
+int vmt_oom(__u64 *ctx)
 {
-	__u32 pid = BPF_CORE_READ(args, pid);
-	struct vmt_detect_pid *reg = is_subject(pid) ? bpf_map_lookup_elem(&pids, &pid) : NULL;
+	struct task_struct *task = NULL;
+	struct vmt_detect_pid *reg;
 	struct vmt_detect_tid *t;
-	__u32 guest = VMT_DETECT_NO_GUEST;
+	__u32 guest = VMT_DETECT_NO_GUEST, pid;
+	__u64 total_vm_kb = 0;
 
+	if (bpf_core_field_exists(struct trace_event_raw_mark_victim, total_vm)) {
+		task = (struct task_struct *)ctx[0];
+		pid = BPF_CORE_READ(task, pid);
+		/* pages to KiB, as the tracepoint's record has it (4 KiB pages) */
+		total_vm_kb = BPF_CORE_READ(task, mm, total_vm) << 2;
+	} else {
+		pid = (__u32)ctx[0];
+	}
+	reg = is_subject(pid) ? bpf_map_lookup_elem(&pids, &pid) : NULL;
 	if (reg) {
 		guest = reg->guest;
 	} else {
@@ -297,7 +314,7 @@ int vmt_oom(struct trace_event_raw_mark_victim *args)
 	if (guest == VMT_DETECT_NO_GUEST && !any_oom)
 		return 0;
 	count_event(VMT_DET_OOM);
-	report(VMT_DET_OOM, bpf_ktime_get_ns(), BPF_CORE_READ(args, total_vm), 0, guest, pid, pid,
+	report(VMT_DET_OOM, bpf_ktime_get_ns(), total_vm_kb, 0, guest, pid, pid,
 	       VMT_DETECT_NO_VCPU, 0);
 	return 0;
 }

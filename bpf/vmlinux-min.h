@@ -43,12 +43,17 @@ struct signal_struct {
 	atomic_t live;
 };
 
+struct mm_struct {
+	unsigned long total_vm;
+};
+
 struct task_struct {
 	unsigned int __state;
 	pid_t pid;
 	pid_t tgid;
 	int exit_code;
 	struct signal_struct *signal;
+	struct mm_struct *mm;
 	char comm[16];
 };
 

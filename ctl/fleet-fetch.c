@@ -20,8 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <nats/nats.h>
-#include <openssl/evp.h>
+#include "dlnats.h"
 
 #include "aux.h"
 #include "b64url.h"

@@ -4,7 +4,7 @@
 #ifndef VMT_CTL_FLEET_INT_H
 #define VMT_CTL_FLEET_INT_H
 
-#include <nats/nats.h>
+#include "dlnats.h"
 
 #include "config.h"
 

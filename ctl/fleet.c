@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <nats/nats.h>
+#include "dlnats.h"
 
 #include "commands.h"
 #include "config.h"
@@ -208,9 +208,15 @@ out:
 
 int cmd_fleet(const struct vmt_ctl_opts *o, int argc, char **argv)
 {
+	char why[256];
 	int r;
 
 	if (argc >= 2 && (!strcmp(argv[1], "dump") || !strcmp(argv[1], "fetch"))) {
+		/* libnats and OpenSSL are loaded for these two only (dlnats.h) */
+		if (dlnats_open(why, sizeof(why)) < 0) {
+			fprintf(stderr, "vmtracectl fleet: %s (install libnats3.4)\n", why);
+			return 1;
+		}
 		natsconn_init();	/* before libnats: natsconn.h says why */
 		r = !strcmp(argv[1], "dump") ? fleet_dump(argc - 1, argv + 1) :
 					       fleet_fetch(argc - 1, argv + 1);

@@ -158,6 +158,26 @@ static const char panic_xml[] =
 	"     <on_crash> decides what QEMU does next. The guest needs its pvpanic driver. -->\n"
 	"<panic model='isa'/>\n";
 
+/*
+ * The previous boot's trace across a crash (Linux >= 6.12's persistent
+ * ring buffer, vmtraced(8)) is set on the guest's kernel command line, not
+ * in the domain: said on stderr, with what the domain's memory allows (the
+ * region is overwritten at 512 MiB). xml: the domain's, or NULL.
+ */
+static void note_pstore(const char *xml)
+{
+	/* libvirt writes <memory unit='KiB'>N</memory> */
+	const char *m = xml ? strstr(xml, "<memory unit='KiB'>") : NULL;
+	unsigned long long kib = 0;
+
+	fprintf(stderr, "vmtracectl: note: with a Linux >= 6.12 guest kernel, 'reserve_mem=12M:4096:trace "
+			"trace_instance=boot_map@trace nokaslr' on its command line keeps its last trace "
+			"across a crash and a reboot in the same QEMU (1 GiB of memory or more; vmtraced(8))\n");
+	if (m && sscanf(m + 19, "%llu", &kib) == 1 && kib < (1ull << 20))
+		fprintf(stderr, "vmtracectl: note: this domain has %llu MiB: firmware overwrites that region "
+				"below 1 GiB\n", kib >> 10);
+}
+
 static int print_devices(unsigned vcpus, const char *dir, bool panic)
 {
 	unsigned nports = vcpus + 1;
@@ -247,6 +267,8 @@ int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv)
 		if (r == 0 && vcpus > 1 && !strstr(xml, "<acpi/>"))
 			fprintf(stderr, "vmtracectl: note: %s has no <features><acpi/></features>: "
 					"its guest may see only one CPU\n", argv[optind]);
+		if (r == 0)
+			note_pstore(xml);
 		free(xml);
 		if (r < 0) {
 			fprintf(stderr, "vmtracectl: %s: no <vcpu>N</vcpu> (1 to %d) in its XML\n",
@@ -256,6 +278,8 @@ int cmd_libvirt_xml(const struct vmt_ctl_opts *o, int argc, char **argv)
 		if (current != vcpus)
 			fprintf(stderr, "vmtracectl: note: %s has %u vCPUs online of %u; ports for %u\n",
 				argv[optind], current, vcpus, vcpus);
+	} else {
+		note_pstore(NULL);
 	}
 	return print_devices(vcpus, dir, panic);
 }

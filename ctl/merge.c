@@ -131,12 +131,16 @@ static void print_summary(const char *path, const struct vmt_sset_group *g, bool
 {
 	const struct vmt_sample *last = g->samples[g->nsamples - 1];
 	uint64_t pages = 0, dups = 0, events = 0, first = UINT64_MAX, lastts = 0;
+	uint64_t prev = 0, prev_dropped = 0, prev_cut = 0;
 
 	for (uint32_t c = 0; c < g->ncpus; c++) {
 		const struct vmt_sset_cpu *sc = &g->cpus[c];
 		pages += sc->npages;
 		dups += sc->duplicates;
 		events += sc->events;
+		prev += sc->prev_pages;
+		prev_dropped += sc->prev_dropped;
+		prev_cut += sc->prev_cut;
 		if (sc->npages) {
 			first = VMT_MIN(first, sc->first_ts);
 			lastts = VMT_MAX(lastts, sc->last_ts);
@@ -146,6 +150,10 @@ static void print_summary(const char *path, const struct vmt_sset_group *g, bool
 	       g->guest, g->aux.release, g->ncpus, g->nsamples, g->aux_version);
 	printf("  pages %" PRIu64 " (%" PRIu64 " duplicates dropped), events %" PRIu64 ", window %.3f s\n",
 	       pages, dups, events, first == UINT64_MAX ? 0.0 : (double)(lastts - first) / 1e9);
+	if (prev || prev_dropped)
+		printf("  previous boot's persistent ring buffer: %" PRIu64 " pages added (%" PRIu64
+		       " cut to the events after the others'), %" PRIu64 " left out: the others had "
+		       "their events\n", prev, prev_cut, prev_dropped);
 	if (!is_host(g)) {
 		const struct vmt_clock_info *ci = &g->clock;
 		if (shifted) {

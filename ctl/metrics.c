@@ -64,6 +64,7 @@ static const struct metric {
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_CPU_NS, "vmtraced_compress_cpu_seconds_total", COUNTER, true, "CPU time the compressor thread spent." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BUSY, "vmtraced_compress_busy_total", COUNTER, false, "Batches due that found every compression job taken." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_OVER_SHARE, "vmtraced_compress_over_share_total", COUNTER, false, "Batches due that waited because their guest held its share of the compression jobs." },
+	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_TCODE_FALLBACK, "vmtraced_compress_tcode_fallback_total", COUNTER, false, "Batches of a tcode ring made zstd frames: the guest's formats not in yet, or pages the transcoder could not shrink." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BYTES_IN, "vmtraced_compress_input_bytes_total", COUNTER, false, "Page bytes compressed into frames." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_COMPRESS_BYTES_OUT, "vmtraced_compress_output_bytes_total", COUNTER, false, "Bytes of the frames made." },
 	{ VMT_CTL_DAEMON, VMT_CTAG_RINGS_ADOPTED, "vmtraced_rings_adopted_total", COUNTER, false, "Rings a crashed predecessor left in systemd's fd store, taken over." },

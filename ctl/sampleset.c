@@ -165,6 +165,12 @@ static int group_sort(struct vmt_sset_group *g)
 	return 0;
 }
 
+static bool is_prev(const struct vmt_sample *s)
+{
+	return s->ntriggers && !strncmp(s->triggers[0].reason, VMT_PREV_BOOT_REASON,
+					strlen(VMT_PREV_BOOT_REASON));
+}
+
 /*
  * Gaps: pages the ring's stream numbered but no sample holds. A sample
  * spans the pages of its refused frames too: those are counted apart
@@ -180,7 +186,7 @@ static void group_gaps(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t 
 		const struct vmt_sample_cpu *sc;
 		uint64_t span;
 
-		if (c >= s->ncpus)
+		if (c >= s->ncpus || is_prev(s))	/* numbered by no ring */
 			continue;
 		sc = &s->cpus[c];
 		span = (uint64_t)sc->npages + sc->pages_refused;
@@ -305,10 +311,97 @@ static int cp_add(struct cpu_pages *cp, const uint8_t *page, const struct spage 
 	return 0;
 }
 
-/* One sample's pages of the CPU into cp. */
-static int cpu_take(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t i, uint32_t c,
-		    struct cpu_pages *cp)
+/*
+ * A persistent ring buffer's pages: the kernel wrote the same events into
+ * them as into the pages the host held (another instance: other pages, and
+ * each event's time read anew, a microsecond or so apart). So the host's
+ * last event on the CPU (the anchor) is looked for in them by its bytes,
+ * near its time, and only what follows it is kept: a page before goes, the
+ * page across it is cut. Without a match, what follows the anchor's time.
+ */
+#define ANCHOR_BYTES 256
+#define ANCHOR_NEAR_NS 1000000ull
+
+struct anchor {
+	uint64_t ts;		/* 0: none (no host page on this CPU) */
+	uint32_t len;
+	uint8_t b[ANCHOR_BYTES];	/* the event after its header word */
+	/* looking for it: the page it is in and where, the closest in time */
+	const uint8_t *page;
+	uint32_t cur, at_page, at_off;
+	uint64_t best_dist;
+};
+
+static int last_event_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
 {
+	struct anchor *a = data;
+
+	a->ts = ts;
+	a->len = VMT_MIN(size - 4, (uint32_t)ANCHOR_BYTES);
+	memcpy(a->b, a->page + offset + 4, a->len);
+	return 0;
+}
+
+static int match_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
+{
+	struct anchor *a = data;
+	uint64_t dist = ts > a->ts ? ts - a->ts : a->ts - ts;
+
+	if (dist <= ANCHOR_NEAR_NS && dist < a->best_dist && size - 4 >= a->len &&
+	    !memcmp(a->page + offset + 4, a->b, a->len)) {
+		a->best_dist = dist;
+		a->at_page = a->cur;
+		a->at_off = offset;
+	}
+	return 0;
+}
+
+/* Where the buffer's pages take over from the host's: a->at_page/at_off,
+ * or (false) no match: then by the anchor's time. */
+static bool prev_find(struct vmt_sset_group *g, const struct vmt_sample_cpu *sc, struct anchor *a)
+{
+	a->best_dist = UINT64_MAX;
+	if (!a->ts)
+		return false;
+	for (a->cur = 0; a->cur < sc->npages; a->cur++) {
+		a->page = sc->pages + (size_t)a->cur * g->page_size;
+		page_walk(&g->layout, a->page, match_cb, a);
+	}
+	return a->best_dist != UINT64_MAX;
+}
+
+/* Page p of the buffer's: 1 to leave it out, its events are the host's
+ * already; cut to what follows the anchor where it is across it. */
+static int prev_trim(struct vmt_sset_group *g, uint8_t *page, uint32_t p,
+		     const struct vmt_page_info *info, const struct anchor *a, bool found,
+		     struct vmt_sset_cpu *sc)
+{
+	int r;
+
+	if (!a->ts)
+		return 0;
+	if (found ? p > a->at_page : info->first_ts > a->ts)
+		return 0;
+	if (found ? p < a->at_page : !info->events || info->last_ts <= a->ts) {
+		sc->prev_dropped++;
+		return 1;
+	}
+	r = found ? page_cut_through(&g->layout, page, a->at_off) : page_cut_before(&g->layout, page, a->ts + 1);
+	if (r < 0 || (r > 0 && (int64_t)r >= (int64_t)info->events)) {
+		sc->prev_dropped++;
+		return 1;
+	}
+	sc->prev_cut += r > 0;
+	return 0;
+}
+
+/* One sample's pages of the CPU into cp. The host's samples come first
+ * and leave their last event in a; a previous boot's sample adds what
+ * follows it (prev_after). */
+static int cpu_take(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t i, uint32_t c,
+		    struct cpu_pages *cp, struct anchor *a)
+{
+	bool found = false;
 	const struct vmt_sample *meta = g->samples[i];
 	struct vmt_sample_read_opts o = { .max_memory = set->max_memory,
 					  .pages = VMT_SAMPLE_PAGES_ONE_CPU, .cpu = c };
@@ -333,8 +426,10 @@ static int cpu_take(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t i, 
 		sample_free(s);
 		return 0;
 	}
+	if (is_prev(meta))
+		found = prev_find(g, &s->cpus[c], a);
 	for (uint32_t p = 0; r >= 0 && p < s->cpus[c].npages; p++) {
-		const uint8_t *page = s->cpus[c].pages + (size_t)p * g->page_size;
+		uint8_t *page = s->cpus[c].pages + (size_t)p * g->page_size;
 		struct vmt_page_info info;
 		struct spage key;
 
@@ -342,6 +437,15 @@ static int cpu_take(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t i, 
 		if (page_scan(&g->layout, page, &info) < 0) {
 			say(set, "%s cpu%u: page %u does not parse; left out", g->paths[i], c, p);
 			continue;
+		}
+		if (is_prev(meta)) {
+			if (prev_trim(g, page, p, &info, a, found, cp->sc))
+				continue;
+			cp->sc->prev_pages++;
+			page_scan(&g->layout, page, &info);
+		} else if (info.events && info.last_ts >= a->ts) {
+			a->page = page;
+			page_walk(&g->layout, page, last_event_cb, a);
 		}
 		key = (struct spage){ page, info.base_ts, crc32c(0, page, g->page_size), info.commit };
 		r = cp_add(cp, page, &key);
@@ -359,9 +463,17 @@ int sset_cpu_load(struct vmt_sset *set, struct vmt_sset_group *g, uint32_t c)
 	int r = 0;
 
 	sset_cpu_unload(g, c);
+	struct anchor a = { 0 };
+
 	sc->npages = sc->events = sc->duplicates = sc->first_ts = sc->last_ts = 0;
+	sc->prev_pages = sc->prev_dropped = sc->prev_cut = 0;
+	/* the host's windows first: a persistent buffer adds what they lack */
 	for (uint32_t i = 0; r == 0 && i < g->nsamples; i++)
-		r = cpu_take(set, g, i, c, &cp);
+		if (!is_prev(g->samples[i]))
+			r = cpu_take(set, g, i, c, &cp, &a);
+	for (uint32_t i = 0; r == 0 && i < g->nsamples; i++)
+		if (is_prev(g->samples[i]))
+			r = cpu_take(set, g, i, c, &cp, &a);
 	free(cp.hash);
 	if (r == 0)
 		sc->pages = calloc(cp.n ? cp.n : 1, sizeof(*sc->pages));
@@ -568,7 +680,7 @@ int sset_load(struct vmt_sset *set, const char *const *paths, uint32_t npaths, c
 		char why[512];
 
 		struct vmt_sample_read_opts o = { .max_memory = set->max_memory,
-						  .pages = VMT_SAMPLE_PAGES_CHECK };
+						  .pages = VMT_SAMPLE_PAGES_CHECK, .aux_path = aux_path };
 
 		/* checked whole now, so that a bad sample is out before any is used */
 		r = sample_read_with(paths[i], &o, &s, why, sizeof(why));

@@ -28,6 +28,10 @@ struct vmt_sset_cpu {
 	uint64_t npages;
 	uint64_t events;	/* events on those pages */
 	uint64_t duplicates;	/* pages dropped because an earlier sample had them */
+	/* a previous boot's persistent ring buffer (VMT_PREV_BOOT_REASON): its
+	 * pages taken, those whose events the other samples had (dropped), and
+	 * those cut to the events after the others' last one */
+	uint64_t prev_pages, prev_dropped, prev_cut;
 	uint64_t gaps;		/* places where pages are missing between two samples */
 	uint64_t gap_pages;	/* pages missing there, as the stream sequence tells */
 	uint64_t refused_frames;	/* frames the samples' reader refused (corrupt) */

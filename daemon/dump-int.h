@@ -39,5 +39,7 @@ void dump_job_retention(struct vmt_dumps *ds, struct vmt_job *job);
 /* Queue g's aux file (its bundle copied) ahead of the sample that needs
  * it, if its bundle waits for one and no copy is queued already. */
 void dump_submit_aux(struct vmt_dumps *ds, struct vmt_guest *g);
+/* dump-prev.c: a previous boot's sample came back from the writer */
+void dump_prev_done(struct vmt_dumps *ds, const struct vmt_job *job);
 
 #endif

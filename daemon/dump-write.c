@@ -191,6 +191,9 @@ void dump_writer_done(struct vmt_job *job, void *userdata)
 		return;
 	}
 	snprintf(field, sizeof(field), "SAMPLE=%s", path);
+	if (job->sample.ntriggers && !strncmp(job->sample.triggers[0].reason, VMT_PREV_BOOT_REASON,
+					      strlen(VMT_PREV_BOOT_REASON)))
+		dump_prev_done(ds, job);
 	if (job->error < 0) {
 		ds->dump_errors++;
 		char aux[64] = "";

@@ -186,6 +186,10 @@ const char *dump_guest_last(const struct vmt_dumps *ds, const struct vmt_guest *
 
 /* The writer's answer for job (a sample, an aux file, a retention pass). */
 void dump_writer_done(struct vmt_job *job, void *ds);
+/* dump-prev.c: a sample of g's previous boot from the pages its persistent
+ * ring buffer kept (taken from set: the job frees them). */
+struct vmt_prev_set;
+void dump_guest_prev(struct vmt_dumps *ds, struct vmt_guest *g, struct vmt_prev_set *set);
 /* Apply the retention rules (and clear stale temporaries) in the writer. */
 void dump_submit_retention(struct vmt_dumps *ds);
 /* The retention rules applied now, in the caller's thread (at start);

@@ -46,7 +46,8 @@ struct vmt_fleet_status {
 	bool enabled;
 	bool connected;
 	/* connecting, connected, refused (authentication), insecure (TLS wanted,
-	 * the server does not require it), tls-failed, bad-server, bad-config */
+	 * the server does not require it), tls-failed, bad-server, bad-config,
+	 * no-library (libnats could not be loaded: error says why; no thread) */
 	char state[16];
 	char server[256];	/* connected to, or "" */
 	char error[200];	/* the last connection error, "" if none */

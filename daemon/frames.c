@@ -19,11 +19,6 @@ uint32_t frames_cap(size_t arena, size_t batch_bytes)
 	return (uint32_t)VMT_MAX(arena / per, FRAMES_MIN_DESC);
 }
 
-size_t frames_desc_bytes(uint32_t cap)
-{
-	return (size_t)cap * (sizeof(struct vmt_frame_desc) + sizeof(uint32_t));
-}
-
 _Static_assert(sizeof(struct vmt_frame_desc) == VMT_RINGMEM_DESC_BYTES, "a descriptor is version 1's");
 
 static void framemem_unref(struct vmt_framemem *fm)
@@ -170,21 +165,6 @@ void frames_put(struct vmt_frames *f, size_t pos, const struct vmt_frame_hdr *h,
 	f->pages += h->npages;
 	f->stored += len;
 	f->head = pos + len;
-}
-
-int frames_append(struct vmt_frames *f, const struct vmt_frame_hdr *h, const struct vmt_iovec *iov,
-		  size_t n, uint32_t crc, struct vmt_frames_evicted *ev)
-{
-	size_t pos, len = 0;
-	int r;
-
-	for (size_t i = 0; i < n; i++)
-		len += iov[i].len;
-	r = frames_make_room(f, len, &pos, ev);
-	if (r < 0)
-		return r;
-	frames_put(f, pos, h, iov, n, crc);
-	return 0;
 }
 
 const struct vmt_frame_desc *frames_at(const struct vmt_frames *f, uint32_t i)

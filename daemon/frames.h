@@ -60,9 +60,8 @@ struct vmt_frames {
 };
 
 /* The descriptor slots a store of arena bytes for frames of batch_bytes
- * of pages gets, and the bytes they take. */
+ * of pages gets. */
 uint32_t frames_cap(size_t arena, size_t batch_bytes);
-size_t frames_desc_bytes(uint32_t cap);
 /* A store in a memfd of its own (tests, and a store without a ring) of
  * arena bytes and cap descriptors (frames_cap). */
 int frames_init(struct vmt_frames *f, size_t arena, uint32_t cap);
@@ -84,9 +83,6 @@ int frames_make_room(struct vmt_frames *f, size_t len, size_t *pos, struct vmt_f
 /* The frame (its payload in pieces, len bytes in all) at pos from frames_make_room. */
 void frames_put(struct vmt_frames *f, size_t pos, const struct vmt_frame_hdr *h,
 		const struct vmt_iovec *iov, size_t n, uint32_t crc);
-/* Both, for a store no successor reads between the two (tests). */
-int frames_append(struct vmt_frames *f, const struct vmt_frame_hdr *h, const struct vmt_iovec *iov,
-		  size_t n, uint32_t crc, struct vmt_frames_evicted *ev);
 /* i-th frame, oldest first (0 <= i < count). */
 const struct vmt_frame_desc *frames_at(const struct vmt_frames *f, uint32_t i);
 const uint8_t *frames_payload(const struct vmt_frames *f, const struct vmt_frame_desc *d);

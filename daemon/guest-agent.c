@@ -124,13 +124,13 @@ static void agent_start(void *src)
 }
 
 
-/* A silent guest would only make the dump wait for flush_timeout. */
+/* A silent or dead guest would only make the dump wait for flush_timeout. */
 static bool agent_flush(void *src, uint64_t id)
 {
 	struct vmt_guest *g = src;
 	uint8_t p[8];
 
-	if (g->state != GUEST_STREAMING || g->alive.silent)
+	if (g->state != GUEST_STREAMING || g->alive.silent || g->alive.crashed)
 		return false;
 	g->flush_id = id;
 	g->flush_wait = true;

@@ -93,8 +93,9 @@ static void alive_silent(struct vmt_guest *g, uint64_t now)
 	int r;
 
 	a->silent = true;
-	if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH) {
-		/* its QEMU died: process_death's to report, not a guest's crash */
+	if (pid > 0 && ((kill(pid, 0) < 0 && errno == ESRCH) || qemu_thread_state(pid, 0) == 'Z')) {
+		/* its QEMU died (a zombie until reaped): process_death's to
+		 * report, not a guest's crash */
 		a->c.qemu_gone++;
 		guest_log(g, VMT_LOG_NOTICE, 0, "silent for %.1f s and its QEMU (pid %d) is gone",
 			  silent_s, (int)pid);
@@ -136,7 +137,7 @@ static int alive_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
 	if (!a->watched || g->state != GUEST_STREAMING)
 		return 0;
 	alive_arm(g);	/* on while disabled: a reload may enable it */
-	if (a->silent || !alive_conf(g)->enabled)
+	if (a->silent || a->crashed || !alive_conf(g)->enabled)
 		return 0;	/* once, until it speaks again */
 	if (a->ping_id && now - a->heard_ns >= to && now - a->ping_sent_ns >= to / 2) {
 		alive_silent(g, now);
@@ -155,6 +156,7 @@ void alive_session_start(struct vmt_guest *g)
 	struct vmt_guest_alive *a = &g->alive;
 
 	a->silent = false;
+	a->crashed = false;
 	a->ping_id = 0;
 	a->heard_ns = now_monotonic_ns();
 	a->heard_what = "its session";
@@ -175,6 +177,7 @@ void alive_session_end(struct vmt_guest *g)
 
 	a->watched = false;
 	a->silent = false;
+	a->crashed = false;
 	a->ping_id = 0;
 	if (a->timer)
 		sd_event_source_set_enabled(a->timer, SD_EVENT_OFF);
@@ -260,7 +263,10 @@ bool guest_exit_unclean(struct vmt_guest *g)
 
 void guest_crashed(struct vmt_guest *g)
 {
-	/* as a silence found: once, until it speaks again (alive_heard) */
+	/* until its next session: pages still read from the channels are
+	 * what it sent before, no sign of life */
 	if (guest_has_session(g) && g->state == GUEST_STREAMING)
-		g->alive.silent = true;
+		g->alive.silent = g->alive.crashed = true;
+	/* a FLUSH already out gets no answer: the dump waits no longer */
+	guest_end_flush(g);
 }

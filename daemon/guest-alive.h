@@ -35,6 +35,9 @@ struct vmt_guest_alive {
 	sd_event_source *timer;	/* every fifth of the timeout while watched */
 	bool watched;		/* streaming, and the agent says VMT_HELLO_BYE */
 	bool silent;		/* found silent; cleared when it speaks again */
+	/* its QEMU died or its kernel crashed (guest_crashed): what still
+	 * comes is its last words, no answer; until a session starts again */
+	bool crashed;
 	/* its agent says BYE and streamed without saying it: a QEMU exiting
 	 * with status 0 now is no clean shutdown (guest_exit_unclean) */
 	bool unclean;

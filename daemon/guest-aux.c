@@ -267,6 +267,7 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	struct vmt_aux a = { 0 };
 	const char *why;
 	uint64_t decode_id;
+	struct vmt_schema *schema = NULL;
 	bool exists;
 
 	if (!g->meta_open) {
@@ -285,6 +286,10 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	meta_aux(g, &a);
 
 	decode_id = bundle_decode_id(&a);
+	/* the formats TCODE frames are made with from now on (a hash of them
+	 * in each frame says which decode it); none: zstd frames, counted */
+	if ((!g->have_aux || a.id != g->aux.id) && g->conf.rec.compression == VMT_FRAME_TCODE)
+		schema = schema_new(a.meta, a.meta_len, a.page_size);
 	if (!g->have_aux || a.id != g->aux.id) {
 		/* same boot, same formats (only the task names moved on): the
 		 * pages held decode with the new aux as well as with the old */
@@ -299,6 +304,7 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 			guest_save_window(g, reason);
 		}
 		if (!compatible) {
+			guest_prev_note_boot(g, a.boot_id);
 			for (uint32_t i = 0; i < g->nrings; i++)
 				ring_clear(&g->rings[i]);
 			sync_forget(g);	/* a new boot: its clock started over */
@@ -331,11 +337,14 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	g->aux_decode_id = decode_id;
 	g->layout = layout;
 	for (uint32_t i = 0; i < g->nrings; i++) {
+		if (schema)
+			ring_set_schema(&g->rings[i], schema);
 		ring_set_layout(&g->rings[i], &layout);
 		g->stream_base[i] = g->rings[i].next_seq;
 	}
 	/* whatever the data ports hold now predates this stream: the agent
 	 * starts writing pages only when it gets STREAM */
+	schema_unref(schema);
 	guest_drain_data(g);
 	guest_set_state(g, GUEST_STREAMING);
 	guest_send(g, VMT_MSG_STREAM, NULL, 0);

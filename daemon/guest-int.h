@@ -6,7 +6,8 @@
  * agent's messages), guest-aux.c (its metadata bundle and aux),
  * guest-data.c (its pages into the rings), guest-window.c (its window held
  * for a sample), guest-status.c (what others may know and change of it),
- * guest-sync.c, guest-alive.c, guest-persist.c and guest-upgrade.c. Not for
+ * guest-prev.c (the previous boot's pages), guest-sync.c, guest-alive.c,
+ * guest-persist.c and guest-upgrade.c. Not for
  * other modules: struct vmt_guest is theirs alone.
  */
 #ifndef VMT_GUEST_INT_H
@@ -101,6 +102,7 @@ struct vmt_guest {
 	struct vmt_log_budget log_debug;
 	struct vmt_log_budget log_lost;	/* the warning of events lost in the guest */
 	uint64_t lost_pages_quiet, lost_events_quiet;	/* since that warning */
+	struct vmt_guest_prev *prev;	/* guest-prev.c, NULL until needed */
 };
 
 #define RETRY_USEC (2 * 1000000ull)	/* channels absent, or HELLO not answered */
@@ -163,6 +165,17 @@ void guest_save_window(struct vmt_guest *g, const char *why);
 void guest_on_meta_begin(struct vmt_guest *g, const struct vmt_msg *msg);
 void guest_on_meta_data(struct vmt_guest *g, const struct vmt_msg *msg);
 void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg);
+
+/* guest-prev.c: the previous boot's pages (PREV_*) */
+void guest_on_prev_begin(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_on_prev_pages(struct vmt_guest *g, const struct vmt_msg *msg);
+void guest_on_prev_end(struct vmt_guest *g, const struct vmt_msg *msg);
+/* a new session: a set may come again */
+void guest_prev_session(struct vmt_guest *g);
+/* the aux in force is about to give way to one of new_boot_id: remember it
+ * as the previous boot's */
+void guest_prev_note_boot(struct vmt_guest *g, const char *new_boot_id);
+void guest_prev_free(struct vmt_guest *g);
 
 /* guest-persist.c: the rings in systemd's fd store, and those handed back */
 void guest_describe_rings(struct vmt_guest *g);

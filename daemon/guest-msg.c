@@ -137,6 +137,7 @@ static void guest_on_hello(struct vmt_guest *g, const struct vmt_msg *msg)
 	g->hello = h;
 	g->have_hello = true;
 	g->c.sessions++;
+	guest_prev_session(g);
 	guest_log(g, VMT_LOG_INFO, 0, "agent %s, kernel %s, %u CPUs, clock %s",
 		  h.agent, h.release, h.ncpus, h.clock);
 	g->meta_open = false;
@@ -345,6 +346,15 @@ static void guest_dispatch(struct vmt_guest *g, const struct vmt_msg *msg)
 		break;
 	case VMT_MSG_BYE:
 		alive_on_bye(g, msg);
+		break;
+	case VMT_MSG_PREV_BEGIN:
+		guest_on_prev_begin(g, msg);
+		break;
+	case VMT_MSG_PREV_PAGES:
+		guest_on_prev_pages(g, msg);
+		break;
+	case VMT_MSG_PREV_END:
+		guest_on_prev_end(g, msg);
 		break;
 	default:
 		/* host->guest types coming from the guest */

@@ -146,8 +146,8 @@ static int frame_cut(const struct vmt_guest *g, struct vmt_job *job, uint32_t c,
 
 	if (!buf)
 		return -ENOMEM;
-	if (frame_decode(d->h.codec, frames_payload(fr, d), d->len, buf, (size_t)np * ps, why,
-			 sizeof(why)) < 0) {
+	if (frame_decode_with(ring_schema(&g->rings[c]), d->h.codec, frames_payload(fr, d), d->len, buf,
+			      (size_t)np * ps, why, sizeof(why)) < 0) {
 		/* one the daemon made: only a bug gets here */
 		log_guest(VMT_LOG_ERR, 0, g->conf.name, "cpu%u: frame at seq %llu does not decode (%s); "
 			  "left out of the sample", c, (unsigned long long)d->h.first_seq, why);

@@ -219,6 +219,7 @@ void guest_send_start(struct vmt_guest *g)
 	s.events_len = (uint32_t)strlen(g->conf.rec.events);
 	if (!s.events_len)
 		s.flags |= VMT_START_KEEP_EVENTS;
+	s.flags |= VMT_START_PREV;
 	r = proto_put_start(&g->out, &s);
 	if (r >= 0)
 		r = guest_flush_out(g);
@@ -449,6 +450,7 @@ void guest_free(struct vmt_guest *g)
 	g->timer = sd_event_source_disable_unref(g->timer);
 	g->partial_timer = sd_event_source_disable_unref(g->partial_timer);
 	sync_free(g);
+	guest_prev_free(g);
 	alive_free(g);
 	mem_give_rings(g->env->mem, guest_mem(g));
 	guest_free_rings(g);

@@ -35,6 +35,8 @@ struct vmt_compressor;
 struct vmt_recover;
 struct vmt_upgrade_out;
 struct vmt_upgrade_in;
+struct vmt_guest_prev;
+struct vmt_prev_set;
 
 /*
  * What a guest tells its owner (the manager), given to it at creation: facts,
@@ -52,8 +54,29 @@ struct vmt_guest_events {
 	int (*trigger)(void *owner, struct vmt_guest *g, const struct vmt_trigger *t);
 	/* its QEMU came or went: the detectors follow QEMU's pid */
 	void (*qemu_changed)(void *owner, struct vmt_guest *g);
+	/* the previous boot's pages came (a persistent ring buffer): write
+	 * them as a sample of that boot; may be NULL */
+	void (*prev_boot)(void *owner, struct vmt_guest *g, struct vmt_prev_set *set);
 	/* a line into the host's own trace (clock sync markers); may be NULL */
 	void (*host_mark)(void *owner, const char *text);
+};
+
+/* The previous boot's pages a guest kept (guest-prev.c), for a sample of
+ * that boot; valid during the prev_boot call only, which takes the pages
+ * (cpu[c].data moved out). They count against memory_max until
+ * guest_prev_written() says the sample is done with. */
+struct vmt_prev_set {
+	uint32_t ncpus;
+	const uint32_t *npages;	/* per CPU */
+	struct vmt_buf *cpu;	/* per CPU: npages[c] whole pages */
+	const uint64_t *rejected;	/* per CPU: pages left out, failing page_scan */
+	uint32_t aux_version;	/* the aux they decode with */
+	uint64_t aux_id;
+	bool queue_aux;		/* that is the aux in force, its file not written nor queued */
+	const char *guest;	/* its name */
+	uint32_t nrings;	/* the sample's CPUs (>= ncpus) */
+	const struct vmt_page_layout *layout;
+	struct vmt_trigger trigger;	/* kind guest, reason "previous boot (...)" */
 };
 
 /*
@@ -283,6 +306,9 @@ uint64_t guest_meta_held(const struct vmt_guest *g);
 void guest_settle_meta(struct vmt_guest *g);
 /* The aux job queued for its bundle came back: written (ok) or not. */
 void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok);
+/* guest-prev.c: a sample of its previous boot (bytes of pages) is written
+ * or failed: that memory is free. */
+void guest_prev_written(struct vmt_guest *g, uint64_t bytes);
 /* Its QEMU's pid, as far as the host can tell (qemu_pid_find); 0 if
  * unknown or the host's own source. */
 pid_t guest_qemu_pid(const struct vmt_guest *g);
@@ -299,8 +325,10 @@ int guest_adopt_session(struct vmt_guest *g, struct vmt_upgrade_in *in);
  * shutdown? True if its agent says BYE (VMT_HELLO_BYE), streamed, and did
  * not say it (what waits in the control channel read first). Once. */
 bool guest_exit_unclean(struct vmt_guest *g);
-/* guest-alive.c: the host knows its kernel crashed (libvirt said so): it
- * is not asked to flush, nor reported silent, until it speaks again. */
+/* guest-alive.c: the host knows its kernel crashed (libvirt said so) or
+ * its QEMU died (process_death): it is not asked to flush (a FLUSH out is
+ * waited for no longer), nor reported silent, until a session streams
+ * again (the pages still read are from before). */
 void guest_crashed(struct vmt_guest *g);
 /* Ring bytes from the control rx. */
 uint64_t guest_ctl_rejected_bytes(const struct vmt_guest *g);

@@ -7,14 +7,16 @@
 #define VMT_LVMETA_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <libvirt/libvirt.h>
+#include "lvmeta-dl.h"	/* libvirt, libxml2: loaded when a guest needs them */
 
 #include "config.h"	/* VMT_LABELS_MAX */
 #include "lvmeta.h"
 #include "sample.h"	/* VMT_NAME_MAX */
+#include "worker.h"
 
 #define LV_LOG_EVERY_NS (60ull * 1000000000ull)
 #define LV_EVENTS_MAX 64	/* events waiting for the loop; more are dropped, counted */
@@ -50,11 +52,15 @@ struct vmt_lvmeta {
 	bool labels, events;	/* what is wanted of libvirt */
 	const struct vmt_lvmeta_ops *ops;
 	void *owner;
-	int loop_efd;		/* results for the loop */
-	int thread_efd;		/* the loop wakes the thread */
-	sd_event_source *src;
-	pthread_t thread;
+	/* the thread (its one job, job, runs libvirt's loop until stop), and
+	 * the hand-back to the loop: wake, handed back when results or events
+	 * wait and it is not already (wake_pending) */
+	struct vmt_worker worker;
+	struct vmt_worker_job job, wake;
+	atomic_bool wake_pending;
+	int thread_efd;		/* the loop wakes the thread (in libvirt's loop) */
 	bool started;
+	bool no_library;	/* libvirt or libxml2 could not be loaded: no thread */
 
 	pthread_mutex_t lock;	/* what follows */
 	bool stop;

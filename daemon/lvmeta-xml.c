@@ -16,8 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <libxml/parser.h>
-#include <libxml/tree.h>
+#include "lvmeta-dl.h"	/* libvirt, libxml2: loaded when a guest needs them */
 
 #include "config.h"
 #include "lvmeta.h"

@@ -6,8 +6,9 @@
  * events, a timer for the reconnect backoff and an eventfd the sd-event
  * loop writes to when it hands over a new set of guests or stops us are all
  * in it. Between its iterations the thread (re)connects and reads what is
- * marked to read. Results go back through a second eventfd, at most one
- * waiting per guest (a newer read replaces it).
+ * marked to read. The thread is a worker's (worker.h), and results go
+ * back through its hand-back, at most one waiting per guest (a newer read
+ * replaces it).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,8 +18,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <libvirt/libvirt.h>
-#include <libvirt/virterror.h>
+#include "lvmeta-dl.h"	/* libvirt, libxml2: loaded when a guest needs them */
 
 #include "log.h"
 #include "lvmeta-int.h"
@@ -71,7 +71,10 @@ bool lv_name_matches(const char *full, const char *name)
 
 void lv_wake_loop(struct vmt_lvmeta *l)
 {
-	(void)eventfd_write(l->loop_efd, 1);	/* the counter does not overflow */
+	/* one wake waits at a time; the loop clears the flag before it takes
+	 * the lists, so what comes after is woken for again */
+	if (!atomic_exchange(&l->wake_pending, true))
+		worker_hand_back(&l->worker, &l->wake);
 }
 
 /* A result for the loop; one per guest waits, the newest. Under the lock. */
@@ -312,7 +315,7 @@ static void read_dirty(struct vmt_lvmeta *l)
 	}
 }
 
-static void *lv_thread(void *arg)
+static void lv_thread(struct vmt_worker_job *j, void *arg)
 {
 	struct vmt_lvmeta *l = arg;
 
@@ -320,14 +323,14 @@ static void *lv_thread(void *arg)
 	if (lv_init_r < 0) {
 		set_state(l, "connecting", "libvirt's event loop could not be set up");
 		log_error("libvirt: cannot set up libvirt's event loop: %s", lv_error());
-		return NULL;
+		return;
 	}
 	l->watch = virEventAddHandle(l->thread_efd, VIR_EVENT_HANDLE_READABLE, on_wake, l, NULL);
 	l->timer = virEventAddTimeout(-1, on_timer, l, NULL);
 	if (l->watch < 0 || l->timer < 0) {
 		set_state(l, "connecting", "libvirt's event loop could not watch our eventfd");
 		log_error("libvirt: cannot watch our eventfd in libvirt's event loop");
-		return NULL;
+		return;
 	}
 	for (;;) {
 		bool want;
@@ -370,19 +373,25 @@ static void *lv_thread(void *arg)
 	drop_conn(l);
 	virEventRemoveHandle(l->watch);
 	virEventRemoveTimeout(l->timer);
-	return NULL;
+	return;
 }
 
 /* ---- the loop ----------------------------------------------------------- */
 
-static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static void on_results(struct vmt_worker_job *j, void *userdata)
 {
 	struct vmt_lvmeta *l = userdata;
 	struct lv_result *r, *next;
-	uint64_t v;
+	bool stop;
 
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return 0;
+	if (j != &l->wake)
+		return;	/* the thread's job, ended */
+	atomic_store(&l->wake_pending, false);
+	pthread_mutex_lock(&l->lock);
+	stop = l->stop;
+	pthread_mutex_unlock(&l->lock);
+	if (stop)
+		return;	/* lvmeta_free() under way: it frees what waits */
 	lv_events_deliver(l);
 	pthread_mutex_lock(&l->lock);
 	r = l->r_head;
@@ -402,8 +411,12 @@ static int on_results(sd_event_source *s, int fd, uint32_t revents, void *userda
 			l->ops->labels(l->owner, r->name, r->labels);
 		free(r);
 	}
-	return 0;
 }
+
+static const struct vmt_worker_ops lv_worker_ops = {
+	.run = lv_thread,
+	.done = on_results,
+};
 
 int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t n)
 {
@@ -446,13 +459,27 @@ int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t 
 	l->n = n;
 	pthread_mutex_unlock(&l->lock);
 	/* the thread, and libvirt in it, only once there is a libvirt guest */
-	if (n && !l->started) {
-		int r = -pthread_create(&l->thread, NULL, lv_thread, l);
+	if (n && !l->started && !l->no_library) {
+		char why[sizeof(l->error)];
+		int r = lvmeta_dl_open(true, why, sizeof(why));
 
+		if (r < 0) {
+			/* said once, and in status; the rest of the daemon goes on
+			 * (`vmtraced -n` refuses such a configuration) */
+			log_error("libvirt: %s: no labels nor events from libvirt (install libvirt0)", why);
+			pthread_mutex_lock(&l->lock);
+			l->state = "no-library";
+			snprintf(l->error, sizeof(l->error), "%s", why);
+			pthread_mutex_unlock(&l->lock);
+			l->no_library = true;
+			return 0;
+		}
+		r = worker_run(&l->worker);
 		if (r < 0) {
 			log_error_errno(r, "libvirt: cannot start its thread: %m");
 			return r;
 		}
+		worker_submit(&l->worker, &l->job);
 		l->started = true;
 	}
 	if (wake)
@@ -479,13 +506,12 @@ int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri, bool label
 	l->e_tail = &l->e_head;
 	l->state = "idle";
 	pthread_mutex_init(&l->lock, NULL);
-	l->loop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	l->thread_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (l->loop_efd < 0 || l->thread_efd < 0) {
+	if (l->thread_efd < 0) {
 		r = -errno;
 		goto fail;
 	}
-	r = sd_event_add_io(e, &l->src, l->loop_efd, EPOLLIN, on_results, l);
+	r = worker_init(&l->worker, e, &lv_worker_ops, l);
 	if (r < 0)
 		goto fail;
 	*out = l;
@@ -499,17 +525,13 @@ void lvmeta_free(struct vmt_lvmeta *l)
 {
 	if (!l)
 		return;
-	if (l->started) {
-		pthread_mutex_lock(&l->lock);
-		l->stop = true;
-		pthread_mutex_unlock(&l->lock);
+	pthread_mutex_lock(&l->lock);
+	l->stop = true;
+	pthread_mutex_unlock(&l->lock);
+	if (l->started)
 		(void)eventfd_write(l->thread_efd, 1);
-		/* a read under way ends with libvirt's RPC time-out at worst */
-		pthread_join(l->thread, NULL);
-	}
-	sd_event_source_disable_unref(l->src);
-	if (l->loop_efd >= 0)
-		close(l->loop_efd);
+	/* a read under way ends with libvirt's RPC time-out at worst */
+	worker_stop(&l->worker);
 	if (l->thread_efd >= 0)
 		close(l->thread_efd);
 	while (l->r_head) {

@@ -57,7 +57,9 @@ struct vmt_lvmeta_guest {
 };
 
 struct vmt_lvmeta_status {
-	const char *state;	/* idle (no libvirt guest), connecting, connected */
+	/* idle (no libvirt guest), connecting, connected, no-library (libvirt
+	 * or libxml2 could not be loaded: error says why) */
+	const char *state;
 	char error[512];	/* the last connection error, "" if none */
 	uint64_t reads;		/* metadata read and its labels handed to the loop */
 	uint64_t refused;	/* metadata refused (size, XML, a key or value) */
@@ -79,6 +81,13 @@ void lvmeta_free(struct vmt_lvmeta *l);
  * those with a new id are read, the others left. */
 int lvmeta_set(struct vmt_lvmeta *l, const struct vmt_lvmeta_guest *g, uint32_t n);
 void lvmeta_status(struct vmt_lvmeta *l, struct vmt_lvmeta_status *st);
+/*
+ * lvmeta-dl.c: libxml2, and libvirt too with virt, loaded (once) for the
+ * functions lvmeta calls; on the loop before lvmeta's thread, by lvmeta
+ * itself, and by `vmtraced -n` to check a configuration. 0, or -ELIBACC
+ * with why ("libvirt.so.0 cannot be loaded: ...").
+ */
+int lvmeta_dl_open(bool virt, char *why, size_t why_len);
 
 /*
  * lvmeta-xml.c, pure: the metadata element (len bytes, no NUL needed) into

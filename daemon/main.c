@@ -97,6 +97,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (check) {
+		r = manager_check_libraries(&conf, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "%s\n", err);
+			config_free(&conf);
+			return 1;
+		}
 		if (verbose)
 			config_print(&conf, stdout);
 		else

@@ -228,6 +228,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 		ctl_put_COMPRESS_CPU_NS(&b, m->comp.st.cpu_ns);
 		ctl_put_COMPRESS_BUSY(&b, m->comp.st.busy);
 		ctl_put_COMPRESS_OVER_SHARE(&b, m->comp.st.over_share);
+		ctl_put_COMPRESS_TCODE_FALLBACK(&b, m->comp.st.tcode_fallback);
 		ctl_put_COMPRESS_BYTES_IN(&b, m->comp.st.bytes_in);
 		ctl_put_COMPRESS_BYTES_OUT(&b, m->comp.st.bytes_out);
 		ctl_put_RINGS_ADOPTED(&b, m->recover.adopted);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlnats.h"
 #include "fleet.h"
 #include "log.h"
 #include "lvmeta.h"
@@ -58,7 +59,10 @@ static int on_lvmeta_event(void *owner, const char *guest, const char *what, uin
 	struct vmt_guest *g = guest_list_find(&m->guests, guest);
 	struct vmt_trigger t = { .kind = VMT_TRIGGER_LIBVIRT, .time_ns = time_ns };
 	char *names[1] = { (char *)guest };
-	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t };
+	/* a crashed kernel's window is a last word, as a dead QEMU's: the
+	 * cooldown does not hold it back (a dump of the last boot, made when
+	 * this one started, would) */
+	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t, .no_cooldown = crashed };
 	pid_t pid;
 	int r;
 
@@ -90,6 +94,26 @@ static const struct vmt_lvmeta_ops lvmeta_ops = {
 	.labels = on_lvmeta_labels,
 	.event = on_lvmeta_event,
 };
+
+int manager_check_libraries(const struct vmt_config *c, char *err, size_t err_len)
+{
+	const struct vmt_fleet_conf *fc = &c->fleet;
+	bool labels = fc->enabled && fc->libvirt_labels && (fc->accept & VMT_FLEET_ACCEPT_LABEL);
+	char why[400];
+	int r;
+
+	if (fc->enabled && (r = dlnats_open(why, sizeof(why))) < 0) {
+		snprintf(err, err_len, "fleet: needs libnats and libcrypto: %s (install libnats3.4)", why);
+		return r;
+	}
+	if (!labels && !c->libvirt_events.enabled)
+		return 0;
+	r = lvmeta_dl_open(true, why, sizeof(why));
+	if (r < 0)
+		snprintf(err, err_len, "%s: needs libvirt and libxml2: %s (install libvirt0, or turn it off)",
+			 c->libvirt_events.enabled ? "detectors.libvirt_events" : "fleet.libvirt_labels", why);
+	return r;
+}
 
 int manager_fleet_start(struct vmt_manager *m)
 {

@@ -16,8 +16,8 @@ extern const struct vmt_discovery_ops manager_discovery_ops;
 int manager_probe_new(struct vmt_manager *m);
 /* The host's own source, with host.enabled, as the guest named "host". */
 void manager_start_host(struct vmt_manager *m);
-/* A compressor's batch let go of its ring pages (compressor_init's callback). */
-void manager_batch_released(void *userdata);
+/* The compressor's worker threads: record.compress_threads, or from the CPUs. */
+uint32_t manager_compress_threads(const struct vmt_manager *m);
 /* The successor: sessions handed over, taken before the guests connect. */
 void manager_upgrade_adopt(struct vmt_manager *m);
 /* A successor: are the detectors and the host source set up once the

@@ -127,6 +127,10 @@ static int reload_read(struct vmt_manager *m, struct vmt_config *nc, struct relo
 		add_later(c, "libvirt_events");
 		nc->libvirt_events = m->conf.libvirt_events;
 	}
+	if (nc->rec.compress_threads != m->conf.rec.compress_threads) {
+		add_later(c, "record.compress_threads");
+		nc->rec.compress_threads = m->conf.rec.compress_threads;
+	}
 	if (nc->dump_reserve != m->conf.dump_reserve) {
 		add_later(c, "dump_reserve");
 		nc->dump_reserve = m->conf.dump_reserve;

@@ -78,8 +78,8 @@ int manager_upgrade_check(struct vmt_manager *m, char *why, size_t n)
 
 static void restart_compressor(struct vmt_manager *m)
 {
-	int r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, VMT_RING_BATCH_MAX_BYTES,
-				manager_batch_released, m);
+	int r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, m->compress_threads,
+				VMT_RING_BATCH_MAX_BYTES);
 
 	if (r >= 0)
 		r = compressor_run(&m->comp);

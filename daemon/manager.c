@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <sched.h>
 #include <sys/sysinfo.h>
 #include <sys/statvfs.h>
 #include <signal.h>
@@ -30,6 +31,11 @@
 static bool on_guest_window_replaced(void *owner, struct vmt_guest *g, const char *why)
 {
 	return dump_guest_window_replaced(&((struct vmt_manager *)owner)->dumps, g, why);
+}
+
+static void on_guest_prev_boot(void *owner, struct vmt_guest *g, struct vmt_prev_set *set)
+{
+	dump_guest_prev(&((struct vmt_manager *)owner)->dumps, g, set);
 }
 
 static int on_guest_trigger(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
@@ -75,11 +81,17 @@ const struct vmt_discovery_ops manager_discovery_ops = {
 
 static int on_detector(void *owner, const char *guest, const struct vmt_trigger *t, bool last_word)
 {
+	struct vmt_manager *m = owner;
 	char *names[1] = { (char *)guest };
 	struct vmt_dump_req rq = { .names = names, .n = guest ? 1 : 0, .trigger = t,
 				   .no_cooldown = last_word };
+	struct vmt_guest *g = guest && last_word ? guest_list_find(&m->guests, guest) : NULL;
 
-	return dump_request(&((struct vmt_manager *)owner)->dumps, &rq);
+	/* its QEMU is gone: no agent left to answer a FLUSH, and what it sent
+	 * is read in the coalescing window */
+	if (g)
+		guest_crashed(g);
+	return dump_request(&m->dumps, &rq);
 }
 
 static bool on_exit_unclean(void *owner, const char *guest)
@@ -117,6 +129,7 @@ static const struct vmt_control_ops manager_ctl_ops = {
 
 static const struct vmt_guest_events guest_events = {
 	.window_replaced = on_guest_window_replaced,
+	.prev_boot = on_guest_prev_boot,
 	.trigger = on_guest_trigger,
 	.qemu_changed = on_guest_qemu_changed,
 	.host_mark = on_host_mark,
@@ -376,15 +389,16 @@ static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si,
 	return 0;
 }
 
-/* A compressor's batch let go of its ring pages: readers paused for a
- * held page may go on. */
-void manager_batch_released(void *userdata)
+/* record.compress_threads, or one from the CPUs this process may run on. */
+uint32_t manager_compress_threads(const struct vmt_manager *m)
 {
-	struct vmt_manager *m = userdata;
+	cpu_set_t set;
+	long n;
 
-	for (uint32_t i = 0; i < m->guests.n; i++)
-		if (guest_paused(m->guests.v[i]))
-			guest_resume(m->guests.v[i]);
+	if (m->conf.rec.compress_threads)
+		return m->conf.rec.compress_threads;
+	n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+	return compressor_threads_auto(n);
 }
 
 /* The loop, its signals, the watchdog and the status timer. */
@@ -458,8 +472,9 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	r = writer_init(&m->writer, m->event, dump_writer_done, &m->dumps);
 	if (r < 0)
 		goto fail;
-	r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, VMT_RING_BATCH_MAX_BYTES,
-			    manager_batch_released, m);
+	m->compress_threads = manager_compress_threads(m);	/* before the sandbox */
+	r = compressor_init(&m->comp, m->event, VMT_COMPRESS_JOBS, m->compress_threads,
+			    VMT_RING_BATCH_MAX_BYTES);
 	if (r < 0)
 		goto fail;
 	m->genv.comp = &m->comp;

@@ -37,6 +37,7 @@ struct vmt_manager {
 	sd_event *event;
 	uint8_t bounce[VMT_BOUNCE_SIZE];	/* guest data reads land here first */
 	struct vmt_config conf;
+	uint32_t compress_threads;	/* the compressor's workers, resolved at start */
 	const char *config_path;
 	struct vmt_guest_list guests;
 	struct vmt_writer writer;
@@ -69,6 +70,14 @@ struct vmt_manager {
 /* The "auto" sizes of c from this machine (RAM, the state folder's file
  * system), said in the log; -EINVAL and err if they do not fit together. */
 int manager_resolve_config(struct vmt_config *c, char *err, size_t err_len);
+/*
+ * `vmtraced -n`: the optional libraries c needs (libnats and libcrypto for
+ * fleet:, libvirt and libxml2 for libvirt_events or the fleet's
+ * libvirt_labels) loaded as the daemon would load them: 0, or -ELIBACC with
+ * err naming the key and the library. A running daemon without one keeps
+ * recording and says so in status (manager-fleet.c).
+ */
+int manager_check_libraries(const struct vmt_config *c, char *err, size_t err_len);
 int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *config_path);
 /* Runs until SIGTERM/SIGINT; returns the exit code for main(). */
 int manager_run(struct vmt_manager *m);

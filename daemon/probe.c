@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ struct vmt_probe {
 	char reason[VMT_DET_COUNT][160];
 	uint64_t fired[VMT_DET_COUNT], mgr_suppressed[VMT_DET_COUNT], filtered[VMT_DET_COUNT];
 	struct vmt_probe_maps maps;	/* whom they watch (probe-maps.c) */
+	uint32_t kvm_reason_off;	/* in kvm_exit's record (its tracefs format) */
 };
 
 /* libbpf's messages, kept so a failed load can say why. */
@@ -101,6 +103,72 @@ static void set_reason(struct vmt_probe *p, unsigned det, int err)
 			 libbpf_last[0] ? ": " : "", libbpf_last);
 }
 
+/* kernel.perf_event_paranoid, or INT_MIN */
+static int perf_paranoid(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+	int v = INT_MIN;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = INT_MIN;
+		fclose(f);
+	}
+	return v;
+}
+
+/* An attach refused: a classic tracepoint's is a perf_event_open(2), which
+ * Debian's kernels (kernel.perf_event_paranoid=3, their default) allow
+ * only with CAP_SYS_ADMIN, not with the CAP_PERFMON the service has. */
+static void attach_reason(struct vmt_probe *p, unsigned det, struct bpf_program *prog, int err)
+{
+	int level;
+
+	if ((err == -EACCES || err == -EPERM) &&
+	    bpf_program__type(prog) == BPF_PROG_TYPE_TRACEPOINT && (level = perf_paranoid()) >= 3) {
+		snprintf(p->reason[det], sizeof(p->reason[det]),
+			 "perf_event_open(2) refused: kernel.perf_event_paranoid=%d lets only CAP_SYS_ADMIN open tracepoints (2 lets CAP_PERFMON)",
+			 level);
+		return;
+	}
+	set_reason(p, det, err);
+}
+
+/* The offset of exit_reason in kvm_exit's record, from its format file
+ * ("field:unsigned int exit_reason;\toffset:8;\tsize:4;..."): 0 or -errno
+ * (-ENOENT: no kvm tracepoints; -EPROTO: no 4-byte exit_reason in it). */
+static int kvm_exit_reason_off(uint32_t *off)
+{
+	static const char *const paths[] = {
+		"/sys/kernel/tracing/events/kvm/kvm_exit/format",
+		"/sys/kernel/debug/tracing/events/kvm/kvm_exit/format",
+	};
+	char line[256];
+	int r = -ENOENT;
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && r == -ENOENT; i++) {
+		FILE *f = fopen(paths[i], "re");
+		unsigned o, sz;
+
+		if (!f) {
+			if (errno != ENOENT)
+				r = -errno;
+			continue;
+		}
+		r = -EPROTO;
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, " exit_reason;") &&
+			    sscanf(strstr(line, "offset:") ?: "", "offset:%u;\tsize:%u;", &o, &sz) == 2 &&
+			    sz == sizeof(uint32_t) && o <= 4096 - sz) {
+				*off = o;
+				r = 0;
+				break;
+			}
+		fclose(f);
+	}
+	return r;
+}
+
 /* Open a skeleton with only want[] autoloaded and the settings of conf. */
 static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_bpf **out)
 {
@@ -120,6 +188,7 @@ static int skel_open_load(struct vmt_probe *p, const bool *want, struct detect_b
 	for (unsigned d = 0; d < VMT_DET_COUNT; d++)
 		s->rodata->min_interval_ns[d] = dc[d].min_interval_ms * 1000000ull;
 	s->rodata->any_oom = dc[VMT_DET_OOM].any_process;
+	s->rodata->kvm_exit_reason_off = p->kvm_reason_off;
 	libbpf_last[0] = 0;
 	r = detect_bpf__load(s);
 	if (r < 0) {
@@ -146,6 +215,23 @@ static int probe_load(struct vmt_probe *p)
 			snprintf(p->reason[d], sizeof(p->reason[d]),
 				 "the kernel has no BTF (/sys/kernel/btf/vmlinux)");
 		return 0;
+	}
+	if (want[VMT_DET_KVM_EXIT]) {
+		r = kvm_exit_reason_off(&p->kvm_reason_off);
+		if (r < 0) {
+			want[VMT_DET_KVM_EXIT] = false;
+			char *w = p->reason[VMT_DET_KVM_EXIT];
+			size_t n = sizeof(p->reason[VMT_DET_KVM_EXIT]);
+
+			if (r == -ENOENT)
+				snprintf(w, n, "kvm tracepoints not found (kvm module not loaded?)");
+			else if (r == -EPROTO)
+				snprintf(w, n, "kvm_exit's tracefs format has no 4-byte exit_reason");
+			else if (r == -EACCES || r == -EPERM)
+				snprintf(w, n, "not permitted to read kvm_exit's format in tracefs (needs CAP_DAC_OVERRIDE, or root)");
+			else
+				snprintf(w, n, "cannot read kvm_exit's format in tracefs: %s", strerror(-r));
+		}
 	}
 	r = skel_open_load(p, want, &p->skel);
 	if (r < 0) {
@@ -191,7 +277,7 @@ static int probe_load(struct vmt_probe *p)
 			libbpf_last[0] = 0;
 			l = bpf_program__attach(prog);
 			if (!l) {
-				set_reason(p, d, -errno);
+				attach_reason(p, d, prog, -errno);
 				break;
 			}
 			p->links[p->nlinks++] = l;

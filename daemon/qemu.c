@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,15 @@ static pid_t pid_from_file(const char *path)
 	return v > 0 && v < (1L << 22) ? (pid_t)v : 0;
 }
 
+/* Left a pidfile behind? (No signal: the daemon may send none.) */
+static bool pid_alive(pid_t pid)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	return access(path, F_OK) == 0;
+}
+
 pid_t qemu_pid_find(const char *pidfile, pid_t peer, const char *libvirt_name)
 {
 	char path[PATH_MAX];
@@ -36,13 +46,15 @@ pid_t qemu_pid_find(const char *pidfile, pid_t peer, const char *libvirt_name)
 
 	if (pidfile && pidfile[0] && (pid = pid_from_file(pidfile)) > 0)
 		return pid;
-	if (peer > 0)
-		return peer;
-	if (libvirt_name) {
+	/* libvirt may make a channel's listening socket itself and hand it to
+	 * QEMU: the socket's peer is then libvirtd, whose death no one wants
+	 * to watch. Its pidfile names the domain's QEMU. */
+	if (libvirt_name && strlen(libvirt_name) < sizeof(path) - 40) {
 		snprintf(path, sizeof(path), "/run/libvirt/qemu/%s.pid", libvirt_name);
-		return pid_from_file(path);
+		if ((pid = pid_from_file(path)) > 0 && pid_alive(pid))
+			return pid;
 	}
-	return 0;
+	return peer > 0 ? peer : 0;
 }
 
 int qemu_vcpu_of_comm(const char *comm)

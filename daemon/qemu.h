@@ -12,8 +12,9 @@
 
 /*
  * A guest's QEMU: the pid in pidfile when there is one (what the operator
- * says wins), else peer (a socket's: the process that listens, QEMU with
- * server=on), else libvirt's pidfile for libvirt_name (a discovered guest).
+ * says wins), else libvirt's pidfile for libvirt_name (a discovered guest)
+ * naming a live process, else peer (a socket's: the process that made it
+ * listen, QEMU with server=on, or libvirtd where libvirt made the socket).
  * 0 if unknown.
  */
 pid_t qemu_pid_find(const char *pidfile, pid_t peer, const char *libvirt_name);

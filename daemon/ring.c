@@ -6,6 +6,7 @@
 
 #include "ring.h"
 #include "sample.h"
+#include "tcode.h"
 #include "util.h"
 
 _Static_assert(sizeof(struct vmt_ring_slot) == VMT_RINGMEM_SLOT_BYTES, "a slot record is version 2's");
@@ -134,6 +135,14 @@ static uint8_t *home_page(const struct vmt_ring *r, uint32_t s)
 	return r->rm->mem + (size_t)s * r->layout.page_size;
 }
 
+static uint32_t slot_index(const struct vmt_ring *r, uint32_t i)
+{
+	/* the oldest valid page sits count slots behind the fill slot */
+	uint32_t n = r->nr_pages + 1;
+
+	return (r->head + n - r->count + i) % n;
+}
+
 /* ---- compressed rings ------------------------------------------------- */
 
 /*
@@ -209,10 +218,28 @@ uint64_t ring_bytes(const struct vmt_ring *r)
 	return r->rm->size + private_bytes((uint64_t)r->nr_pages + 1, r->fr.cap);
 }
 
+/*
+ * n pages leave the raw slots at the oldest end. The compressor's workers
+ * read the position after copying a batch out (ring_batch_intact): it is
+ * stored before the fill writes a byte into a slot it freed, as a
+ * seqlock's writer bumps its count before the data.
+ */
+static void ring_gone(struct vmt_ring *r, uint32_t n)
+{
+	r->tail += n;
+	__atomic_store_n(&r->rm->gone, r->tail, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+/* Where the next batch starts: after those claimed, at the oldest page. */
+static uint64_t batch_start(const struct vmt_ring *r)
+{
+	return VMT_MAX(r->claim, r->tail);
+}
+
 bool ring_batch_due(const struct vmt_ring *r)
 {
-	/* the newest batch stays raw; those before it go, several at once */
-	return r->fr.fm && !r->frames_blocked && r->count >= r->inflight + 2 * r->batch;
+	return r->fr.fm && !r->frames_blocked && batch_start(r) + 2 * r->batch <= r->tail + r->count;
 }
 
 /* The header of a frame of n pages from the first-th oldest, from their slots. */
@@ -231,32 +258,58 @@ static void batch_header(const struct vmt_ring *r, uint32_t first, uint32_t n, s
 	}
 }
 
-int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h,
-		     uint64_t place[2])
+int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_batch *b)
 {
-	int err;
+	uint32_t ps = r->layout.page_size, first;
+	uint64_t start;
 
+	memset(b, 0, sizeof(*b));
 	if (!ring_batch_due(r))
 		return -EAGAIN;
-	err = ring_hold(r, r->inflight, r->inflight + r->batch, hold);
-	if (err < 0)
-		return err;
-	batch_header(r, r->inflight, r->batch, h);
-	place[0] = r->inflight / r->batch;
-	place[1] = __atomic_load_n(&r->rm->spills, __ATOMIC_RELAXED);
-	r->inflight += r->batch;
+	start = batch_start(r);
+	first = (uint32_t)(start - r->tail);
+	for (uint32_t i = first; i < first + r->batch; i++) {
+		uint32_t s = slot_index(r, i);
+		const uint8_t *p = r->pages[s];
+		struct vmt_iovec *run = &b->runs[b->nruns ? b->nruns - 1 : 0];
+
+		/* a reserve page goes back to the pool when its slot settles:
+		 * only the ring's own memory is read off the loop */
+		if (p != home_page(r, s))
+			return -EBUSY;
+		if (b->nruns && (const uint8_t *)run->base + run->len == p)
+			run->len += ps;
+		else
+			b->runs[b->nruns++] = (struct vmt_iovec){ p, ps };
+	}
+	batch_header(r, first, r->batch, &b->h);
+	b->rm = r->rm;
+	ringmem_ref(r->rm);
+	b->pos = start;
+	b->gen = r->batch_gen;
+	b->page_size = ps;
+	r->claim = start + r->batch;
 	return 0;
 }
 
-bool ring_batch_overtaken(const struct vmt_ring_hold *hold, const uint64_t place[2])
+bool ring_batch_intact(const struct vmt_ring_batch *b)
 {
-	return __atomic_load_n(&hold->rm->spills, __ATOMIC_RELAXED) - place[1] > place[0];
+	/* the copy's reads are done before the position is read */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&b->rm->gone, __ATOMIC_RELAXED) <= b->pos;
+}
+
+void ring_batch_put(struct vmt_ring_batch *b)
+{
+	ringmem_unref(b->rm);
+	b->rm = NULL;
 }
 
 /* n oldest pages are in a frame now (frames_room counted what it pushed out). */
 static void batch_stored(struct vmt_ring *r, uint32_t n, uint64_t bytes)
 {
 	r->count -= n;
+	ring_gone(r, n);
 	r->c.frames_made++;
 	r->c.frame_bytes_in += (uint64_t)n * r->layout.page_size;
 	r->c.frame_bytes_out += bytes;
@@ -279,42 +332,53 @@ static int frames_room(struct vmt_ring *r, size_t len, size_t *pos)
 	return err;
 }
 
-bool ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
-		    const uint8_t *payload, ssize_t len, uint32_t crc)
+/* A batch could not go in for want of room or a frame: it and the ones
+ * after it are claimed again (gen), their pages still raw. */
+static void batch_reset(struct vmt_ring *r)
+{
+	r->claim = r->tail;
+	r->batch_gen++;
+}
+
+bool ring_batch_end(struct vmt_ring *r, const struct vmt_ring_batch *b, const uint8_t *payload,
+		    ssize_t len, uint32_t crc)
 {
 	struct vmt_iovec one = { payload, len > 0 ? (size_t)len : 0 };
 	size_t pos;
 	int err;
 
-	if (gen != r->batch_gen)
+	if (b->gen != r->batch_gen)
 		return false;
-	/* a batch the slots spilled before it came back (ring_spill took it
-	 * out of inflight): its pages are in the store already */
-	if (!r->count || ring_slot(r, 0)->seq != h->first_seq)
+	/* its pages left the slots meanwhile: stored as they were (ring_spill)
+	 * or overwritten, counted either way */
+	if (b->pos < r->tail || len == -ECANCELED)
 		return false;
-	/* batches come back in order; the first that cannot go in leaves its
-	 * pages raw and the later ones too (gen), to be batched again */
-	if (len > 0 && r->count >= h->npages && r->inflight >= h->npages) {
-		err = frames_room(r, one.len, &pos);
-		if (err == 0) {
-			frames_put(&r->fr, pos, h, &one, 1, h->codec == VMT_FRAME_NONE ? 0 : crc);
-			r->inflight -= h->npages;
-			batch_stored(r, h->npages, (uint64_t)len);
-			ring_publish(r);
-			return true;
-		}
+	/* batches come back in order (compress.c): the first that cannot go
+	 * in leaves its pages raw and the later ones too (gen), to be batched
+	 * again */
+	if (len <= 0 || b->pos != r->tail || b->h.npages > r->count ||
+	    ring_slot(r, 0)->seq != b->h.first_seq) {
+		batch_reset(r);
+		return false;
+	}
+	err = frames_room(r, one.len, &pos);
+	if (err < 0) {
 		if (err == -EBUSY)
 			r->frames_blocked = true;
+		batch_reset(r);
+		return false;
 	}
-	r->inflight = 0;
-	r->batch_gen++;
-	return false;
+	frames_put(&r->fr, pos, &b->h, &one, 1, b->h.codec == VMT_FRAME_NONE ? 0 : crc);
+	batch_stored(r, b->h.npages, (uint64_t)len);
+	ring_publish(r);
+	return true;
 }
 
 /*
  * The raw slots are full: the oldest batch goes into the frame store as it
- * is, in place of the compressor's frame, if one was coming. Returns false
- * when the store is blocked by a dump (then the oldest page is overwritten).
+ * is. A batch claimed for the compressor is passed by (ring_batch_intact,
+ * ring_batch_end). Returns false when the store is blocked by a dump (then
+ * the oldest page is overwritten).
  */
 static bool ring_spill(struct vmt_ring *r)
 {
@@ -342,20 +406,54 @@ static bool ring_spill(struct vmt_ring *r)
 	/* a stored frame's pages are checked one by one by a successor: no CRC
 	 * of 256 KiB on the loop */
 	frames_put(&r->fr, pos, &h, iov, k, 0);
-	/* the first batch in flight is this one: its frame, when it comes,
-	 * is not taken (ring_batch_end), and the compressor skips it if it has
-	 * not started; the later ones still are taken */
-	if (r->inflight) {
-		r->inflight -= VMT_MIN(r->inflight, n);
-		__atomic_add_fetch(&r->rm->spills, 1, __ATOMIC_RELAXED);
-	}
 	batch_stored(r, n, (uint64_t)n * ps);
 	r->c.pages_stored_raw += n;
 	return true;
 }
 
+struct vmt_schema *schema_new(const uint8_t *bundle, size_t len, uint32_t page_size)
+{
+	struct vmt_schema *s = calloc(1, sizeof(*s));
+
+	if (s && tcode_new(&s->t, bundle, len, page_size) < 0) {
+		free(s);
+		return NULL;
+	}
+	if (s)
+		s->refs = 1;
+	return s;
+}
+
+struct vmt_schema *schema_ref(struct vmt_schema *s)
+{
+	if (s)
+		s->refs++;
+	return s;
+}
+
+void schema_unref(struct vmt_schema *s)
+{
+	if (!s || --s->refs)
+		return;
+	tcode_free(s->t);
+	free(s);
+}
+
+void ring_set_schema(struct vmt_ring *r, struct vmt_schema *s)
+{
+	schema_ref(s);
+	schema_unref(r->schema);
+	r->schema = s;
+}
+
+const struct vmt_tcode *ring_schema(const struct vmt_ring *r)
+{
+	return r->schema ? r->schema->t : NULL;
+}
+
 void ring_free(struct vmt_ring *r)
 {
+	schema_unref(r->schema);
 	frames_free(&r->fr);
 	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++)
 		if (r->pages[s] != home_page(r, s)) {
@@ -372,14 +470,6 @@ static bool slot_held(const struct vmt_ring *r, uint32_t s)
 	const uint8_t *p = r->pages[s];
 
 	return p == home_page(r, s) ? r->rm->holds[s] > 0 : pagepool_holds(r->pool, p) > 0;
-}
-
-static uint32_t slot_index(const struct vmt_ring *r, uint32_t i)
-{
-	/* the oldest valid page sits count slots behind the fill slot */
-	uint32_t n = r->nr_pages + 1;
-
-	return (r->head + n - r->count + i) % n;
 }
 
 uint32_t ring_room(const struct vmt_ring *r, uint32_t want)
@@ -463,14 +553,10 @@ static int ring_complete(struct vmt_ring *r)
 	}
 	if (r->count == r->nr_pages && !ring_spill(r)) {
 		r->c.pages_overwritten++;
-		if (r->inflight) {
-			/* a page in flight is gone: no batch of them can be taken */
-			r->inflight = 0;
-			r->batch_gen++;
-		}
-	}
-	else
+		ring_gone(r, 1);
+	} else if (r->count < r->nr_pages) {
 		r->count++;
+	}
 	r->head = (r->head + 1) % (r->nr_pages + 1);
 	/* before a byte goes into the new fill slot, which the header covered
 	 * when the ring was full */
@@ -513,8 +599,7 @@ void ring_reset_stream(struct vmt_ring *r, int restart_seq)
 	if (restart_seq) {
 		r->next_seq = 0;
 		/* seqs start again: batches in flight could be taken for others */
-		r->inflight = 0;
-		r->batch_gen++;
+		batch_reset(r);
 	}
 	ring_publish(r);
 }
@@ -544,13 +629,13 @@ void ring_take_torn(struct vmt_ring *dst, const struct vmt_ring *src)
 
 void ring_clear(struct vmt_ring *r)
 {
+	ring_gone(r, r->count);
 	r->count = 0;
 	r->fill = 0;
 	/* a new boot's clock starts over: its first page is not time going back */
 	r->last_ts = 0;
 	frames_clear(&r->fr);
-	r->inflight = 0;
-	r->batch_gen++;
+	batch_reset(r);
 	/* the pages belonged to the aux version before: a successor must not take them */
 	ring_publish(r);
 }
@@ -627,13 +712,9 @@ void ring_release(struct vmt_ring_hold *h)
 
 void ring_settle(struct vmt_ring *r)
 {
-	r->frames_blocked = false;
-	ring_settle_slots(r);
-}
-
-void ring_settle_slots(struct vmt_ring *r)
-{
 	uint32_t ps = r->layout.page_size;
+
+	r->frames_blocked = false;
 	for (uint32_t s = 0; r->displaced && s <= r->nr_pages; s++) {
 		uint8_t *home = home_page(r, s);
 

@@ -19,12 +19,18 @@
  *
  * A compressed ring (ring_init_compressed) keeps its newest pages raw in
  * the slots and its older pages as frames (frames.h) in the rest of the
- * same memory. The oldest batch of raw pages is compressed off the event
- * loop (compress.h: ring_batch_begin holds them, ring_batch_end takes the
- * frame in and the pages out). When the raw slots fill up before the
+ * same memory. The raw slots are both the newest window and the
+ * compressor's queue: the oldest batch of raw pages is claimed
+ * (ring_batch_begin) and compressed off the event loop (compress.h), and
+ * its frame replaces the pages when it is back (ring_batch_end). A claim
+ * holds nothing: the fill never waits for the compressor. The compressor
+ * copies a batch out first and checks that none of its pages left the
+ * slots meanwhile (ring_batch_intact), and a frame whose pages left them
+ * while it was made is not taken. When the raw slots fill up before the
  * compressor is done, the oldest batch goes into the frame store as it is
- * (a stored frame, counted in pages_stored_raw): the window shrinks
- * towards the raw size, nothing is dropped for the compressor's sake.
+ * (ring_spill: a stored frame, counted in pages_stored_raw), a copy on the
+ * loop: the window shrinks towards the raw size, nothing is dropped for
+ * the compressor's sake.
  *
  * The ring's memory is one sealed memfd (ringmem.h): page slots, their
  * records, and a compressed ring's frames, behind a header published after
@@ -99,9 +105,11 @@ struct vmt_ring {
 	/* a compressed ring's: fr.fm is NULL for a raw one */
 	struct vmt_frames fr;
 	uint32_t batch;		/* pages per frame */
-	uint32_t inflight;	/* oldest pages being compressed, in whole batches */
+	uint64_t tail;		/* pages that left the raw slots, ever: the oldest one's position */
+	uint64_t claim;		/* position of the next batch: those before are claimed */
 	uint64_t batch_gen;	/* a batch's result counts only with the gen it started with */
 	bool frames_blocked;	/* a dump holds the frames in the way: until ring_settle */
+	struct vmt_schema *schema;	/* the guest's formats, for TCODE frames: a reference, or NULL */
 	/* in a struct vmt_ring_queue (the compressor's, for a free job) */
 	struct vmt_ring *qnext;
 	const void *qowner;
@@ -126,6 +134,25 @@ struct vmt_ring *ring_queue_pop(struct vmt_ring_queue *q, const void **owner, ui
 void ring_queue_remove(struct vmt_ring_queue *q, struct vmt_ring *r);
 /* Every ring out of it. */
 void ring_queue_clear(struct vmt_ring_queue *q);
+
+/*
+ * The guest's formats as the transcoder's schema (lib/tcode.h), shared by
+ * its rings and the compression jobs under way (references, on the loop).
+ */
+struct vmt_tcode;
+struct vmt_schema {
+	struct vmt_tcode *t;
+	uint32_t refs;
+};
+/* From a metadata bundle; NULL when it has no readable header_page or on ENOMEM. */
+struct vmt_schema *schema_new(const uint8_t *bundle, size_t len, uint32_t page_size);
+struct vmt_schema *schema_ref(struct vmt_schema *s);
+void schema_unref(struct vmt_schema *s);
+/* What r's TCODE frames are made and decoded with from now on (a reference
+ * taken; NULL: none, they are made zstd). Frames made before keep the one
+ * they name (tcode_id): one of the same formats decodes them. */
+void ring_set_schema(struct vmt_ring *r, struct vmt_schema *s);
+const struct vmt_tcode *ring_schema(const struct vmt_ring *r);
 
 /* Allocates and pre-faults the memory; -ENOMEM if it cannot. */
 int ring_init(struct vmt_ring *r, uint32_t nr_pages, const struct vmt_page_layout *l);
@@ -198,28 +225,41 @@ int ring_init_compressed(struct vmt_ring *r, uint32_t nr_pages, const struct vmt
 /* Bytes the ring takes, whichever kind. */
 uint64_t ring_bytes(const struct vmt_ring *r);
 
-struct vmt_ring_hold;
-/* The next batch of the oldest pages is due for compression. */
+/* The next batch of raw pages is due for compression. */
 bool ring_batch_due(const struct vmt_ring *r);
 /*
- * Hold the oldest batch not in flight yet for the compressor; its frame
- * header (from the slots' records) into *h, and into *place where it
- * stands among the batches in flight (0: the oldest) and the ring's spill
- * count now: once more than place batches are spilled, nobody will take
- * its frame (ring_batch_overtaken).
+ * A batch claimed for the compressor: where its pages are, no hold. The
+ * worker copies them out, then asks ring_batch_intact() whether the copy
+ * is good.
  */
-int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_hold *hold, struct vmt_frame_hdr *h,
-		     uint64_t place[2]);
-/* From any thread: was the batch begun at place[] stored as it was meanwhile? */
-bool ring_batch_overtaken(const struct vmt_ring_hold *hold, const uint64_t place[2]);
+struct vmt_ring_batch {
+	struct vmt_ringmem *rm;	/* a reference: the mapping outlives the ring */
+	uint64_t pos;		/* of its first page, in the ring's tail positions */
+	uint64_t gen;		/* the ring's batch_gen then */
+	uint32_t page_size;
+	uint32_t nruns;		/* the slots wrap at most once */
+	struct vmt_iovec runs[2];
+	struct vmt_frame_hdr h;	/* from the slots' records; h.codec the caller's */
+};
+/* Claim the next batch into *b (its header from the slots' records).
+ * -EAGAIN when none is due, -EBUSY while one of its pages is in the dump
+ * reserve (until ring_settle). */
+int ring_batch_begin(struct vmt_ring *r, struct vmt_ring_batch *b);
+/* From any thread, after copying the pages out: none of them was
+ * overwritten before the copy was done. */
+bool ring_batch_intact(const struct vmt_ring_batch *b);
 /*
- * The compressor is back with the batch begun at gen: its frame (codec in
- * h, len bytes at payload, crc its CRC32C unless codec NONE) replaces the pages, or, on len < 0 or when the
- * batch was stored or cleared meanwhile, nothing happens. Release the hold
- * after. True when the frame was taken.
+ * The compressor is back with b (in the order the batches were begun):
+ * its frame (codec in b->h, len bytes at payload, crc its CRC32C unless
+ * codec NONE) replaces the pages; or, on len < 0 (-ECANCELED: the copy was
+ * overtaken) or when its pages left the slots meanwhile (stored as they
+ * were, or overwritten) or the ring was cleared, nothing happens. Put the batch after. True when the frame was
+ * taken.
  */
-bool ring_batch_end(struct vmt_ring *r, uint64_t gen, const struct vmt_frame_hdr *h,
-		    const uint8_t *payload, ssize_t len, uint32_t crc);
+bool ring_batch_end(struct vmt_ring *r, const struct vmt_ring_batch *b, const uint8_t *payload,
+		    ssize_t len, uint32_t crc);
+/* Drop the batch's reference to the ring's memory. */
+void ring_batch_put(struct vmt_ring_batch *b);
 /* Window pages: in frames, and all. */
 static inline uint64_t ring_window_pages(const struct vmt_ring *r)
 {
@@ -261,9 +301,6 @@ void ring_release(struct vmt_ring_hold *h);
 /* Slots filling reserve pages go back to their own memory where no dump
  * holds it any more. */
 void ring_settle(struct vmt_ring *r);
-/* The same for the slots only (a compressor's batch let go); the frames
- * stay blocked until the dump is written and ring_settle runs. */
-void ring_settle_slots(struct vmt_ring *r);
 
 /*
  * A new stream starts (the channel reconnected, or the agent restarted):

@@ -110,9 +110,10 @@ struct vmt_ringmem {
 	uint32_t page_size;
 	uint32_t refs;
 	uint32_t fixed_crc;	/* of the header's fixed part, continued by each publish */
-	/* batches in flight the slots stored as they were (ring_spill): read by
-	 * the compressor's thread (atomic) to skip a batch no one will take */
-	uint64_t spills;
+	/* pages that left the ring's raw slots, ever (ring.c's tail: stored,
+	 * framed, overwritten or cleared): read by
+	 * the compressor's workers (atomic) to check a batch they copied */
+	uint64_t gone;
 	struct vmt_ringmem_hdr shadow;	/* the next publish's header, in private memory */
 	uint32_t holds[];	/* per slot: dumps holding its own page */
 };

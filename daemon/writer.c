@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -13,6 +13,7 @@
 #include "afile.h"
 #include "aux.h"
 #include "log.h"
+#include "ring.h"
 #include "util.h"
 #include "writer.h"
 
@@ -137,167 +138,93 @@ static int sample_aux_check(const struct vmt_job *job, const struct vmt_job *fai
 	return -ENOENT;
 }
 
-static void *writer_main(void *arg)
+#define JOB_OF(j) ((struct vmt_job *)((char *)(j) - offsetof(struct vmt_job, wj)))
+
+static void writer_start(void *userdata)
 {
-	/* the last aux file that could not be written, for the samples after it */
-	struct vmt_job failed_aux = { .error = 0 };
-
-	struct vmt_writer *w = arg;
-
 	/* ingestion first: compression (and the zstd workers this thread
 	 * starts, which inherit its nice value) takes what the loop leaves */
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
 		log_debug("writer thread keeps its priority: %m");
-
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		struct vmt_job *job;
-		uint64_t t0;
-
-		while (!w->queue && !w->stopping)
-			pthread_cond_wait(&w->cond, &w->lock);
-		if (!w->queue)
-			break;
-		job = w->queue;
-		w->queue = job->next;
-		if (!w->queue)
-			w->queue_tail = &w->queue;
-		pthread_mutex_unlock(&w->lock);
-
-		t0 = now_monotonic_ns();
-		if (job->kind == VMT_JOB_SAMPLE) {
-			job->error = sample_aux_check(job, failed_aux.error ? &failed_aux : NULL);
-			job->aux_missing = job->error < 0;
-		}
-		if (job->kind != VMT_JOB_RETENTION && !job->error)
-			job->error = job_run(job);
-		if (job->error == -ENOSPC || job->error == -EDQUOT) {
-			/* make room by the retention rules, then try once more */
-			job_retention(job);
-			job->retried = 1;
-			job->error = job->aux_missing ? sample_aux_check(job, NULL) : job_run(job);
-			if (job->aux_missing && job->error == -ENOENT)
-				job->error = -ENOSPC;
-		}
-		if (job->kind == VMT_JOB_AUX) {
-			failed_aux.error = job->error;
-			if (job->error < 0) {
-				snprintf(failed_aux.dir, sizeof(failed_aux.dir), "%s", job->dir);
-				snprintf(failed_aux.name, sizeof(failed_aux.name), "%s", job->name);
-			}
-		}
-		if (job->kind != VMT_JOB_AUX)
-			job_retention(job);
-		job->duration_ns = now_monotonic_ns() - t0;
-
-		pthread_mutex_lock(&w->lock);
-		job->next = NULL;
-		*w->done_tail = job;
-		w->done_tail = &job->next;
-		(void)eventfd_write(w->efd, 1);	/* the counter does not overflow */
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
 }
 
-static void writer_reap(struct vmt_writer *w)
-{
-	struct vmt_job *list;
-
-	pthread_mutex_lock(&w->lock);
-	list = w->done;
-	w->done = NULL;
-	w->done_tail = &w->done;
-	pthread_mutex_unlock(&w->lock);
-	while (list) {
-		struct vmt_job *next = list->next;
-		w->pending--;
-		w->done_fn(list, w->userdata);
-		list = next;
-	}
-}
-
-static int writer_event(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static void writer_job(struct vmt_worker_job *wj, void *userdata)
 {
 	struct vmt_writer *w = userdata;
-	uint64_t v;
+	struct vmt_job *job = JOB_OF(wj), *failed_aux = &w->failed_aux;
+	uint64_t t0 = now_monotonic_ns();
 
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		log_warning_errno(-errno, "writer eventfd: %m");
-	writer_reap(w);
-	return 0;
+	if (job->kind == VMT_JOB_SAMPLE) {
+		job->error = sample_aux_check(job, failed_aux->error ? failed_aux : NULL);
+		job->aux_missing = job->error < 0;
+	}
+	if (job->kind != VMT_JOB_RETENTION && !job->error)
+		job->error = job_run(job);
+	if (job->error == -ENOSPC || job->error == -EDQUOT) {
+		/* make room by the retention rules, then try once more */
+		job_retention(job);
+		job->retried = 1;
+		job->error = job->aux_missing ? sample_aux_check(job, NULL) : job_run(job);
+		if (job->aux_missing && job->error == -ENOENT)
+			job->error = -ENOSPC;
+	}
+	if (job->kind == VMT_JOB_AUX) {
+		failed_aux->error = job->error;
+		if (job->error < 0) {
+			snprintf(failed_aux->dir, sizeof(failed_aux->dir), "%s", job->dir);
+			snprintf(failed_aux->name, sizeof(failed_aux->name), "%s", job->name);
+		}
+	}
+	if (job->kind != VMT_JOB_AUX)
+		job_retention(job);
+	job->duration_ns = now_monotonic_ns() - t0;
 }
+
+static void writer_done(struct vmt_worker_job *wj, void *userdata)
+{
+	struct vmt_writer *w = userdata;
+
+	w->pending--;
+	w->done_fn(JOB_OF(wj), w->userdata);
+}
+
+/* never ran (start-up failed): what was queued is dropped */
+static void writer_drop(struct vmt_worker_job *wj, void *userdata)
+{
+	struct vmt_writer *w = userdata;
+
+	w->pending--;
+	job_free(JOB_OF(wj));
+}
+
+static const struct vmt_worker_ops writer_ops = {
+	.start = writer_start,
+	.run = writer_job,
+	.done = writer_done,
+	.drop = writer_drop,
+};
 
 int writer_init(struct vmt_writer *w, sd_event *e,
 		void (*fn)(struct vmt_job *job, void *userdata), void *userdata)
 {
-	int r;
-
 	memset(w, 0, sizeof(*w));
-	w->queue_tail = &w->queue;
-	w->done_tail = &w->done;
 	w->done_fn = fn;
 	w->userdata = userdata;
-	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->efd < 0)
-		return -errno;
-	r = sd_event_add_io(e, &w->src, w->efd, EPOLLIN, writer_event, w);
-	if (r < 0) {
-		close(w->efd);
-		w->efd = -1;
-		return r;
-	}
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
-	w->inited = 1;
-	return 0;
+	return worker_init(&w->worker, e, &writer_ops, w);
 }
 
 int writer_run(struct vmt_writer *w)
 {
-	int r = -pthread_create(&w->thread, NULL, writer_main, w);
-
-	if (r < 0)
-		return r;
-	w->started = 1;
-	return 0;
+	return worker_run(&w->worker);
 }
 
 void writer_submit(struct vmt_writer *w, struct vmt_job *job)
 {
-	job->next = NULL;
-	pthread_mutex_lock(&w->lock);
-	*w->queue_tail = job;
-	w->queue_tail = &job->next;
 	w->pending++;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
+	worker_submit(&w->worker, &job->wj);
 }
 
 void writer_stop(struct vmt_writer *w)
 {
-	if (!w->inited)
-		return;
-	if (!w->started) {
-		/* never ran (start-up failed): what was queued is dropped */
-		while (w->queue) {
-			struct vmt_job *j = w->queue;
-			w->queue = j->next;
-			job_free(j);
-		}
-		w->src = sd_event_source_unref(w->src);
-		close(w->efd);
-		w->inited = 0;
-		return;
-	}
-	pthread_mutex_lock(&w->lock);
-	w->stopping = 1;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
-	writer_reap(w);
-	w->src = sd_event_source_unref(w->src);
-	close(w->efd);
-	w->started = 0;
-	w->inited = 0;
+	worker_stop(&w->worker);
 }

@@ -4,8 +4,8 @@
  * on compression or fsync. Jobs (a sample, or an aux file) are done
  * in submission order, so an aux file is on disk before any sample that
  * needs it (an aux job whose file is there already leaves it as it is).
- * Finished jobs come back to the loop through an eventfd and the
- * done callback runs there.
+ * Finished jobs come back to the loop and the done callback runs there
+ * (the thread, the queue and the hand-back are a worker, worker.h).
  */
 #ifndef VMT_WRITER_H
 #define VMT_WRITER_H
@@ -17,10 +17,14 @@
 
 #include "aux.h"
 #include "retention.h"
-#include "ring.h"
 #include "sample.h"
 #include "sindex.h"
 #include "vfile.h"
+#include "worker.h"
+
+/* held pages a sample's job points at (ring.h); job_free() releases them */
+struct vmt_ring_hold;
+struct vmt_frames_hold;
 
 enum vmt_job_kind { VMT_JOB_SAMPLE, VMT_JOB_AUX, VMT_JOB_RETENTION };
 
@@ -60,23 +64,17 @@ struct vmt_job {
 	int error;		/* result, -errno */
 	uint64_t bytes;		/* file size written */
 	uint64_t duration_ns;
-	struct vmt_job *next;
+	struct vmt_worker_job wj;	/* the worker's */
 };
 
 struct vmt_writer {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct vmt_job *queue, **queue_tail;
-	struct vmt_job *done, **done_tail;
-	int efd;
-	sd_event_source *src;
+	struct vmt_worker worker;
 	void (*done_fn)(struct vmt_job *job, void *userdata);
 	void *userdata;
-	int stopping;
-	int inited;		/* writer_init() done: jobs may be queued */
-	int started;		/* writer_run() done: the thread takes them */
-	unsigned pending;	/* submitted and not yet handed back */
+	/* the last aux file that could not be written, for the samples after
+	 * it: the thread's own */
+	struct vmt_job failed_aux;
+	unsigned pending;	/* submitted and not yet handed back (the loop's) */
 };
 
 /* The queue and the hand-back, without the thread: jobs submitted now wait

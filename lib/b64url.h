@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* base64url with padding, as the NATS object store names objects and
- * digests (OpenSSL's encoder, its alphabet's + and / made - and _). */
+ * digests (RFC 4648 section 5: - and _ for + and /). */
 #ifndef VMT_B64URL_H
 #define VMT_B64URL_H
 

@@ -21,7 +21,7 @@ const char *config_log_level_name(int level);
 
 /* config_record.c: override the keys given; the rest stays as it was. */
 int config_record_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
-			struct vmt_record_conf *rec);
+			struct vmt_record_conf *rec, bool top);
 int config_host_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
 		      struct vmt_host_conf *h);
 

@@ -71,7 +71,7 @@ static void record_init(struct vmt_record_conf *r)
 	strcpy(r->events, "sched:*,irq:*,timer:*");
 	r->meta_max = 64 * MiB;
 	r->sessions_per_minute = 6;
-	r->compression = VMT_FRAME_ZSTD;	/* bench/README.md: window */
+	r->compression = VMT_FRAME_TCODE;	/* bench/README.md: tcode (issue 27) */
 	r->compression_level = 1;
 	r->flush_timeout_ms = 1000;
 }
@@ -483,7 +483,7 @@ static int top_record(struct yamlconf *y, yaml_node_t *v, const char *field, voi
 {
 	struct cfg_parser *p = obj;
 
-	return config_record_parse(y, v, field, &p->c->rec);
+	return config_record_parse(y, v, field, &p->c->rec, true);
 }
 
 static int top_host(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)

@@ -38,7 +38,9 @@ struct vmt_record_conf {
 	uint32_t sessions_per_minute;	/* the agent's HELLOs past them wait, 0 = no limit */
 	uint32_t compression;	/* VMT_FRAME_* (frame.h): how the ring keeps older pages */
 	uint32_t compression_level;	/* zstd's level; lz4's acceleration */
+	uint32_t compress_threads;	/* the compressor's workers, 0 = auto; the top-level record: only */
 };
+#define VMT_COMPRESS_THREADS_CONF_MAX 16
 #define VMT_COMPRESSION_LEVEL_MAX 19
 
 struct vmt_guest_conf {

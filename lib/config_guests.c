@@ -127,7 +127,7 @@ static int guest_record(struct yamlconf *y, yaml_node_t *v, const char *field, v
 {
 	struct guest_parse *gp = obj;
 
-	return config_record_parse(y, v, field, &gp->g->rec);
+	return config_record_parse(y, v, field, &gp->g->rec, false);
 }
 
 static int guest_labels(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)

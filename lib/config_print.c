@@ -135,6 +135,10 @@ void config_print(const struct vmt_config *c, FILE *f)
 	fprintf(f, "  max_age: %" PRIu64 "s\n", c->retention.max_age_s);
 	fputs("record:\n", f);
 	print_record(f, &c->rec, "  ");
+	if (c->rec.compress_threads)
+		fprintf(f, "  compress_threads: %" PRIu32 "\n", c->rec.compress_threads);
+	else
+		fputs("  compress_threads: auto\n", f);
 	fputs("host:\n  enabled: ", f);
 	print_bool(f, c->host.enabled);
 	fputs("\n  events: ", f);

@@ -214,12 +214,12 @@ static int rec_compression(struct yamlconf *y, yaml_node_t *v, const char *field
 	const char *s = NULL;
 	int r, codec;
 
-	r = yamlconf_read_scalar(y, v, field, "zstd, lz4 or off", false, &s);
+	r = yamlconf_read_scalar(y, v, field, "zstd, tcode, lz4 or off", false, &s);
 	if (r < 0)
 		return r;
 	codec = frame_codec_parse(s);
 	if (codec < 0)
-		return yamlconf_error(y, v, field, "%s is not zstd, lz4 or off", SHOW(s));
+		return yamlconf_error(y, v, field, "%s is not zstd, tcode, lz4 or off", SHOW(s));
 	rec->compression = (uint32_t)codec;
 	return 0;
 }
@@ -229,6 +229,19 @@ static int rec_compression_level(struct yamlconf *y, yaml_node_t *v, const char 
 	struct vmt_record_conf *rec = obj;
 
 	return yamlconf_read_u32(y, v, field, 1, VMT_COMPRESSION_LEVEL_MAX, &rec->compression_level);
+}
+
+/* The daemon's, not a guest's: auto (0) or 1..16 worker threads. */
+static int rec_compress_threads(struct yamlconf *y, yaml_node_t *v, const char *field, void *obj)
+{
+	struct vmt_record_conf *rec = obj;
+
+	if (v->type == YAML_SCALAR_NODE && v->data.scalar.length == 4 &&
+	    !memcmp(v->data.scalar.value, "auto", 4)) {
+		rec->compress_threads = 0;
+		return 0;
+	}
+	return yamlconf_read_u32(y, v, field, 1, VMT_COMPRESS_THREADS_CONF_MAX, &rec->compress_threads);
 }
 
 static const struct yamlconf_key record_keys[] = {
@@ -241,13 +254,15 @@ static const struct yamlconf_key record_keys[] = {
 	{ "sessions_per_minute", rec_sessions },
 	{ "compression", rec_compression },
 	{ "compression_level", rec_compression_level },
+	/* the last: the top-level record: only (a guest's has one key less) */
+	{ "compress_threads", rec_compress_threads },
 };
 
 int config_record_parse(struct yamlconf *y, yaml_node_t *v, const char *field,
-			struct vmt_record_conf *rec)
+			struct vmt_record_conf *rec, bool top)
 {
 	return yamlconf_read_block(y, v, field, "record settings", record_keys,
-				   ARRAY_SIZE(record_keys), rec);
+				   ARRAY_SIZE(record_keys) - !top, rec);
 }
 
 /* ---- host -------------------------------------------------------------- */

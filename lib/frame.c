@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "frame.h"
+#include "tcode.h"
 #include "util.h"
 
 const char *frame_codec_name(uint32_t codec)
@@ -78,6 +80,11 @@ struct vmt_frame_ctx {
 	ZSTD_CCtx *z;
 	void *lz4_state;
 	uint8_t *gather;	/* max_raw bytes: pieces made contiguous */
+	/* TCODE: the schema's serial, its context and the transcoding */
+	const struct vmt_tcode *t;
+	uint64_t t_serial;
+	struct vmt_tcode_ctx *tc;
+	struct vmt_buf enc;
 };
 
 struct vmt_frame_ctx *frame_ctx_new(uint32_t codec, int level, size_t max_raw)
@@ -88,7 +95,7 @@ struct vmt_frame_ctx *frame_ctx_new(uint32_t codec, int level, size_t max_raw)
 		return NULL;
 	*c = (struct vmt_frame_ctx){ .codec = codec, .level = level, .max_raw = max_raw };
 	c->gather = malloc(max_raw ? max_raw : 1);
-	if (codec == VMT_FRAME_ZSTD) {
+	if (codec == VMT_FRAME_ZSTD || codec == VMT_FRAME_TCODE) {
 		c->z = ZSTD_createCCtx();
 		if (c->z && ZSTD_isError(ZSTD_CCtx_setParameter(c->z, ZSTD_c_compressionLevel, level)))
 			goto fail;
@@ -97,7 +104,7 @@ struct vmt_frame_ctx *frame_ctx_new(uint32_t codec, int level, size_t max_raw)
 	} else if (codec == VMT_FRAME_LZ4) {
 		c->lz4_state = malloc((size_t)LZ4_sizeofState());
 	}
-	if (!c->gather || (codec == VMT_FRAME_ZSTD && !c->z) || (codec == VMT_FRAME_LZ4 && !c->lz4_state))
+	if (!c->gather || ((codec == VMT_FRAME_ZSTD || codec == VMT_FRAME_TCODE) && !c->z) || (codec == VMT_FRAME_LZ4 && !c->lz4_state))
 		goto fail;
 	return c;
 fail:
@@ -112,13 +119,61 @@ void frame_ctx_free(struct vmt_frame_ctx *c)
 	ZSTD_freeCCtx(c->z);
 	free(c->lz4_state);
 	free(c->gather);
+	tcode_ctx_free(c->tc);
+	buf_free(&c->enc);
 	free(c);
+}
+
+int frame_ctx_schema(struct vmt_frame_ctx *c, const struct vmt_tcode *t)
+{
+	if (t && c->tc && c->t_serial == tcode_serial(t)) {
+		c->t = t;
+		return 0;
+	}
+	tcode_ctx_free(c->tc);
+	c->tc = NULL;
+	c->t = NULL;
+	if (!t)
+		return 0;
+	if (tcode_ctx_new(&c->tc, t) < 0)
+		return -ENOMEM;
+	c->t = t;
+	c->t_serial = tcode_serial(t);
+	return 0;
+}
+
+/* Pages transcoded, the streams zstd-coded behind the schema id and the pages' CRC. */
+static ssize_t tcode_compress(struct vmt_frame_ctx *c, const uint8_t *src, size_t raw, uint8_t *out,
+			      size_t cap)
+{
+	uint32_t ps;
+	size_t r;
+
+	if (!c->tc)
+		return -ENOKEY;
+	ps = tcode_page_size(c->t);
+	if (!ps || raw % ps || cap < VMT_FRAME_TCODE_HDR)
+		return -EINVAL;
+	c->enc.len = 0;
+	if (tcode_encode(c->tc, src, (uint32_t)(raw / ps), &c->enc, NULL) < 0)
+		return -ENOMEM;
+	put_le64(out, tcode_id(c->t));
+	put_le32(out + 8, crc32c(0, src, raw));
+	r = ZSTD_compress2(c->z, out + VMT_FRAME_TCODE_HDR, cap - VMT_FRAME_TCODE_HDR, c->enc.data,
+			   c->enc.len);
+	if (ZSTD_isError(r))
+		return ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall ? -ENOSPC : -EIO;
+	if (raw > (VMT_FRAME_TCODE_HDR + r) * (size_t)VMT_FRAME_TCODE_RATIO_MAX)
+		return -ENOSPC;	/* more than a reader budgets for */
+	return (ssize_t)(VMT_FRAME_TCODE_HDR + r);
 }
 
 size_t frame_bound(uint32_t codec, size_t raw)
 {
 	switch (codec) {
 	case VMT_FRAME_ZSTD:
+		return ZSTD_compressBound(raw);
+	case VMT_FRAME_TCODE:	/* what does not fit is made a zstd frame (-ENOSPC) */
 		return ZSTD_compressBound(raw);
 	case VMT_FRAME_LZ4:
 		return raw > LZ4_MAX_INPUT_SIZE ? 0 : (size_t)LZ4_compressBound((int)raw);
@@ -154,6 +209,8 @@ ssize_t frame_compress(struct vmt_frame_ctx *c, const struct vmt_iovec *iov, siz
 
 		return ZSTD_isError(r) ? -EIO : (ssize_t)r;
 	}
+	case VMT_FRAME_TCODE:
+		return tcode_compress(c, src, raw, out, cap);
 	case VMT_FRAME_LZ4: {
 		int r = LZ4_compress_fast_extState(c->lz4_state, src, (char *)out, (int)raw, (int)cap,
 						   VMT_MAX(c->level, 1));
@@ -176,10 +233,110 @@ static ZSTD_DCtx *dctx(void)
 	return d;
 }
 
+uint64_t frame_tcode_id(const uint8_t *payload, size_t len)
+{
+	return len < VMT_FRAME_TCODE_HDR ? 0 : get_le64(payload);
+}
+
+/* A thread's decoding context for one schema (by serial: a schema freed
+ * and another made at its address is another), and the streams' buffer. */
+struct tdec {
+	uint64_t serial;
+	struct vmt_tcode_ctx *tc;
+	uint8_t *buf;
+	size_t cap;
+};
+
+static __thread struct tdec tdec;
+
+static void tdec_free(void)
+{
+	tcode_ctx_free(tdec.tc);
+	free(tdec.buf);
+	tdec = (struct tdec){ 0 };
+}
+
+/* What a transcoding of raw page bytes may take: more than the pages only
+ * by a few varints a record (4 bytes at least each) and a page. */
+static size_t tcode_max_enc(size_t raw)
+{
+	return raw * 2 + 4096;
+}
+
+static int tcode_decode_payload(const struct vmt_tcode *t, const uint8_t *payload, size_t len,
+				void *out, size_t raw, char *why, size_t why_len)
+{
+	uint32_t ps = tcode_page_size(t);
+	const uint8_t *z = payload + VMT_FRAME_TCODE_HDR;
+	size_t zlen = len - VMT_FRAME_TCODE_HDR, fs, r;
+	unsigned long long cs;
+	ZSTD_DCtx *d;
+
+	if (!ps || raw % ps) {
+		snprintf(why, why_len, "%zu bytes are not whole pages of %u", raw, ps);
+		return -EBADMSG;
+	}
+	cs = ZSTD_getFrameContentSize(z, zlen);
+	fs = ZSTD_findFrameCompressedSize(z, zlen);
+	if (cs == ZSTD_CONTENTSIZE_ERROR || cs == ZSTD_CONTENTSIZE_UNKNOWN || ZSTD_isError(fs) ||
+	    fs != zlen || cs > tcode_max_enc(raw)) {
+		snprintf(why, why_len, "tcode: not one zstd frame of at most %zu bytes with its content size",
+			 tcode_max_enc(raw));
+		return -EBADMSG;
+	}
+	if (tdec.serial != tcode_serial(t) || !tdec.tc) {
+		tdec_free();
+		if (tcode_ctx_new(&tdec.tc, t) < 0)
+			return -ENOMEM;
+		tdec.serial = tcode_serial(t);
+	}
+	if (tdec.cap < cs) {
+		uint8_t *nb = realloc(tdec.buf, cs ? cs : 1);
+
+		if (!nb)
+			return -ENOMEM;
+		tdec.buf = nb;
+		tdec.cap = cs;
+	}
+	d = dctx();
+	if (!d)
+		return -ENOMEM;
+	r = ZSTD_decompressDCtx(d, tdec.buf, cs, z, zlen);
+	if (ZSTD_isError(r) || r != cs) {
+		snprintf(why, why_len, "tcode: zstd: %s", ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short");
+		return -EBADMSG;
+	}
+	if (tcode_decode(tdec.tc, tdec.buf, cs, out, (uint32_t)(raw / ps)) < 0) {
+		snprintf(why, why_len, "tcode: the streams do not decode to %zu pages", raw / ps);
+		return -EBADMSG;
+	}
+	if (crc32c(0, out, raw) != get_le32(payload + 8)) {
+		snprintf(why, why_len, "tcode: the pages decoded do not have the CRC they were made with");
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 int frame_decode(uint32_t codec, const uint8_t *payload, size_t len, void *out, size_t raw, char *why,
 		 size_t why_len)
 {
+	return frame_decode_with(NULL, codec, payload, len, out, raw, why, why_len);
+}
+
+int frame_decode_with(const struct vmt_tcode *t, uint32_t codec, const uint8_t *payload, size_t len,
+		      void *out, size_t raw, char *why, size_t why_len)
+{
 	switch (codec) {
+	case VMT_FRAME_TCODE:
+		if (len < VMT_FRAME_TCODE_HDR)
+			goto size;
+		if (!t || tcode_id(t) != get_le64(payload)) {
+			snprintf(why, why_len, "a tcode frame needs the guest's formats (schema %016llx), "
+				 "%s", (unsigned long long)get_le64(payload),
+				 t ? "and its aux has others" : "and its aux was not found");
+			return -ENOKEY;
+		}
+		return tcode_decode_payload(t, payload, len, out, raw, why, why_len);
 	case VMT_FRAME_NONE:
 		if (len != raw)
 			goto size;

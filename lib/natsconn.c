@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
 
 #include "natsconn.h"
 

@@ -7,7 +7,8 @@
  * INFO does not require TLS (NATS_SECURE_CONNECTION_WANTED) before it sends
  * CONNECT and the credentials in it; the server's certificate is verified
  * against the CA and the URL's host. The first INFO is bounded by libnats
- * (32 KiB); a garbage greeting fails the connect. Callers link libnats.
+ * (32 KiB); a garbage greeting fails the connect. libnats is dlnats.h's:
+ * loaded by dlnats_open() before any of this is called.
  */
 #ifndef VMT_NATSCONN_H
 #define VMT_NATSCONN_H
@@ -15,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <nats/nats.h>
+#include "dlnats.h"	/* libnats, loaded when fleet: is configured */
 
 #include "config.h"
 

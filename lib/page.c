@@ -207,6 +207,7 @@ int page_scan(const struct vmt_page_layout *l, const uint8_t *page, struct vmt_p
 struct cut_state {
 	const uint8_t *page;
 	uint64_t t_start;
+	uint32_t through;	/* page_cut_through: drop up to this offset; 0: by time */
 	uint32_t dropped;
 	uint32_t keep_off;	/* offset of the first kept event, 0 = none found */
 	uint64_t keep_ts;
@@ -220,7 +221,7 @@ static int cut_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
 	/* walk to the end all the same: a page that does not walk is not cut */
 	if (c->keep_off)
 		return 0;
-	if (ts >= c->t_start) {
+	if (c->through ? offset > c->through : ts >= c->t_start) {
 		c->keep_off = offset;
 		c->keep_ts = ts;
 		return 0;
@@ -229,9 +230,8 @@ static int cut_cb(uint64_t ts, uint32_t offset, uint32_t size, void *data)
 	return 0;
 }
 
-int page_cut_before(const struct vmt_page_layout *l, uint8_t *page, uint64_t t_start)
+static int page_cut(const struct vmt_page_layout *l, uint8_t *page, struct cut_state c)
 {
-	struct cut_state c = { .page = page, .t_start = t_start };
 	uint64_t word = page_commit_word(l, page), base;
 	uint32_t pad, delta;
 	int r;
@@ -259,4 +259,14 @@ int page_cut_before(const struct vmt_page_layout *l, uint8_t *page, uint64_t t_s
 	put_le32(page + l->data_offset + 4, pad - 4);
 	put_le64(page + l->ts_offset, base - 1);
 	return (int)c.dropped;
+}
+
+int page_cut_before(const struct vmt_page_layout *l, uint8_t *page, uint64_t t_start)
+{
+	return page_cut(l, page, (struct cut_state){ .page = page, .t_start = t_start });
+}
+
+int page_cut_through(const struct vmt_page_layout *l, uint8_t *page, uint32_t offset)
+{
+	return page_cut(l, page, (struct cut_state){ .page = page, .through = offset });
 }

@@ -65,5 +65,8 @@ int page_walk(const struct vmt_page_layout *l, const uint8_t *page,
  * A page with no event at or after t_start loses all its events.
  */
 int page_cut_before(const struct vmt_page_layout *l, uint8_t *page, uint64_t t_start);
+/* The same, dropping the events up to the one at offset (as page_walk
+ * gives it), that one included, whatever their times. */
+int page_cut_through(const struct vmt_page_layout *l, uint8_t *page, uint32_t offset);
 
 #endif

@@ -253,6 +253,43 @@ int proto_get_synced(const void *payload, uint32_t len, struct vmt_synced *s)
 	return 0;
 }
 
+int proto_put_prev_begin(struct vmt_buf *out, const struct vmt_prev_begin *b)
+{
+	uint8_t p[VMT_PREV_BEGIN_SIZE];
+
+	put_le32(p, b->ncpus);
+	put_le32(p + 4, b->flags);
+	put_le64(p + 8, (uint64_t)b->text_delta);
+	put_le64(p + 16, (uint64_t)b->data_delta);
+	put_le32(p + 24, b->pages);
+	put_le32(p + 28, b->cpus_lost);
+	put_le32(p + 32, b->top_gap_kib);
+	put_le32(p + 36, 0);
+	return proto_put(out, VMT_MSG_PREV_BEGIN, p, sizeof(p));
+}
+
+int proto_get_prev_begin(const void *payload, uint32_t len, struct vmt_prev_begin *b)
+{
+	const uint8_t *p = payload;
+	uint32_t ncpus, flags;
+
+	if (len != VMT_PREV_BEGIN_SIZE)
+		return -EBADMSG;
+	ncpus = get_le32(p);
+	flags = get_le32(p + 4);
+	if (!ncpus || ncpus > VMT_MAX_CPUS || (flags & ~(uint32_t)VMT_PREV_FLAGS) || get_le32(p + 36))
+		return -EBADMSG;
+	b->ncpus = ncpus;
+	b->flags = flags;
+	b->text_delta = (int64_t)get_le64(p + 8);
+	b->data_delta = (int64_t)get_le64(p + 16);
+	b->pages = get_le32(p + 24);
+	b->cpus_lost = get_le32(p + 28);
+	b->top_gap_kib = get_le32(p + 32);
+	b->reserved = 0;
+	return 0;
+}
+
 void proto_rx_init(struct vmt_proto_rx *rx)
 {
 	rx->off = 0;

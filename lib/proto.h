@@ -50,7 +50,11 @@
 	X(SYNCED,      16, 32,  32)    /* guest->host: struct vmt_synced           */ \
 	X(TASKS,       17, 9,   VMT_PROTO_MAX_PAYLOAD) /* guest->host: u32 offset, \
 					 u32 total, then bytes of the task tables */ \
-	X(BYE,         18, 0,   256)   /* guest->host: the agent exits on purpose: why */
+	X(BYE,         18, 0,   256)   /* guest->host: the agent exits on purpose: why */ \
+	X(PREV_BEGIN,  19, 40,  40)    /* guest->host: struct vmt_prev_begin        */ \
+	X(PREV_PAGES,  20, 8 + 256, VMT_PROTO_MAX_PAYLOAD) /* guest->host: u32 cpu, \
+					 u32 npages, then whole pages of the previous boot */ \
+	X(PREV_END,    21, 8,   8)     /* guest->host: i32 status, u32 pages sent   */
 
 enum vmt_msg_type {
 #define X(name, value, min, max) VMT_MSG_##name = value,
@@ -94,6 +98,31 @@ struct vmt_start {
 };
 #define VMT_START_FIXED 48
 #define VMT_START_KEEP_EVENTS 0x1	/* leave the guest's enabled events as they are */
+/* the host takes the previous boot's persistent ring buffer (PREV_*): an
+ * older host does not set it, and the agent then sends none */
+#define VMT_START_PREV 0x2
+
+/*
+ * PREV_BEGIN: the previous boot's pages follow (a persistent ring buffer,
+ * Linux >= 6.12 reserve_mem= + trace_instance=, read before anything was
+ * enabled in it this boot), as PREV_PAGES, then PREV_END.
+ */
+struct vmt_prev_begin {
+	uint32_t ncpus;		/* CPUs whose pages may follow, <= HELLO's */
+	uint32_t flags;		/* VMT_PREV_* */
+	int64_t text_delta;	/* last_boot_info: this boot's _text minus the previous one's */
+	int64_t data_delta;
+	uint32_t pages;		/* pages that follow, in all */
+	uint32_t cpus_lost;	/* bit N: the kernel found CPU N's old buffer invalid (N < 32) */
+	uint32_t top_gap_kib;	/* the region ends this far below the top of its RAM range */
+	uint32_t reserved;
+};
+#define VMT_PREV_BEGIN_SIZE 40
+#define VMT_PREV_DELTA 0x1	/* the deltas were read (last_boot_info) */
+#define VMT_PREV_KMSG 0x2	/* the kernel's verdict per CPU was read: cpus_lost holds */
+#define VMT_PREV_GAP 0x4	/* the region was found in RAM: top_gap_kib holds */
+#define VMT_PREV_FLAGS 0x7
+#define VMT_PREV_PAGES_MAX 15	/* per PREV_PAGES: 8 + 15 * 4096 <= 64 KiB */
 
 /* FLUSHED payload: u64 flush id, u32 ncpus, u32 0, then ncpus records */
 struct vmt_cpu_stats {
@@ -142,6 +171,7 @@ int proto_put_flushed(struct vmt_buf *out, uint64_t id, uint32_t ncpus,
 		      const struct vmt_cpu_stats *st);
 int proto_put_sync(struct vmt_buf *out, const struct vmt_sync *s);
 int proto_put_synced(struct vmt_buf *out, const struct vmt_synced *s);
+int proto_put_prev_begin(struct vmt_buf *out, const struct vmt_prev_begin *b);
 
 /* Decoders: validate and fill; -EBADMSG with nothing filled on bad input. */
 int proto_get_hello(const void *p, uint32_t len, struct vmt_hello *h);
@@ -153,6 +183,8 @@ int proto_get_flushed(const void *p, uint32_t len, uint64_t *id, uint32_t *ncpus
 int proto_get_sync(const void *p, uint32_t len, struct vmt_sync *s);
 /* status must be 0 or a negative errno above -4096 */
 int proto_get_synced(const void *p, uint32_t len, struct vmt_synced *s);
+/* ncpus 1 .. VMT_MAX_CPUS, no unknown flag, reserved 0 */
+int proto_get_prev_begin(const void *p, uint32_t len, struct vmt_prev_begin *b);
 
 /*
  * Receive-side framer. Feed it bytes as they come; take complete messages

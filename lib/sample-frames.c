@@ -27,6 +27,8 @@ static uint64_t payload_raw_bound(uint32_t codec, uint64_t len)
 		return (len / 4 + 1) * ZSTD_BLOCK_MAX;
 	case VMT_FRAME_LZ4:
 		return len * 255;
+	case VMT_FRAME_TCODE:
+		return len * VMT_FRAME_TCODE_RATIO_MAX;
 	default:
 		return len;
 	}
@@ -123,7 +125,8 @@ uint64_t sample_frames_bound(const struct vmt_vfile *f, const struct vmt_sample 
  * left: the CPU's frame pages not read yet.
  */
 static int frame_read(const struct vmt_vfile *f, struct vmt_sample *s, struct sample_frame_ref *fr,
-		      uint64_t left, uint8_t *out, uint64_t room, char *why, size_t n)
+		      struct sample_tc *tc, uint64_t left, uint8_t *out, uint64_t room, char *why,
+		      size_t n)
 {
 	const struct vmt_frame_hdr *h = &fr->h;
 	int r = frame_open(f, fr, why, n);
@@ -145,7 +148,8 @@ static int frame_read(const struct vmt_vfile *f, struct vmt_sample *s, struct sa
 		snprintf(why, n, "no room for its %u pages", h->npages);
 		return -EBADMSG;
 	}
-	return frame_decode(h->codec, fr->data + VMT_FRAME_HDR_SIZE,
+	return frame_decode_with(h->codec == VMT_FRAME_TCODE ? sample_tc_get(tc, s) : NULL, h->codec,
+				 fr->data + VMT_FRAME_HDR_SIZE,
 			    (size_t)fr->x->raw_size - VMT_FRAME_HDR_SIZE, out,
 			    (size_t)h->npages * s->page_size, why, n);
 }
@@ -176,8 +180,8 @@ static void place_run(struct vmt_sample *s, struct sample_frame_ref *fr, uint32_
 }
 
 int sample_frames_decode(const struct vmt_vfile *f, struct vmt_sample *s, uint32_t cpu,
-			 struct sample_frame_ref *fr, uint32_t n, uint8_t *out, uint64_t room,
-			 uint64_t *pages, char *why, size_t why_len)
+			 struct sample_frame_ref *fr, uint32_t n, struct sample_tc *tc, uint8_t *out,
+			 uint64_t room, uint64_t *pages, char *why, size_t why_len)
 {
 	struct vmt_sample_cpu *c = &s->cpus[cpu];
 	uint64_t got = 0, seq = c->first_seq, run_pages = 0;
@@ -205,7 +209,7 @@ int sample_frames_decode(const struct vmt_vfile *f, struct vmt_sample *s, uint32
 			}
 			dst = scratch;
 		}
-		if (frame_read(f, s, &fr[k], c->frame_pages - got, dst, space, msg, sizeof(msg)) < 0) {
+		if (frame_read(f, s, &fr[k], tc, c->frame_pages - got, dst, space, msg, sizeof(msg)) < 0) {
 			refuse(s, cpu, &fr[k], k, "%s", msg);
 			run_pages += claimed_pages(f, &fr[k]);
 			run++;

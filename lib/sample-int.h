@@ -8,6 +8,8 @@
 #ifndef VMT_SAMPLE_INT_H
 #define VMT_SAMPLE_INT_H
 
+#include <stdbool.h>
+
 #include "frame.h"
 #include "sample.h"
 #include "vfile.h"
@@ -18,6 +20,21 @@ struct sample_frame_ref {
 	const uint8_t *data;	/* header and payload, CRC checked; NULL once refused */
 	int note;		/* its line in s->refusals, -1 if not listed */
 };
+
+/*
+ * The schema TCODE frames decode with (lib/tcode.h): the caller's, else
+ * made from the aux given or the one beside the sample (the aux its INFO
+ * names: version and content id), looked for at the first such frame.
+ */
+struct sample_tc {
+	const struct vmt_tcode *t;
+	const char *aux_path;	/* tried first */
+	const char *path;	/* the sample's, NULL in memory */
+	bool tried;
+	struct vmt_tcode *own;	/* made for this read only: tcode_free() it */
+};
+/* The schema, or NULL when there is none (the frames are then refused). */
+const struct vmt_tcode *sample_tc_get(struct sample_tc *tc, const struct vmt_sample *s);
 
 /*
  * vfile_budget_check()'s cost of a section of a sample (arg): a FRAME
@@ -45,7 +62,7 @@ uint64_t sample_frames_bound(const struct vmt_vfile *f, const struct vmt_sample 
  * its own size, one at a time.
  */
 int sample_frames_decode(const struct vmt_vfile *f, struct vmt_sample *s, uint32_t cpu,
-			 struct sample_frame_ref *fr, uint32_t n, uint8_t *out, uint64_t room,
-			 uint64_t *pages, char *why, size_t why_len);
+			 struct sample_frame_ref *fr, uint32_t n, struct sample_tc *tc, uint8_t *out,
+			 uint64_t room, uint64_t *pages, char *why, size_t why_len);
 
 #endif

@@ -11,6 +11,7 @@
 #include "meta.h"
 #include "sample-int.h"
 #include "sample.h"
+#include "tcode.h"
 #include "util.h"
 #include "tlv.h"
 #include "vfile.h"
@@ -506,6 +507,7 @@ struct sample_sections {
 	const struct vmt_vsection *cpu[VMT_MAX_CPUS], *pages[VMT_MAX_CPUS];
 	uint32_t first_frame[VMT_MAX_CPUS + 1];	/* cpu c's are frames[first_frame[c] .. [c + 1]) */
 	struct sample_frame_ref *frames;
+	struct sample_tc tc;
 };
 
 /* The FRAME sections, grouped by cpu: counted, then placed in file order. */
@@ -661,7 +663,7 @@ static int read_pages_only(const struct vmt_vfile *f, struct vmt_sample_cpu *c,
 
 /* A CPU's frames that pass decoded, then its PAGES after them, in one buffer. */
 static int read_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
-			  const struct sample_sections *ss, uint32_t cpu, char *why, size_t n)
+			  struct sample_sections *ss, uint32_t cpu, char *why, size_t n)
 {
 	struct vmt_sample_cpu *c = &s->cpus[cpu];
 	uint32_t nfr = ss->first_frame[cpu + 1] - ss->first_frame[cpu];
@@ -679,7 +681,8 @@ static int read_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
 		c->pages = malloc((size_t)(good + tail) * s->page_size);
 	if (good + tail && !c->pages)
 		return -ENOMEM;
-	r = sample_frames_decode(f, s, cpu, fr, nfr, c->pages, good, &got, why, n);
+	r = sample_frames_decode(f, s, cpu, fr, nfr, &ss->tc, c->pages, good, &got,
+				 why, n);
 	if (r == 0)
 		r = vfile_section_data_why(f, ss->pages[cpu], &p, &owned, why, n);
 	if (r < 0)
@@ -697,7 +700,7 @@ static int read_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
 
 /* FRAMES mode: the frames counted through a scratch buffer, PAGES only CRC-checked. */
 static int check_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
-			   const struct sample_sections *ss, uint32_t cpu, char *why, size_t n)
+			   struct sample_sections *ss, uint32_t cpu, char *why, size_t n)
 {
 	struct vmt_sample_cpu *c = &s->cpus[cpu];
 	uint32_t nfr = ss->first_frame[cpu + 1] - ss->first_frame[cpu];
@@ -707,7 +710,7 @@ static int check_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
 
 	if (nfr || c->frame_pages)
 		r = sample_frames_decode(f, s, cpu, ss->frames ? ss->frames + ss->first_frame[cpu] : NULL,
-					 nfr, NULL, UINT64_MAX, &got, why, n);
+					 nfr, &ss->tc, NULL, UINT64_MAX, &got, why, n);
 	if (r < 0)
 		return r;
 	if (crc32c(0, f->map + ps->offset, (size_t)ps->stored_size) != ps->data_crc)
@@ -717,7 +720,7 @@ static int check_cpu_pages(const struct vmt_vfile *f, struct vmt_sample *s,
 }
 
 static int read_page_sections(const struct vmt_vfile *f, struct vmt_sample *s,
-			      const struct sample_sections *ss, const struct vmt_sample_read_opts *o,
+			      struct sample_sections *ss, const struct vmt_sample_read_opts *o,
 			      char *why, size_t n)
 {
 	for (uint32_t i = 0; i < s->ncpus; i++) {
@@ -748,9 +751,9 @@ static int read_page_sections(const struct vmt_vfile *f, struct vmt_sample *s,
 }
 
 static int sample_parse(const struct vmt_vfile *f, const struct vmt_sample_read_opts *o,
-			struct vmt_sample **out, char *why, size_t n)
+			const char *path, struct vmt_sample **out, char *why, size_t n)
 {
-	struct sample_sections ss = { 0 };
+	struct sample_sections ss = { .tc = { .t = o->tcode, .aux_path = o->aux_path, .path = path } };
 	struct vmt_sample *s;
 	int r;
 
@@ -770,6 +773,7 @@ static int sample_parse(const struct vmt_vfile *f, const struct vmt_sample_read_
 	if (r >= 0)
 		r = read_page_sections(f, s, &ss, o, why, n);
 	free(ss.frames);
+	tcode_free(ss.tc.own);
 	if (r < 0) {
 		sample_free(s);
 		return r;
@@ -790,7 +794,7 @@ int sample_read_mem_with(const void *data, size_t len, const struct vmt_sample_r
 	r = vfile_open_mem(&f, data, len, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES, why, why_len);
 	if (r < 0)
 		return r;
-	r = sample_parse(&f, o ? o : &default_opts, out, why, why_len);
+	r = sample_parse(&f, o ? o : &default_opts, NULL, out, why, why_len);
 	vfile_close(&f);
 	return r;
 }
@@ -810,7 +814,7 @@ int sample_read_with(const char *path, const struct vmt_sample_read_opts *o, str
 	r = vfile_open(&f, path, VMT_SAMPLE_MAGIC, VMT_SAMPLE_MAX_PAGE_BYTES, why, why_len);
 	if (r < 0)
 		return r;
-	r = sample_parse(&f, o ? o : &default_opts, out, why, why_len);
+	r = sample_parse(&f, o ? o : &default_opts, path, out, why, why_len);
 	vfile_close(&f);
 	return r;
 }

@@ -23,6 +23,10 @@
 #define VMT_SAMPLE_VERSION_FRAMES 2	/* with FRAME sections or compression counters (docs/FORMAT.md 2.5) */
 #define VMT_SAMPLE_MAX_TRIGGERS 64
 #define VMT_REASON_MAX 256
+/* The first trigger's reason of a sample of a guest's previous boot, from
+ * its persistent ring buffer (the daemon's guest-prev.c): merge keeps of its
+ * pages only the events the other samples of that boot do not have. */
+#define VMT_PREV_BOOT_REASON "previous boot (persistent ring buffer)"
 #define VMT_NAME_MAX 65
 /* Section types (docs/FORMAT.md) */
 #define VMT_SAMPLE_SECT_INFO 0x01
@@ -176,6 +180,7 @@ struct vmt_sample {
 };
 
 struct vmt_iovec;
+struct vmt_tcode;
 /*
  * Write s to fd as a whole sample file (the caller publishes it with afile).
  * PAGES sections are zstd-compressed when zstd_level > 0. Bytes of host and
@@ -213,6 +218,12 @@ struct vmt_sample_read_opts {
 	uint64_t max_memory;	/* the budget; 0: vfile_budget()'s default */
 	enum vmt_sample_pages pages;
 	uint32_t cpu;		/* VMT_SAMPLE_PAGES_ONE_CPU */
+	/* TCODE frames (lib/frame.h) decode with this schema; NULL: with one
+	 * made from aux_path if it is the sample's aux, else from the aux
+	 * beside the sample file (aux_file_name() of its aux_version, its
+	 * content id checked). Without one they are refused. */
+	const struct vmt_tcode *tcode;
+	const char *aux_path;
 };
 
 /*

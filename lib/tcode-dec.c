@@ -14,6 +14,11 @@ static inline bool rd_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t
 		*v = p[(*pos)++];
 		return true;
 	}
+	if (len - *pos >= 2 && p[*pos + 1] < 0x80) {	/* then two */
+		*v = (p[*pos] & 0x7fu) | (uint64_t)p[*pos + 1] << 7;
+		*pos += 2;
+		return true;
+	}
 	for (unsigned sh = 0; sh < 64; sh += 7) {
 		uint8_t b;
 
@@ -31,23 +36,11 @@ static inline bool rd_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t
 	return false;
 }
 
-/* The reader of stream id; an absent stream reads as empty. */
-static inline struct rd *rdr(struct vmt_tcode_ctx *c, uint32_t id)
-{
-	struct rd *r = &c->r[id];
-
-	if (r->gen != c->gen) {
-		r->gen = c->gen;
-		r->p = NULL;
-		r->len = r->pos = 0;
-	}
-	return r;
-}
-
+/* Every stream's reader is set at the start of a run (an absent stream
+ * reads as empty): no reader is checked for its run on the way. */
 static inline bool get_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t *v)
 {
-	/* the fixed streams' readers are set at the start of a run */
-	struct rd *r = id < NFIXED ? &c->r[id] : rdr(c, id);
+	struct rd *r = &c->r[id];
 
 	return rd_varint(r->p, r->len, &r->pos, v);
 }
@@ -64,7 +57,7 @@ static inline bool get_u8(struct vmt_tcode_ctx *c, uint32_t id, uint8_t *out)
 
 static inline bool get_bytes(struct vmt_tcode_ctx *c, uint32_t id, uint8_t *out, size_t n)
 {
-	struct rd *r = id < NFIXED ? &c->r[id] : rdr(c, id);
+	struct rd *r = &c->r[id];
 
 	if (r->len - r->pos < n)
 		return false;
@@ -116,13 +109,17 @@ static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p
 		if (pred && s->pred)
 			continue;
 		switch (s->kind) {
-		case SEG_INT:
+		case SEG_INT: {
+			uint64_t v;
+
 			if (!get_varint(c, NFIXED + s->col, &z))
 				return false;
-			int_put(p + s->off, s->size, int_base(c, pl, s, p) + unzigzag(z));
-			/* as the encoder saw it: read back, sign-extended */
-			int_seen(c, pl, s, p, int_get(p + s->off, s->size, s->sign));
+			v = int_base(c, pl, s, p) + unzigzag(z);
+			int_put(p + s->off, s->size, v);
+			/* as the encoder saw it: as read back, sign-extended */
+			int_seen(c, pl, s, p, int_trunc(v, s->size, s->sign));
 			break;
+		}
 		case SEG_COMM:
 			if (!dec_comm(c, p + s->off))
 				return false;
@@ -263,7 +260,7 @@ static bool dec_table(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, si
 		if (id >= c->nstreams || (i && id <= last) || !sl || sl > len - off)
 			return false;
 		last = id;
-		r = rdr(c, (uint32_t)id);
+		r = &c->r[id];
 		r->p = in + off;
 		r->len = sl;
 		off += sl;
@@ -285,11 +282,9 @@ int tcode_decode(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, uint8_t
 	if (!rd_varint(in, len, &pos, &n) || n != npages || !npages || npages > VMT_FRAME_MAX_PAGES ||
 	    !rd_varint(in, len, &pos, &ns) || ns > c->nstreams)
 		return -EBADMSG;
-	c->gen++;
+	memset(c->r, 0, c->nstreams * sizeof(*c->r));	/* absent ones read as empty */
 	if (!dec_table(c, in, len, pos, ns, false))
 		return -EBADMSG;
-	for (uint32_t id = 0; id < NFIXED; id++)
-		rdr(c, id);	/* absent ones read as empty from here on */
 	c->ncomm = 0;
 	c->sw_valid = false;
 	c->acc_gen++;

@@ -7,15 +7,15 @@
 #include "frame.h"
 #include "tcode-int.h"
 
-/* Room for more bytes in stream id, marking it used. */
+/* Room for more bytes in stream id. Which streams a run used is found
+ * once at its end (a stream is used when it holds bytes): a mark at the
+ * first byte would cost a branch on every byte put. */
 static inline uint8_t *strm_room(struct vmt_tcode_ctx *c, uint32_t id, size_t more)
 {
 	struct vmt_buf *s = &c->s[id];
 
 	if (s->len + more > s->cap && buf_reserve(s, more) < 0)
 		return NULL;
-	if (!s->len)
-		c->used[c->nused++] = id;
 	return s->data + s->len;
 }
 
@@ -50,6 +50,17 @@ static inline int put_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t v)
 
 	if (!d)
 		return -ENOMEM;
+	if (v < 0x4000) {	/* one or two bytes: most values */
+		if (v < 0x80) {
+			*o = (uint8_t)v;
+			c->s[id].len++;
+			return 0;
+		}
+		o[0] = (uint8_t)(v | 0x80);
+		o[1] = (uint8_t)(v >> 7);
+		c->s[id].len += 2;
+		return 0;
+	}
 	while (v >= 0x80) {
 		*o++ = (uint8_t)(v | 0x80);
 		v >>= 7;
@@ -263,15 +274,18 @@ static int enc_page(struct vmt_tcode_ctx *c, const uint8_t *page, uint64_t *prev
 	return 0;
 }
 
-static int u32_cmp(const void *a, const void *b)
+/* The streams that hold bytes, in increasing id (the table's order). */
+static void run_used(struct vmt_tcode_ctx *c)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
+	c->nused = 0;
+	for (uint32_t id = 0; id < c->nstreams; id++)
+		if (c->s[id].len)
+			c->used[c->nused++] = id;
 }
 
 static void run_reset(struct vmt_tcode_ctx *c)
 {
+	run_used(c);
 	for (uint32_t i = 0; i < c->nused; i++) {
 		c->s[c->used[i]].len = 0;
 		if (c->used[i] >= NFIXED)
@@ -313,7 +327,7 @@ int tcode_encode(struct vmt_tcode_ctx *c, const uint8_t *pages, uint32_t npages,
 	if (r < 0)
 		goto out;
 	mine.pages = npages;
-	qsort(c->used, c->nused, sizeof(*c->used), u32_cmp);
+	run_used(c);
 	if ((r = buf_append(out, "TC", 2)) < 0 ||
 	    (r = buf_append(out, &(uint8_t){ VMT_TCODE_VERSION }, 1)) < 0 ||
 	    (r = buf_varint(out, npages)) < 0 || (r = buf_varint(out, c->nused)) < 0)

@@ -74,6 +74,8 @@ struct plan {
 
 struct vmt_tcode {
 	struct vmt_page_layout l;
+	uint64_t id;		/* what it was built from (tcode_id) */
+	uint64_t serial;	/* unique in the process: contexts know their schema by it */
 	uint8_t hdr_other[64];	/* header bytes that are neither timestamp nor commit */
 	uint32_t nhdr_other;
 	struct plan *plans;
@@ -86,7 +88,6 @@ struct vmt_tcode {
 struct rd {
 	const uint8_t *p;
 	size_t len, pos;
-	uint32_t gen;
 };
 
 struct vmt_tcode_ctx {
@@ -98,7 +99,6 @@ struct vmt_tcode_ctx {
 	uint32_t nused;
 	/* decoder */
 	struct rd *r;
-	uint32_t gen;
 	/* both */
 	uint64_t *prev;		/* per column */
 	uint8_t *last_type;	/* per plan: 1 + the type_len its last record had */
@@ -150,6 +150,16 @@ static inline uint64_t int_get(const uint8_t *p, uint8_t size, bool sign)
 	case 4: return sign ? (uint64_t)(int64_t)(int32_t)get_le32(p) : get_le32(p);
 	default: return get_le64(p);
 	}
+}
+
+/* v as int_get() reads it back once int_put() wrote it: its low size
+ * bytes, sign-extended or not; no branch on the size (the decoder's hot
+ * path, where the sizes of a record's fields alternate). */
+static inline uint64_t int_trunc(uint64_t v, uint8_t size, bool sign)
+{
+	unsigned sh = 64 - 8u * size;
+
+	return sign ? (uint64_t)((int64_t)(v << sh) >> sh) : (v << sh) >> sh;
 }
 
 static inline void int_put(uint8_t *p, uint8_t size, uint64_t v)

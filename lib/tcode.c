@@ -318,8 +318,16 @@ static int index_plans(struct vmt_tcode *t)
 	return 0;
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		h = (h ^ ((const uint8_t *)p)[k]) * 0x100000001b3ull;
+	return h;
+}
+
 int tcode_new(struct vmt_tcode **out, const uint8_t *bundle, size_t len, uint32_t page_size)
 {
+	static uint64_t serials;
 	struct vmt_meta_entry e;
 	struct vmt_tcode *t;
 	struct build b = { 0 };
@@ -336,6 +344,9 @@ int tcode_new(struct vmt_tcode **out, const uint8_t *bundle, size_t len, uint32_
 		free(t);
 		return -EINVAL;
 	}
+	t->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+	t->id = fnv(0xcbf29ce484222325ull, &page_size, sizeof(page_size));
+	t->id = fnv(t->id, e.data, e.data_len);
 	for (uint32_t i = 0; i < t->l.data_offset; i++) {
 		bool in_ts = i >= t->l.ts_offset && i < t->l.ts_offset + 8;
 		bool in_commit = i >= t->l.commit_offset && i < t->l.commit_offset + t->l.commit_size;
@@ -355,6 +366,10 @@ int tcode_new(struct vmt_tcode **out, const uint8_t *bundle, size_t len, uint32_
 			break;
 		if (nl < 14 || strncmp(e.name, "events/", 7) || memcmp(e.name + nl - 7, "/format", 7))
 			continue;
+		t->id = fnv(t->id, &e.name_len, sizeof(e.name_len));
+		t->id = fnv(t->id, e.name, e.name_len);
+		t->id = fnv(t->id, &e.data_len, sizeof(e.data_len));
+		t->id = fnv(t->id, e.data, e.data_len);
 		r = plan_from_format(&b, (const char *)e.data, e.data_len,
 				     page_size - t->l.data_offset);
 		if (r < 0)
@@ -387,6 +402,21 @@ uint32_t tcode_nevents(const struct vmt_tcode *t)
 uint32_t tcode_ncolumns(const struct vmt_tcode *t)
 {
 	return t->ncols;
+}
+
+uint64_t tcode_id(const struct vmt_tcode *t)
+{
+	return t->id;
+}
+
+uint32_t tcode_page_size(const struct vmt_tcode *t)
+{
+	return t->l.page_size;
+}
+
+uint64_t tcode_serial(const struct vmt_tcode *t)
+{
+	return t->serial;
 }
 
 int tcode_ctx_new(struct vmt_tcode_ctx **out, const struct vmt_tcode *t)

@@ -59,6 +59,13 @@ void tcode_free(struct vmt_tcode *t);
 /* Events and columns the schema knows (for tests and status). */
 uint32_t tcode_nevents(const struct vmt_tcode *t);
 uint32_t tcode_ncolumns(const struct vmt_tcode *t);
+/* A hash of what the schema was built from (the page size, header_page and
+ * the event formats in bundle order): two bundles of one id make the same
+ * schema, whatever else they hold (task names). A frame names it. */
+uint64_t tcode_id(const struct vmt_tcode *t);
+uint32_t tcode_page_size(const struct vmt_tcode *t);
+/* Never the same for two schemas of one process (a context's cache key). */
+uint64_t tcode_serial(const struct vmt_tcode *t);
 
 int tcode_ctx_new(struct vmt_tcode_ctx **out, const struct vmt_tcode *t);
 void tcode_ctx_free(struct vmt_tcode_ctx *c);

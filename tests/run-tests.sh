@@ -24,8 +24,8 @@ pass=0 fail=0 skip=0 failed_suites=""
 log=$(mktemp -d "${TMPDIR:-/tmp}/vmt-tests.XXXXXX")
 trap 'rm -rf "$log"' EXIT
 chmod 0711 "$log"	# the suites' TMPDIRs below it are reached by other users too
-# test_packages leaves the .debs it built here, test_systemd_host installs
-# them (built once a run, from the same tree)
+# test_packages leaves the .debs it built here, test_systemd_host and
+# test_systemd_guest install them (built once a run, from the same tree)
 export VMT_DEB_CACHE=${VMT_DEB_CACHE:-$log/debs}
 
 # Pids of live processes whose environment holds VMT_SUITE_TAG=$1.

@@ -25,11 +25,13 @@
 #                      says so (a "!" line with errno 13, the counter)
 #   libvirt_group      the membership the package's postinst gives
 #                      (debian/vmtraced.postinst configure): recorded
-# The libvirt daemons are started here as on a host without systemd
-# (virtlogd, libvirtd; the libvirt-qemu user and group and the kvm group
-# made if missing,
-# qemu.conf told to run QEMU as root without a security driver, once) and
-# stopped at the end if this script started them; the domain is undefined
+#   etc_libvirt_unchanged  the host's /etc/libvirt byte for byte as before
+# The libvirt daemons (virtlogd, libvirtd) are the suite's own, started as
+# on a host without systemd in a mount namespace of its own
+# (tests/e2e/libvirt-lib.sh): /etc overlaid (the libvirt-qemu user and the
+# kvm group made there if missing), libvirt's folders private, qemu.conf
+# telling QEMU to run as root without a security driver; a libvirtd of the
+# host's is left alone. The domain is undefined and the daemons stopped
 # whatever happens. Skipped with the reason where libvirt is not installed.
 set -uo pipefail
 
@@ -74,7 +76,7 @@ run() {
 		{ skip_rest "no guest kernel or initramfs: $(tail -1 "$WORK/prep.err")"; return; }
 	read -r kernel initrd <<<"$paths"
 	ran libvirt_stream
-	libvirt_up || { fail libvirt_stream "libvirtd did not start (see /var/log/libvirt)"; skip_rest "no libvirtd"; return; }
+	libvirt_up || { fail libvirt_stream "libvirtd did not start (see $LV/log)"; skip_rest "no libvirtd"; return; }
 	shipped_config || { fail libvirt_stream "the shipped config could not be redirected"; return; }
 	define_domain "$kernel" "$initrd" ||
 		{ fail libvirt_stream "virsh define: $(head -3 "$WORK/define.log")"; skip_rest "no domain"; return; }
@@ -163,7 +165,7 @@ run() {
 	if wait_for 60 eval '[ "$(death_samples)" -ge 2 ]'; then
 		pass "libvirt_clean_exit ($(vmt_ctl --json samples "$DOM" | grep -o '"reason": "process_death[^"]*"' | head -1))"
 	else
-		fail libvirt_clean_exit "no process_death sample: $(death_json); log: $(grep -i 'dump\|detector\|suppress' "$VMT_DIR/vmtraced.log" | tail -4 | tr '\n' ' ')"
+		fail libvirt_clean_exit "no process_death sample: $(death_json); log: $(grep -i 'dump\|detector\|suppress\|watching\|reload' "$VMT_DIR/vmtraced.log" | tail -8 | tr '\n' ' ')"
 	fi
 	run_as_user
 }
@@ -246,10 +248,4 @@ run_as_user() {
 }
 
 why=$(libvirt_cannot_run)
-if [ -n "$why" ]; then
-	skip_rest "$why"
-else
-	run
-fi
-echo "$(( checks ? (checks - failures) * 100 / checks : 100 ))%: Checks: $checks, Failures: $failures, Errors: 0"
-[ $failures = 0 ]
+libvirt_main "$why"

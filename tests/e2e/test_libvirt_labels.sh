@@ -17,8 +17,8 @@
 #                   refused and counted, one log line naming the guest,
 #                   the guest without labels; the daemon streams and
 #                   answers on; a good element is followed again
-#   labels_libvirtd libvirtd stopped (if this script started it): status
-#                   says connecting, failed connections counted, one log
+#   labels_libvirtd libvirtd (the suite's own) stopped: status says
+#                   connecting, failed connections counted, one log
 #                   line; started again: read again, changes followed
 #   labels_upgrade  `vmtracectl upgrade`: the discovered guest's session is
 #                   taken over (not started afresh); the successor reads
@@ -72,7 +72,6 @@ nats_healthy() { nats_http /healthz 2>/dev/null | grep -q '"ok"'; }
 # is anyone subscribed to subject $1?
 subscribed() { nats_http '/subsz?subs=1&limit=1024' 2>/dev/null | grep -q "\"subject\": *\"$1\""; }
 not_subscribed() { ! subscribed "$1"; }
-virsh_up() { $VIRSH version >/dev/null 2>&1; }
 
 nats_up() {
 	PORT=$(free_port) MPORT=$(free_port)
@@ -129,7 +128,7 @@ run() {
 	read -r kernel initrd <<<"$paths"
 	ran labels_blue
 	nats_up || { fail labels_blue "nats-server did not start: $(tail -3 "$WORK/nats.log")"; skip_rest "no NATS"; return; }
-	libvirt_up || { fail labels_blue "libvirtd did not start (see /var/log/libvirt)"; skip_rest "no libvirtd"; return; }
+	libvirt_up || { fail labels_blue "libvirtd did not start (see $LV/log)"; skip_rest "no libvirtd"; return; }
 	define_domain "$kernel" "$initrd" \
 		"<vmtrace:labels xmlns:vmtrace='$NS'><label key='tenant' value='blue'/></vmtrace:labels>" ||
 		{ fail labels_blue "virsh define: $(head -3 "$WORK/define.log")"; skip_rest "no domain"; return; }
@@ -204,32 +203,28 @@ run() {
 		fi
 	fi
 
-	# --- labels_libvirtd: libvirtd restarted under the daemon (only one
-	# this script started): it says so, retries, reads again when back
+	# --- labels_libvirtd: libvirtd (the suite's own) restarted under the
+	# daemon: it says so, retries, reads again when back
 	ran labels_libvirtd
-	if [ -z "$started_libvirtd" ]; then
-		skip labels_libvirtd "libvirtd was running before this script: not restarted"
+	reads=$(daemon_num libvirt_reads)
+	libvirtd_stop
+	if ! wait_for 30 eval 'vmt_ctl --json status | grep -q "\"libvirt_state\": \"connecting\""' ||
+	   ! wait_for 30 daemon_num_ge libvirt_connect_failures 1; then
+		fail labels_libvirtd "libvirtd gone unnoticed: $(vmt_ctl status | grep -i libvirt)"
+	elif ! libvirtd_start; then
+		fail labels_libvirtd "libvirtd did not start again"
+	elif ! wait_for 60 daemon_num_ge libvirt_reads $((reads + 1)) ||
+	     ! wait_for 30 eval 'vmt_ctl --json status | grep -q "\"libvirt_state\": \"connected\""'; then
+		fail labels_libvirtd "not read again: $(vmt_ctl status | grep -i libvirt)"
+	elif ! set_meta "<labels><label key='tenant' value='red'/><label key='rack' value='r9'/></labels>" ||
+	     ! wait_for 30 labels_are "tenant=red,rack=r9" ||
+	     ! set_meta "<labels><label key='tenant' value='red'/></labels>" ||
+	     ! wait_for 30 labels_are "tenant=red"; then
+		fail labels_libvirtd "changes not followed after the reconnection: $(guest_json)"
+	elif ! streaming || [ "$(grep -c "libvirt: the connection to qemu:///system was closed" "$VMT_DIR/vmtraced.log")" != 1 ]; then
+		fail labels_libvirtd "the daemon: $(guest_json | cut -c1-200); $(grep -c 'libvirt: ' "$VMT_DIR/vmtraced.log") libvirt lines"
 	else
-		reads=$(daemon_num libvirt_reads)
-		stop_pidfile /run/libvirtd.pid
-		if ! wait_for 30 eval 'vmt_ctl --json status | grep -q "\"libvirt_state\": \"connecting\""' ||
-		   ! wait_for 30 daemon_num_ge libvirt_connect_failures 1; then
-			fail labels_libvirtd "libvirtd gone unnoticed: $(vmt_ctl status | grep -i libvirt)"
-		elif ! libvirtd -d || ! wait_for 30 virsh_up; then
-			fail labels_libvirtd "libvirtd did not start again"
-		elif ! wait_for 60 daemon_num_ge libvirt_reads $((reads + 1)) ||
-		     ! wait_for 30 eval 'vmt_ctl --json status | grep -q "\"libvirt_state\": \"connected\""'; then
-			fail labels_libvirtd "not read again: $(vmt_ctl status | grep -i libvirt)"
-		elif ! set_meta "<labels><label key='tenant' value='red'/><label key='rack' value='r9'/></labels>" ||
-		     ! wait_for 30 labels_are "tenant=red,rack=r9" ||
-		     ! set_meta "<labels><label key='tenant' value='red'/></labels>" ||
-		     ! wait_for 30 labels_are "tenant=red"; then
-			fail labels_libvirtd "changes not followed after the reconnection: $(guest_json)"
-		elif ! streaming || [ "$(grep -c "libvirt: the connection to qemu:///system was closed" "$VMT_DIR/vmtraced.log")" != 1 ]; then
-			fail labels_libvirtd "the daemon: $(guest_json | cut -c1-200); $(grep -c 'libvirt: ' "$VMT_DIR/vmtraced.log") libvirt lines"
-		else
-			pass "labels_libvirtd ($(vmt_ctl status | grep 'labels from libvirt' | cut -c1-110))"
-		fi
+		pass "labels_libvirtd ($(vmt_ctl status | grep 'labels from libvirt' | cut -c1-110))"
 	fi
 
 	# --- labels_upgrade: the successor of a hand-over reads them itself
@@ -290,10 +285,4 @@ run() {
 why=$(libvirt_cannot_run)
 [ -n "$why" ] || command -v nats-server >/dev/null || why="no nats-server (make deps)"
 [ -n "$why" ] || command -v python3 >/dev/null || why="no python3 (make deps)"
-if [ -n "$why" ]; then
-	skip_rest "$why"
-else
-	run
-fi
-echo "$(( checks ? (checks - failures) * 100 / checks : 100 ))%: Checks: $checks, Failures: $failures, Errors: 0"
-[ $failures = 0 ]
+libvirt_main "$why"

@@ -98,12 +98,13 @@ v2="$v1+test1"
 
 # ---- build ---------------------------------------------------------------
 start=$(date +%s)
-# VMT_DEB_CACHE (tests/run-tests.sh): the host packages built, for
-# test_systemd_host to install rather than build them again
+# VMT_DEB_CACHE (tests/run-tests.sh): the packages built, for
+# test_systemd_host and test_systemd_guest to install rather than build
+# them again
 share() { [ -z "${VMT_DEB_CACHE:-}" ] || { mkdir -p "$VMT_DEB_CACHE" && cp "$@" "$VMT_DEB_CACHE/"; } || true; }
 if LINTIAN=0 tools/mkdeb.sh "$WORK/v1" >"$WORK/build1.out" 2>&1; then
 	pass "build ($v1, $(( $(date +%s) - start )) s)"
-	share "$WORK/v1/vmtraced_${v1}_$arch.deb"
+	share "$WORK/v1/vmtraced_${v1}_$arch.deb" "$WORK/v1/vmtrace-agent_${v1}_$arch.deb"
 else
 	sed 's/^/  /' "$WORK/build1.out" | tail -20
 	fail build "tools/mkdeb.sh failed"

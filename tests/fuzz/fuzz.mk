@@ -10,7 +10,7 @@
 # -fsanitize=fuzzer-no-link,address,undefined, the targets, logs, scratch
 # corpora and artifacts.
 
-FUZZ_TARGETS    := proto page meta ctlproto sample aux config decode tcode fleetreq
+FUZZ_TARGETS    := proto page meta ctlproto sample aux config decode tcode tframe fleetreq
 FUZZ_DIR        := $(O)/fuzz
 FUZZ_CC         ?= $(CLANG)
 FUZZ_TIME       ?= 60

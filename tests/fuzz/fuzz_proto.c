@@ -3,7 +3,7 @@
  * The guest control protocol (lib/proto.h): the receive framer and every
  * decoder, on bytes as a hostile guest could write them to agent-ctl-path.
  *
- * Decoders: proto_get_hello, _start, _flushed, _sync, _synced; a decoder
+ * Decoders: proto_get_hello, _start, _flushed, _sync, _synced, _prev_begin; a decoder
  * added to proto.h belongs in drain() below.
  *
  * Input: 4 bytes of chunk sizes, then the stream. The stream is fed to the
@@ -110,6 +110,24 @@ static void check_synced(const struct vmt_msg *m)
 	buf_free(&b);
 }
 
+static void check_prev_begin(const struct vmt_msg *m)
+{
+	struct vmt_prev_begin p, p2;
+	struct vmt_buf b = { 0 };
+
+	if (proto_get_prev_begin(m->payload, m->len, &p) < 0)
+		return;
+	FUZZ_CHECK(m->len == VMT_PREV_BEGIN_SIZE && p.ncpus && p.ncpus <= VMT_MAX_CPUS &&
+		   !(p.flags & ~(uint32_t)VMT_PREV_FLAGS));
+	FUZZ_CHECK(proto_put_prev_begin(&b, &p) == 0);
+	FUZZ_CHECK(proto_get_prev_begin(b.data + VMT_PROTO_HDR_SIZE,
+					(uint32_t)b.len - VMT_PROTO_HDR_SIZE, &p2) == 0);
+	FUZZ_CHECK(p.ncpus == p2.ncpus && p.flags == p2.flags && p.text_delta == p2.text_delta &&
+		   p.data_delta == p2.data_delta && p.pages == p2.pages &&
+		   p.cpus_lost == p2.cpus_lost && p.top_gap_kib == p2.top_gap_kib);
+	buf_free(&b);
+}
+
 static void drain(void)
 {
 	struct vmt_msg m;
@@ -125,6 +143,7 @@ static void drain(void)
 		check_flushed(&m);
 		check_sync(&m);
 		check_synced(&m);
+		check_prev_begin(&m);
 	}
 	FUZZ_CHECK(rx.off <= rx.len && rx.len <= sizeof(rx.buf));
 }

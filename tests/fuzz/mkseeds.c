@@ -180,6 +180,9 @@ static void proto_seeds(void)
 	ONE("sync", proto_put_sync(&one, &(struct vmt_sync){ .id = 5, .flags = VMT_SYNC_F_MARKER }));
 	ONE("synced", proto_put_synced(&one, &(struct vmt_synced){ .id = 5, .t2 = 5447468902ull,
 								    .t3 = 5447470000ull }));
+	ONE("prev-begin", proto_put_prev_begin(&one, &(struct vmt_prev_begin){
+						   .ncpus = 2, .flags = VMT_PREV_FLAGS, .pages = 35,
+						   .cpus_lost = 2, .top_gap_kib = 14208 }));
 
 	/* a whole session, as the host sees both directions */
 	buf_append(&all, whole, 4);

@@ -26,6 +26,9 @@
 #              vmt.load=stress); such an initramfs is CACHE/initramfs-extra.cpio.gz,
 #              so the default one stays as it is
 #   -1         single-threaded TCG (-accel tcg,thread=single)
+#   -R         let the guest reboot inside the same QEMU (no -no-reboot): a
+#              panic with panic=N boots it again, RAM kept (a persistent
+#              ring buffer, reserve_mem=)
 #   -w         wait for QEMU to exit instead (still prints the pid first)
 #   -P         prepare only: fetch the kernel, build the initramfs, print
 #              their absolute paths (KERNEL INITRD) instead of booting, for
@@ -41,8 +44,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=build/guest AGENT=${VMT_AGENT:-build/vmtrace-agent} RUN="" TRANSPORT=pipe
-SMP=2 MEM=512M EVENTS='sched:*,irq:*,timer:*' APPEND="" TIMEOUT=600 ACCEL=tcg WAIT=0 PREP=0 EXTRA=()
-while getopts "c:A:r:t:s:m:e:a:T:x:1wPh" o; do
+SMP=2 MEM=512M EVENTS='sched:*,irq:*,timer:*' APPEND="" TIMEOUT=600 ACCEL=tcg WAIT=0 PREP=0 EXTRA=() NOREBOOT=-no-reboot
+while getopts "c:A:r:t:s:m:e:a:T:x:1RwPh" o; do
 	case $o in
 	c) CACHE=$OPTARG ;;
 	A) AGENT=$OPTARG ;;
@@ -55,6 +58,7 @@ while getopts "c:A:r:t:s:m:e:a:T:x:1wPh" o; do
 	T) TIMEOUT=$OPTARG ;;
 	x) EXTRA+=("$OPTARG") ;;
 	1) ACCEL=tcg,thread=single ;;
+	R) NOREBOOT= ;;
 	w) WAIT=1 ;;
 	P) PREP=1 ;;
 	h) sed -n '3,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -107,7 +111,7 @@ CMDLINE="console=ttyS0 panic=-1 quiet loglevel=5 vmt.timeout=$TIMEOUT"
 
 : > "$RUN/console.log"
 setsid qemu-system-x86_64 -name "vmt-guest,debug-threads=on" -machine pc -accel "$ACCEL" -smp "$SMP" -m "$MEM" \
-	-nographic -no-reboot -nic none -serial "file:$RUN/console.log" \
+	-nographic $NOREBOOT -nic none -serial "file:$RUN/console.log" \
 	-monitor "unix:$RUN/monitor,server=on,wait=off" \
 	-kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$INITRD" -append "$CMDLINE" \
 	"${DEV[@]}" </dev/null >"$RUN/qemu.log" 2>&1 &

@@ -12,7 +12,8 @@
 #   VMT-AGENT-READY pid=P               the agent runs (it says HELLO itself)
 #   VMT-TRIGGER rc=N tries=N            `vmtrace-agent trigger` done (vmt.trigger)
 #   VMT-MARK uptime=S                   the trace_marker line "vmt-e2e-mark" (vmt.panic)
-#   VMT-PANIC uptime=S                  about to panic (vmt.panic)
+#   VMT-PANIC uptime=S                  about to panic (vmt.panic, vmt.bootpanic)
+#   VMT-BOOTMAP found=0|1 info=...      the persistent ring buffer's state (vmt.bootpanic)
 #   VMT-AGENT-KILLED uptime=S           the agent got SIGKILL (vmt.killagent)
 #   VMT-POWEROFF uptime=S               the agent stopped for a power off (vmt.poweroff)
 #   VMT-AGENT-EXIT rc=N                 the agent exited
@@ -38,6 +39,16 @@
 #                            (STREAM), write "vmt-e2e-mark" into trace_marker,
 #                            2 s later panic the kernel (sysrq c); add panic=0
 #                            to halt there rather than reboot
+#   vmt.bootpanic=SECONDS    with a persistent ring buffer (trace_instance=boot_map):
+#                            in a boot whose kernel did not find the previous
+#                            boot's buffer, that long after tracing is on write
+#                            "vmt-e2e-panic" into boot_map's trace_marker and at
+#                            once panic (sysrq c); add panic=1 and boot.sh -R for
+#                            the reboot. The next boot says VMT-BOOTMAP found=1
+#   vmt.quiet=1              with vmt.panic: every event off just before the
+#                            marker, which is then its CPU's last event, in a
+#                            page that never fills (only a partial page
+#                            takes it to the host)
 #   vmt.killagent=SECONDS    that long after tracing is on, SIGKILL the agent
 #   vmt.poweroff=SECONDS     that long after tracing is on, stop the agent
 #                            (SIGTERM: it says BYE) and power off, as a clean
@@ -55,7 +66,7 @@ mount -t tracefs tracefs $T 2>/dev/null || echo "VMT-WARN tracefs mount failed"
 read UP IDLE </proc/uptime
 echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
 
-LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" KILLAG="" POWEROFF=""
+LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" QUIET="" KILLAG="" POWEROFF="" BOOTPANIC=""
 STRESS="--cpu 1 --fork 1 --hdd 1 --hdd-bytes 8M"
 for a in $(cat /proc/cmdline); do
 	case "$a" in
@@ -65,7 +76,9 @@ for a in $(cat /proc/cmdline); do
 	vmt.tracing_on=*) TRON=${a#*=} ;;
 	vmt.trigger=*) TRIG=${a#*=} ;;
 	vmt.panic=*) PANIC=${a#*=} ;;
+	vmt.quiet=1) QUIET=1 ;;
 	vmt.killagent=*) KILLAG=${a#*=} ;;
+	vmt.bootpanic=*) BOOTPANIC=${a#*=} ;;
 	vmt.poweroff=*) POWEROFF=${a#*=} ;;
 	vmt.stress=*) STRESS=$(echo "${a#*=}" | tr , ' ') ;;
 	esac
@@ -161,12 +174,27 @@ after_stream() {
 if [ -n "$PANIC" ]; then
 	(
 		after_stream "$PANIC"
+		[ -n "$QUIET" ] && echo 0 > $T/events/enable
 		echo vmt-e2e-mark > $T/trace_marker
 		read UP IDLE </proc/uptime
 		echo "VMT-MARK uptime=$UP"
 		sleep 2
 		read UP IDLE </proc/uptime
 		echo "VMT-PANIC uptime=$UP"
+		echo c > /proc/sysrq-trigger
+	) &
+fi
+if [ -n "$BOOTPANIC" ]; then
+	B=$T/instances/boot_map
+	found=0
+	dmesg | grep -q "Ring buffer meta .* is from previous boot" && found=1
+	echo "VMT-BOOTMAP found=$found info=$(tr '\n' ' ' <$B/last_boot_info 2>/dev/null)" \
+		"kernel: $(dmesg | grep 'boot_map\|Ring buffer.*meta\|Ring buffer.*valid\|System RAM' | sed 's/^\[[^]]*\] //' | tr '\n' '|')"
+	[ $found = 1 ] || (
+		after_stream "$BOOTPANIC"
+		read UP IDLE </proc/uptime
+		echo "VMT-PANIC uptime=$UP"
+		echo vmt-e2e-panic > $B/trace_marker
 		echo c > /proc/sysrq-trigger
 	) &
 fi

@@ -10,9 +10,10 @@
 #   EXTRA  optional host programs (a load such as stress-ng), installed as
 #          /bin/NAME with the shared libraries ldd lists, at their host paths
 #
-# Contents: busybox-static and its applets, the virtio modules in load order
-# (/lib/modules/load.list, from modprobe --show-depends), /dev/console and
-# /dev/null nodes (/init has no stdio without /dev/console), and init.sh
+# Contents: busybox-static and its applets, the virtio and pvpanic modules in
+# load order (/lib/modules/load.list, from modprobe --show-depends),
+# /dev/console and /dev/null nodes (/init has no stdio without
+# /dev/console), and init.sh
 # (beside this script) as /init. No part of the host's /boot is used.
 set -euo pipefail
 
@@ -51,10 +52,12 @@ for x in "$@"; do
 done
 
 # virtio_console needs virtio_ring and virtio; the PCI transport needs the
-# modern/legacy helpers. One module per modprobe call: a second name would
-# be taken as a module parameter. Built-in (=y) modules print "builtin".
+# modern/legacy helpers; pvpanic_mmio drives libvirt's <panic model='isa'/>
+# (ACPI QEMU0001), so that a panic reaches the host. One module per
+# modprobe call: a second name would be taken as a module parameter.
+# Built-in (=y) modules print "builtin".
 : > "$R/lib/modules/load.list"
-for m in virtio_pci virtio_console; do
+for m in virtio_pci virtio_console pvpanic_mmio; do
 	modprobe -d "$K" -S "$KV" --show-depends "$m"
 done | awk '$1 == "insmod" { print $2 }' | awk '!seen[$0]++' | while read -r f; do
 	cp "$f" "$R/lib/modules/"

@@ -451,7 +451,8 @@ START_TEST(guest_process_death_dumps)
 		fclose(f);
 		char g[600];
 		itest_guest_yaml(g, sizeof(g), &r, 0);
-		snprintf(top, sizeof(top), "record:\n  ring_size: 64MiB\n  flush_timeout: 2000ms\n"
+		/* a dump that asked the dead one to flush would wait a minute */
+		snprintf(top, sizeof(top), "record:\n  ring_size: 64MiB\n  flush_timeout: 60s\n"
 			 "triggers:\n  coalesce: 0ms\nguests:\n%s    pidfile: %s\n", g, pf);
 		ck_assert_int_eq(testd_start(&r.d, r.dir, top), 0);
 	}
@@ -471,6 +472,9 @@ START_TEST(guest_process_death_dumps)
 	ck_assert_msg(strstr(s->triggers[0].reason, "died") && strstr(s->triggers[0].reason, "SIGSEGV"),
 		      "reason '%s'", s->triggers[0].reason);
 	ck_assert_uint_eq(s->triggers[0].pid, (uint32_t)r.fg[0].pid);
+	/* no FLUSH waited for: a dead agent answers none */
+	ck_assert_uint_eq(s->flush_timeouts, 0);
+	ck_assert_int_eq(testd_log_count(&r.d, "no FLUSHED within"), 0);
 	/* the window before the death: every page the guest sent */
 	for (unsigned c = 0; c < in.ncpus; c++)
 		ck_assert_uint_eq(s->cpus[c].npages, in.npages[c]);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "corpus.h"
+#include "frame.h"
 #include "fakeguest.h"
 #include "page.h"
 #include "sample.h"
@@ -224,6 +225,78 @@ START_TEST(socket_whole_stream)
 }
 END_TEST
 
+/* A metric of `vmtracectl metrics` (0 when absent). */
+static uint64_t metric(struct run *r, const char *name)
+{
+	static char out[65536];
+	char *p;
+
+	ck_assert_int_eq(testd_ctl(&r->d, out, sizeof(out), "metrics"), 0);
+	for (p = strstr(out, name); p; p = strstr(p + 1, name))
+		if ((p == out || p[-1] == '\n') && p[strlen(name)] == ' ')
+			return strtoull(p + strlen(name) + 1, NULL, 10);
+	return 0;
+}
+
+/*
+ * compression: tcode: the older pages become transcoded frames made with
+ * the guest's own formats; the sample holds them as they are, and merge
+ * and the sample reader (with the aux beside it) give back every page
+ * bit for bit and every event.
+ */
+START_TEST(tcode_whole_stream)
+{
+	uint64_t deadline;
+	char sample[4400], why[256], args[4500], out[16384];
+	uint64_t got[MAXC], total, want_total = 0;
+	struct vmt_sample *s;
+	struct run r;
+
+	if (!ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	run_start(&r, 1, "  ring_size: 64MiB\n  compression: tcode\n", 0);
+	ck_assert_int_eq(fakeguest_wait_sent(&r.fg, 60000), 0);
+	deadline = test_now_ms() + (uint64_t)test_deadline_ms(60000);
+	/* a frame made (batches are due as soon as pages are in): not a race
+	 * with the dump, which would find every page still raw */
+	while (!metric(&r, "vmtraced_compress_input_bytes_total")) {
+		ck_assert_msg(test_now_ms() < deadline, "no frame made");
+		usleep(20000);
+	}
+	dump_one(&r, sample, sizeof(sample));
+	merge_and_count(&r, sample, got, &total);
+	for (unsigned c = 0; c < ncpus; c++) {
+		uint64_t want = events_of(pages[c], npages[c]);
+		ck_assert_msg(got[c] == want, "cpu%u: %llu events decoded, %llu fed (%s)", c,
+			      (unsigned long long)got[c], (unsigned long long)want, source);
+		want_total += want;
+	}
+	ck_assert_uint_eq(total, want_total);
+	ck_assert_uint_eq(metric(&r, "vmtraced_compress_tcode_fallback_total"), 0);
+	snprintf(args, sizeof(args), "info %s", sample);
+	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), args), 0);
+	ck_assert_msg(strstr(out, "tcode") != NULL, "info: %s", out);
+
+	ck_assert_int_eq(sample_read(sample, &s, why, sizeof(why)), 0);
+	for (unsigned c = 0; c < ncpus; c++) {
+		ck_assert_uint_eq(s->cpus[c].frames_refused, 0);
+		ck_assert_uint_eq(s->cpus[c].npages, npages[c]);
+		ck_assert_msg(!memcmp(s->cpus[c].pages, pages[c], npages[c] * PS),
+			      "cpu%u: the pages read back differ from those fed", c);
+	}
+	{
+		uint32_t codecs = 0;
+
+		for (unsigned c = 0; c < ncpus; c++)
+			codecs |= s->cpus[c].frame_codecs;
+		ck_assert_msg(codecs & (1u << VMT_FRAME_TCODE), "no tcode frame in the sample (%#x)",
+			      codecs);
+	}
+	sample_free(s);
+	run_end(&r);
+}
+END_TEST
+
 /* A ring of 16 pages per CPU keeps the newest 16 and counts the rest. */
 START_TEST(small_ring_keeps_newest)
 {
@@ -356,6 +429,7 @@ int main(void)
 	fflush(stdout);
 	tcase_add_test(t, fifo_whole_stream);
 	tcase_add_test(t, socket_whole_stream);
+	tcase_add_test(t, tcode_whole_stream);
 	tcase_add_test(t, small_ring_keeps_newest);
 	tcase_add_test(t, chunks_and_a_bad_page);
 	tcase_add_test(t, sigusr1_dumps);

@@ -122,6 +122,8 @@ struct range {
 
 /* Task tables the next write_sample() puts in its sample (then forgotten). */
 static struct vmt_buf next_tasks;
+/* and the reason of its one trigger, if not NULL (then forgotten) */
+static const char *next_reason;
 
 /* A sample of the corpus pages in rg (page copies, so a test may spoil them). */
 static void write_sample(const char *path, const char *guest, uint32_t auxv, uint64_t aux_id,
@@ -156,6 +158,12 @@ static void write_sample(const char *path, const char *guest, uint32_t auxv, uin
 	}
 	s.tasks = next_tasks.data;
 	s.tasks_len = (uint32_t)next_tasks.len;
+	if (next_reason) {
+		s.ntriggers = 1;
+		s.triggers[0].kind = VMT_TRIGGER_GUEST;
+		snprintf(s.triggers[0].reason, sizeof(s.triggers[0].reason), "%s", next_reason);
+		next_reason = NULL;
+	}
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(sample_write(fd, &s, 3, 0), 0);
@@ -644,6 +652,40 @@ START_TEST(overlapping_samples_count_once)
 	write_sample(s1, "g1", 1, id, 1000, &a, NULL, NULL);
 	snprintf(s2, sizeof(s2), "%s/g1-2.vmts", dir);
 	write_sample(s2, "g1", 1, id, 2000, &b, NULL, NULL);
+	REPORT("--stats %s %s", s2, s1);
+	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+	ck_assert_str_eq(out, expected);
+	TEARDOWN();
+}
+END_TEST
+
+/* A persistent ring buffer's copy of the same events: other pages (here
+ * the same ones), each event's time read anew (here 1 us later). */
+static void shift_1us(uint32_t cpu, uint8_t *p, size_t n)
+{
+	(void)cpu;
+	for (size_t i = 0; i < n; i++)
+		put_le64(p + i * PS, get_le64(p + i * PS) + 1000);
+}
+
+/*
+ * A previous boot's buffer (its reason says so) overlapping the host's
+ * window by 100 pages a CPU, its events 1 us off: identical-page dedupe
+ * misses them; merge finds the host's last event in it by its bytes and
+ * adds only what follows. Every event once: the stats of the whole corpus.
+ */
+START_TEST(prev_boot_buffer_adds_only_what_follows)
+{
+	struct range a = { .from = { 0, 0 }, .count = { 400, 500 } };
+	struct range b = { .from = { 300, 400 }, .count = { npages[0] - 300, npages[1] - 400 } };
+	char s2[4200];
+	int rc;
+	SETUP();
+
+	write_sample(s1, "g1", 1, id, 1000, &a, NULL, NULL);
+	snprintf(s2, sizeof(s2), "%s/g1-2.vmts", dir);
+	next_reason = VMT_PREV_BOOT_REASON ": test";
+	write_sample(s2, "g1", 1, id, 2000, &b, NULL, shift_1us);
 	REPORT("--stats %s %s", s2, s1);
 	ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
 	ck_assert_str_eq(out, expected);
@@ -1556,6 +1598,7 @@ int main(void)
 	tcase_add_test(t, task_names_from_the_dump);
 	tcase_add_test(t, filters);
 	tcase_add_test(t, overlapping_samples_count_once);
+	tcase_add_test(t, prev_boot_buffer_adds_only_what_follows);
 	tcase_add_test(t, corrupt_page_is_skipped);
 	tcase_add_test(t, unknown_format);
 	tcase_add_test(t, garbage_payloads);

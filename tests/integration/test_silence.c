@@ -4,7 +4,8 @@
  * guests that say VMT_HELLO_BYE answer the host's pings; one stopped with
  * SIGSTOP (its "QEMU" alive, nothing answering: a guest halted by a panic)
  * is dumped once, and again only after it spoke; one that says BYE first is
- * not; one whose answers come late is counted, not dumped. Waits are on
+ * not; one whose answers come late is counted, not dumped; one whose
+ * "QEMU" died and is not reaped yet (a zombie) is no silence. Waits are on
  * the daemon's status and log and the stand-in's pipe; the timeouts are
  * short (config) and stretched by VMT_TEST_TIMEOUT_SCALE like deadlines.
  */
@@ -21,8 +22,10 @@
 
 static struct itest_input in;
 
-/* g1, watched, FIFOs, its pid in a pidfile (it plays QEMU too). */
-static void start(struct itest_run *r, const char *tag, unsigned timeout_ms, unsigned delay_ms)
+/* g1, watched, FIFOs, its pid in a pidfile (it plays QEMU too); more:
+ * more detectors' settings. */
+static void start_with(struct itest_run *r, const char *tag, unsigned timeout_ms,
+		       unsigned delay_ms, const char *more)
 {
 	char pf[400], top[2048], g[600];
 	FILE *f;
@@ -38,11 +41,16 @@ static void start(struct itest_run *r, const char *tag, unsigned timeout_ms, uns
 	fclose(f);
 	itest_guest_yaml(g, sizeof(g), r, 0);
 	snprintf(top, sizeof(top), "triggers:\n  coalesce: 0ms\n  cooldown: 0ms\n"
-		 "detectors:\n  guest_silence: {timeout: %ums}\nguests:\n%s    pidfile: %s\n",
-		 timeout_ms, g, pf);
+		 "detectors:\n  guest_silence: {timeout: %ums}\n%sguests:\n%s    pidfile: %s\n",
+		 timeout_ms, more, g, pf);
 	ck_assert_int_eq(testd_start(&r->d, r->dir, top), 0);
 	itest_expect_streaming(&r->d, "g1", 5000);
 	ck_assert_int_eq(fakeguest_wait_sent(&r->fg[0], 10000), 0);
+}
+
+static void start(struct itest_run *r, const char *tag, unsigned timeout_ms, unsigned delay_ms)
+{
+	start_with(r, tag, timeout_ms, delay_ms, "");
 }
 
 /* The stand-in answered n pings (it tells each on its pipe). */
@@ -154,6 +162,26 @@ START_TEST(slow_answers_counted_not_dumped)
 }
 END_TEST
 
+/* A QEMU that died is process_death's (off here, as where it cannot
+ * load): not a silent guest, even while its parent has not reaped it. */
+START_TEST(zombie_qemu_is_no_silence)
+{
+	unsigned to = (unsigned)test_deadline_ms(500);
+	struct itest_run r;
+
+	ITEST_NEED_INPUT(in);
+	start_with(&r, "zombie", to, 0, "  process_death: {enabled: false}\n");
+	ck_assert_msg(ITEST_WAIT(synced(&r, 1), 30000), "no ping answered (log: %s)", r.d.log);
+	/* this test is its parent and does not wait for it: a zombie, and
+	 * the channels stay open (they were made before it forked) */
+	ck_assert_int_eq(kill(r.fg[0].pid, SIGKILL), 0);
+	ck_assert_msg(ITEST_WAIT(testd_log_count(&r.d, ") is gone") >= 1, 30000),
+		      "its QEMU not found gone (log: %s)", r.d.log);
+	expect_no_incident(&r, "silent");
+	itest_run_end(&r);	/* reaps it */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("silence");
@@ -164,6 +192,7 @@ int main(void)
 	TEST_ADD(t, silent_guest_dumped_once);
 	TEST_ADD(t, bye_then_silence_is_no_incident);
 	TEST_ADD(t, slow_answers_counted_not_dumped);
+	TEST_ADD(t, zombie_qemu_is_no_silence);
 	tcase_set_timeout(t, 180);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

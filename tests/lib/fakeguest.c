@@ -476,6 +476,11 @@ static void fg_run(struct fg *g)
 				break;
 			}
 			case VMT_MSG_STREAM: {
+				if (g->c->after_stream_len) {
+					struct vmt_buf b = { .data = (uint8_t *)g->c->after_stream,
+							     .len = g->c->after_stream_len };
+					ctl_write(g, &b);
+				}
 				pthread_mutex_lock(&g->lock);
 				g->streaming = 1;
 				g->done_cpus = 0;

@@ -43,6 +43,10 @@ struct fakeguest_conf {
 	 * fakeguest_bye() makes it say BYE and fall mute, as an agent exits */
 	int watched;
 	unsigned sync_delay_ms;
+	/* control bytes (whole messages, framed) written as it gets STREAM,
+	 * before any page: the previous boot's set (PREV_*), well made or not */
+	const uint8_t *after_stream;
+	size_t after_stream_len;
 	size_t cut_after;	/* sockets: this many pages into its first stream cpu0 sends half a
 				 * page and closes its data channel; the host's reconnect is served */
 };

@@ -9,6 +9,16 @@
 #       its copy-on-write overlay, console.log), install the .debs with apt
 #       inside it, and return once `systemctl is-system-running` says
 #       running or degraded. Prints nothing on stdout; exit 0 when up.
+#     up ... --image-deps FILE
+#       The dependencies of .deb FILE go into the image too (FILE is not
+#       installed): suites that install different packages share one image.
+#     up ... --trace-ports PORTDIR [--reboot]
+#       Also vmtrace-agent's virtio-serial ports, agent-ctl-path and
+#       trace-path-cpu0..N-1 (N: --smp), their host ends unix sockets
+#       PORTDIR/NAME QEMU listens on (a vmtraced guest with that path and
+#       transport: socket), as tests/guest/boot.sh -t socket makes them.
+#       --reboot: a reboot in the machine restarts it (by default QEMU
+#       ends, as it does on a panic); `run` answers again once it is up.
 #   vm.sh run DIR -- CMD [ARG]...
 #       Run CMD as root in the machine (stdin /dev/null, cwd /); its
 #       stdout and stderr come back on ours, its exit status is ours
@@ -56,7 +66,7 @@ MASK="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.t
 CMDLINE="root=/dev/vda rw console=ttyS0 quiet loglevel=3 panic=-1 fsck.mode=skip mitigations=off
  systemd.show_status=0 net.ifnames=0"
 
-usage() { sed -n '6,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '6,31p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "vm.sh: $*" >&2; exit 1; }
 log() { echo "vm.sh: $*" >&2; }
 
@@ -216,12 +226,16 @@ wait_running() {	# dir secs
 }
 
 cmd_up() {
-	local dir="" smp=2 mem=1G debs=() img d
+	local dir="" smp=2 mem=1G debs=() more=() img d tports="" noreboot=-no-reboot ports=() i n
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--deb) [ -f "${2:-}" ] || die "--deb: no file ${2:-}"; debs+=("$(realpath "$2")"); shift 2 ;;
+		--image-deps) [ -f "${2:-}" ] || die "--image-deps: no file ${2:-}"
+			more+=("$(realpath "$2")"); shift 2 ;;
 		--smp) smp=${2:?}; shift 2 ;;
 		--mem) mem=${2:?}; shift 2 ;;
+		--trace-ports) mkdir -p "${2:?}"; tports=$(cd "$2" && pwd); shift 2 ;;
+		--reboot) noreboot=""; shift ;;
 		-*) die "up: unknown option $1" ;;
 		*) [ -z "$dir" ] || die "up: one DIR"; dir=$1; shift ;;
 		esac
@@ -231,19 +245,28 @@ cmd_up() {
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	alive "$dir" && die "$dir: a machine is running there already"
-	img=$(image_build ${debs[@]+"${debs[@]}"})
+	img=$(image_build ${debs[@]+"${debs[@]}"} ${more[@]+"${more[@]}"})
 	VMEXEC=$(vmexec_build)
 	rm -f "$dir/chan.in" "$dir/chan.out" "$dir/monitor" "$dir/qemu.pid"
 	mkfifo "$dir/chan.in" "$dir/chan.out"
 	: >"$dir/console.log"
+	if [ -n "$tports" ]; then
+		i=0
+		for n in agent-ctl-path $(seq -f 'trace-path-cpu%g' 0 $((smp - 1))); do
+			rm -f "$tports/$n"
+			ports+=(-chardev "socket,id=tp$i,path=$tports/$n,server=on,wait=off"
+				-device "virtserialport,chardev=tp$i,name=$n")
+			i=$((i + 1))
+		done
+	fi
 	# snapshot=on: QEMU's overlay goes to TMPDIR, in DIR; the image stays clean
 	TMPDIR=$dir setsid qemu-system-x86_64 -name vmsh,debug-threads=on -machine pc -accel tcg \
-		-smp "$smp" -m "$mem" -nodefaults -display none -no-reboot -nic none \
+		-smp "$smp" -m "$mem" -nodefaults -display none $noreboot -nic none \
 		-serial "file:$dir/console.log" -monitor "unix:$dir/monitor,server=on,wait=off" \
 		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$(echo $CMDLINE)" \
 		-drive "file=$img/rootfs.img,format=raw,if=virtio,snapshot=on,cache=unsafe" \
 		-device virtio-serial-pci -chardev "pipe,id=vmsh,path=$dir/chan" \
-		-device virtserialport,chardev=vmsh,name=vmsh \
+		-device virtserialport,chardev=vmsh,name=vmsh ${ports[@]+"${ports[@]}"} \
 		</dev/null >"$dir/qemu.log" 2>&1 &
 	echo $! >"$dir/qemu.pid"
 	if ! up_finish "$dir" ${debs[@]+"${debs[@]}"}; then

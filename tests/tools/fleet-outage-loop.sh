@@ -45,7 +45,7 @@ for i in $(seq 1 "$n"); do
 	# a failed run leaves its servers and daemons: ended by pid
 	for p in $(tagged_pids "$tag"); do kill -9 "$p" 2>/dev/null; done
 	secs=$(($(date +%s) - start))
-	# the uploader's check (daemon/fleet.c upload_verify) finding the
+	# the uploader's check (daemon/fleet-upload.c upload_verify) finding the
 	# stream not holding an object whole: said for every run
 	fired=$(cat "$tmp"/vmt-host*/vmtraced.log 2>/dev/null | grep -c ' messages on its chunk subject, ')
 	if [ "$fired" != 0 ]; then

@@ -31,6 +31,13 @@ int js_Publish(void **pa, void *js, const char *subj, const void *data, int len,
 
 	if (!fn) {
 		fn = (pub_fn)dlsym(RTLD_NEXT, "js_Publish");
+		/* vmtraced loads libnats itself (dlopen, RTLD_LOCAL): not in the
+		 * global scope RTLD_NEXT searches, but loaded by now */
+		if (!fn) {
+			void *h = dlopen("libnats.so.3.4", RTLD_LAZY | RTLD_NOLOAD);
+
+			fn = h ? (pub_fn)dlsym(h, "js_Publish") : NULL;
+		}
 		atomic_store(&real, fn);
 	}
 	if (!fn)

@@ -154,41 +154,51 @@ END_TEST
 
 /* The slots fill while two batches are being compressed: the first is
  * stored as it is and its late frame ignored; the second's frame is taken
- * after it, in order. */
+ * after it, in order. A batch stored before a worker copied it is skipped
+ * unread. */
 START_TEST(a_batch_overtaken_is_dropped_not_doubled)
 {
 	static uint8_t out[2][1 << 20];
-	struct vmt_ring_hold h[2];
-	struct vmt_frame_hdr fh[2];
-	uint64_t k = 0, gen, place[2][2];
+	struct vmt_ring_batch b[3];
+	uint64_t k = 0;
 	ssize_t n[2];
 
-	while (R.count < R.inflight + 3 * R.batch)
+	while (R.count < 3 * R.batch)
 		push(k++, false);
-	gen = R.batch_gen;
 	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(ring_batch_begin(&R, &h[i], &fh[i], place[i]), 0);
-		ck_assert(!ring_batch_overtaken(&h[i], place[i]));
-		fh[i].codec = VMT_FRAME_ZSTD;
-		n[i] = frame_compress(Z, h[i].runs, h[i].nruns, out[i], sizeof(out[i]));
+		ck_assert_int_eq(ring_batch_begin(&R, &b[i]), 0);
+		ck_assert(ring_batch_intact(&b[i]));
+		b[i].h.codec = VMT_FRAME_ZSTD;
+		n[i] = cring_compress_copy(&b[i], Z, out[i], sizeof(out[i]));
+		ck_assert_int_gt(n[i], 0);
 	}
-	ck_assert_uint_eq(R.inflight, 2 * R.batch);
+	ck_assert_uint_eq(R.claim - R.tail, 2 * R.batch);
 	while (!R.c.pages_stored_raw)
 		push(k++, false);
-	ck_assert_uint_eq(R.inflight, R.batch);
+	ck_assert_uint_eq(R.claim - R.tail, R.batch);
 	/* what the compressor's thread sees: the first is not worth doing */
-	ck_assert(ring_batch_overtaken(&h[0], place[0]));
-	ck_assert(!ring_batch_overtaken(&h[1], place[1]));
+	ck_assert(!ring_batch_intact(&b[0]));
+	ck_assert(ring_batch_intact(&b[1]));
 	for (int i = 0; i < 2; i++) {
-		ring_batch_end(&R, gen, &fh[i], out[i], n[i], crc32c(0, out[i], (size_t)n[i]));	/* the first: too late */
-		ring_release(&h[i]);
+		ck_assert(ring_batch_end(&R, &b[i], out[i], n[i], crc32c(0, out[i], (size_t)n[i])) == (i == 1));
+		ring_batch_put(&b[i]);
 	}
-	ring_settle_slots(&R);
-	ck_assert_uint_eq(R.inflight, 0);
 	ck_assert_uint_eq(R.c.frames_made, 2);
 	ck_assert_uint_eq(R.c.pages_stored_raw, R.batch);
 	ck_assert_uint_eq(frames_at(&R.fr, 0)->h.codec, VMT_FRAME_NONE);
 	ck_assert_uint_eq(frames_at(&R.fr, 1)->h.codec, VMT_FRAME_ZSTD);
+	check_window(&R);
+	check_accounting(&R);
+	/* claimed, then stored as it was before the copy: skipped */
+	while (!ring_batch_due(&R))
+		push(k++, false);
+	ck_assert_int_eq(ring_batch_begin(&R, &b[2]), 0);
+	b[2].h.codec = VMT_FRAME_ZSTD;
+	for (uint32_t i = 0; i < R.nr_pages; i++)
+		push(k++, false);
+	ck_assert_int_eq(cring_compress_copy(&b[2], Z, out[0], sizeof(out[0])), -ECANCELED);
+	ck_assert(!ring_batch_end(&R, &b[2], NULL, -ECANCELED, 0));
+	ring_batch_put(&b[2]);
 	check_window(&R);
 	check_accounting(&R);
 }
@@ -257,6 +267,18 @@ START_TEST(held_frames_outlive_clear_and_free)
 }
 END_TEST
 
+/* A frame into the store as ring_batch_end() puts one: room, then the frame. */
+static int store_frame(struct vmt_frames *f, const struct vmt_frame_hdr *h,
+		       const struct vmt_iovec *one, struct vmt_frames_evicted *ev)
+{
+	size_t pos;
+	int r = frames_make_room(f, one->len, &pos, ev);
+
+	if (r == 0)
+		frames_put(f, pos, h, one, 1, 0);
+	return r;
+}
+
 /* The store alone: random frame sizes never overlap a live frame, FIFO order. */
 START_TEST(store_places_frames_without_overlap)
 {
@@ -272,7 +294,7 @@ START_TEST(store_places_frames_without_overlap)
 		struct vmt_frames_evicted ev;
 
 		memset(payload, (int)(h.first_seq & 0xff), one.len);
-		ck_assert_int_eq(frames_append(&f, &h, &one, 1, 0, &ev), 0);
+		ck_assert_int_eq(store_frame(&f, &h, &one, &ev), 0);
 		for (uint32_t i = 0; i < f.count; i++) {
 			const struct vmt_frame_desc *d = frames_at(&f, i);
 			const uint8_t *p = frames_payload(&f, d);
@@ -329,7 +351,7 @@ static void share_run(uint32_t nflat)
 	for (uint32_t g = 0; g < nflat; g++)
 		ck_assert_int_eq(ring_init_compressed(&A[g], NPAGES, &L), 0);
 	ck_assert_int_eq(ring_init_compressed(&B, NPAGES, &L), 0);
-	ck_assert_int_eq(compressor_init(&c, e, 16, VMT_RING_BATCH_MAX_BYTES, NULL, NULL), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 1, VMT_RING_BATCH_MAX_BYTES), 0);
 	ck_assert_int_eq(compressor_run_manual(&c), 0);
 	for (uint32_t step = 0; step < 3000; step++) {
 		for (uint32_t n = 0; n < VMT_MAX(2 * B.batch, nflat); n++) {
@@ -380,6 +402,139 @@ START_TEST(twenty_flat_out_guests_do_not_push_anothers_pages_raw)
 }
 END_TEST
 
+/*
+ * A guest streaming four times faster than the compressor (one batch of
+ * eight pages compressed per 32 pages in), with no dump reserve: the fill
+ * never waits for a batch being compressed (its claim holds no page), and
+ * every page that came in is in the window, in order, or counted.
+ */
+START_TEST(a_guest_faster_than_the_compressor_loses_nothing_silently)
+{
+	struct vmt_compressor c;
+	sd_event *e = NULL;
+	uint32_t steps = 0;
+	uint8_t p[PS];
+	uint64_t k = 0;
+
+	ck_assert_int_ge(sd_event_new(&e), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 1, VMT_RING_BATCH_MAX_BYTES), 0);
+	ck_assert_int_eq(compressor_run_manual(&c), 0);
+	for (; steps < 400; steps++) {
+		for (uint32_t i = 0; i < 4 * R.batch; i++) {
+			make(p, k++);
+			ck_assert_int_eq(ring_push(&R, p), 1);	/* never -ENOBUFS: no wait */
+			compressor_poke(&c, &R, &R, VMT_FRAME_ZSTD, 1);
+		}
+		/* one batch compressed: those stored meanwhile are skipped
+		 * unread, at no cost */
+		for (uint64_t sk = c.st.skipped; compressor_step(&c); sk = c.st.skipped) {
+			compressor_collect(&c);
+			if (c.st.skipped == sk)
+				break;
+		}
+	}
+	compressor_stop(&c);
+	ck_assert_uint_eq(R.c.pages_in, k);
+	ck_assert_uint_gt(R.c.frames_made - R.c.pages_stored_raw / R.batch, 0);
+	check_window(&R);
+	check_accounting(&R);
+	sd_event_unref(e);
+}
+END_TEST
+
+/* The compressor's jobs that are out, now. */
+static uint32_t jobs_out(const struct vmt_compressor *c)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->njobs; i++)
+		n += c->jobs[i].state != VMT_CJOB_FREE;
+	return n;
+}
+
+/* Two batches of a ring back the other way round (two workers): the later
+ * waits for the earlier, and both are taken, in order. */
+START_TEST(batches_back_out_of_order_are_taken_in_order)
+{
+	struct vmt_compressor c;
+	sd_event *e = NULL;
+	uint64_t k = 0;
+
+	ck_assert_int_ge(sd_event_new(&e), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 2, VMT_RING_BATCH_MAX_BYTES), 0);
+	ck_assert_int_eq(compressor_run_manual(&c), 0);
+	while (R.count < 3 * R.batch)	/* two batches due: the newest stays raw */
+		push(k++, false);
+	compressor_poke(&c, &R, &R, VMT_FRAME_ZSTD, 1);
+	ck_assert_uint_eq(jobs_out(&c), 2);
+	ck_assert(compressor_step_last(&c));
+	compressor_collect(&c);
+	ck_assert_uint_eq(R.c.frames_made, 0);	/* parked */
+	ck_assert(compressor_step(&c));
+	compressor_collect(&c);
+	ck_assert_uint_eq(R.c.frames_made, 2);
+	ck_assert_uint_eq(R.c.pages_overwritten, 0);
+	ck_assert_uint_eq(frames_at(&R.fr, 1)->h.first_seq, R.batch);
+	compressor_stop(&c);
+	check_window(&R);
+	check_accounting(&R);
+	sd_event_unref(e);
+}
+END_TEST
+
+/*
+ * Four workers and four guests, the fill racing the workers' copies (run
+ * under ASan): first each batch waited for (its frame is made), then flat
+ * out. Whatever the interleaving, every window is the pages as made, in
+ * order, and every page is in it or counted.
+ */
+START_TEST(several_workers_race_the_fill)
+{
+	static struct vmt_ring G[4];
+	struct vmt_compressor c;
+	uint64_t kg[4] = { 0 }, made = 0;
+	sd_event *e = NULL;
+	uint8_t p[PS];
+
+	ck_assert_int_ge(sd_event_new(&e), 0);
+	for (uint32_t g = 0; g < 4; g++)
+		ck_assert_int_eq(ring_init_compressed(&G[g], NPAGES, &L), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 4, VMT_RING_BATCH_MAX_BYTES), 0);
+	ck_assert_int_eq(compressor_run(&c), 0);
+	for (uint32_t round = 0; round < 40; round++) {
+		for (uint32_t g = 0; g < 4; g++)
+			for (uint32_t i = 0; i < 2 * G[g].batch; i++) {
+				make(p, kg[g]++);
+				ck_assert_int_eq(ring_push(&G[g], p), 1);
+				compressor_poke(&c, &G[g], &G[g], VMT_FRAME_ZSTD, 1);
+			}
+		while (jobs_out(&c))	/* the eventfd: a hang is the deadline's */
+			ck_assert_int_gt(sd_event_run(e, (uint64_t)test_deadline_ms(30000) * 1000), 0);
+	}
+	for (uint32_t g = 0; g < 4; g++)
+		made += G[g].c.frames_made;
+	ck_assert_uint_gt(made, 0);
+	for (uint32_t n = 0; n < 20000; n++) {
+		uint32_t g = n % 4;
+
+		make(p, kg[g]++);
+		ck_assert_int_eq(ring_push(&G[g], p), 1);
+		compressor_poke(&c, &G[g], &G[g], VMT_FRAME_ZSTD, 1);
+		if (n % 16 == 0)
+			compressor_collect(&c);
+	}
+	compressor_stop(&c);
+	ck_assert_uint_eq(jobs_out(&c), 0);
+	for (uint32_t g = 0; g < 4; g++) {
+		ck_assert_uint_eq(G[g].c.pages_in, kg[g]);
+		check_window(&G[g]);
+		check_accounting(&G[g]);
+		ring_free(&G[g]);
+	}
+	sd_event_unref(e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cring");
@@ -397,6 +552,9 @@ int main(void)
 	tcase_add_test(t, memory_stays_that_of_the_raw_ring);
 	tcase_add_test(t, a_flat_out_guest_does_not_push_anothers_pages_raw);
 	tcase_add_test(t, twenty_flat_out_guests_do_not_push_anothers_pages_raw);
+	tcase_add_test(t, a_guest_faster_than_the_compressor_loses_nothing_silently);
+	tcase_add_test(t, batches_back_out_of_order_are_taken_in_order);
+	tcase_add_test(t, several_workers_race_the_fill);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "b64url.h"
 #include "fleet.h"
 #include "testutil.h"
 #include "util.h"
@@ -94,6 +95,26 @@ END_TEST
  * the confused-deputy findings ($JS.API purge, an object's meta, the
  * fleet's own subjects) are refused whatever the inbox prefix says.
  */
+/* The object store's names and digests: RFC 4648's vectors, its URL
+ * alphabet, the padding kept, "" when out is too small. */
+START_TEST(b64url_names)
+{
+	static const char *const v[][2] = { { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" },
+		{ "foo", "Zm9v" }, { "foob", "Zm9vYg==" }, { "fooba", "Zm9vYmE=" },
+		{ "foobar", "Zm9vYmFy" }, { "\xfb\xff\xbf", "-_-_" } };
+	char out[16];
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		b64url(out, sizeof(out), (const uint8_t *)v[i][0], strlen(v[i][0]));
+		ck_assert_str_eq(out, v[i][1]);
+	}
+	b64url(out, 8, (const uint8_t *)"foobar", 6);	/* needs 9 */
+	ck_assert_str_eq(out, "");
+	b64url(out, 9, (const uint8_t *)"foobar", 6);
+	ck_assert_str_eq(out, "Zm9vYmFy");
+}
+END_TEST
+
 START_TEST(reply_subjects)
 {
 	static const char *ok[] = {
@@ -147,6 +168,7 @@ int main(void)
 	TEST_ADD(t, escape_for_answers);
 	TEST_ADD(t, extremes_out_of_range);
 	TEST_ADD(t, reply_subjects);
+	TEST_ADD(t, b64url_names);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
 }

@@ -10,6 +10,8 @@
 
 #include "corpus.h"
 #include "frame.h"
+#include "meta.h"
+#include "tcode.h"
 #include "testutil.h"
 #include "util.h"
 
@@ -87,12 +89,79 @@ START_TEST(test_codecs_round_trip)
 }
 END_TEST
 
+/* A schema of the corpus' formats, else of a bare header_page. */
+static struct vmt_tcode *schema(bool bare)
+{
+	static const char hp[] = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
+				 "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
+				 "\tfield: char data;\toffset:16;\tsize:4080;\tsigned:1;\n";
+	const char *dir = test_corpus_dir();
+	struct vmt_buf b = { 0 };
+	struct vmt_tcode *t;
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/meta", dir ? dir : "/nonexistent");
+	if (bare || !dir || corpus_load_meta(path, &b) < 0) {
+		buf_free(&b);
+		b = (struct vmt_buf){ 0 };
+		ck_assert_int_eq(meta_add(&b, "events/header_page", hp, sizeof(hp) - 1), 0);
+	}
+	ck_assert_int_eq(tcode_new(&t, b.data, b.len, PS), 0);
+	buf_free(&b);
+	return t;
+}
+
+/* TCODE: pages back bit for bit with the schema named in the frame; without
+ * it, or with another, -ENOKEY; pages of another CRC -EBADMSG. */
+START_TEST(test_tcode_frames)
+{
+	struct vmt_tcode *t = schema(false), *other = schema(true);
+	struct vmt_frame_ctx *c = frame_ctx_new(VMT_FRAME_TCODE, 1, NPAGES * PS);
+	size_t cap = frame_bound(VMT_FRAME_TCODE, NPAGES * PS);
+	struct vmt_iovec iov = { raw, NPAGES * PS };
+	uint8_t *out = malloc(cap), *back = malloc(NPAGES * PS);
+	char why[256];
+	ssize_t len;
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(frame_compress(c, &iov, 1, out, cap), -ENOKEY);
+	ck_assert_int_eq(frame_ctx_schema(c, t), 0);
+	len = frame_compress(c, &iov, 1, out, cap);
+	ck_assert_int_gt(len, VMT_FRAME_TCODE_HDR);
+	ck_assert_uint_eq(frame_tcode_id(out, (size_t)len), tcode_id(t));
+	ck_assert_msg(frame_decode_with(t, VMT_FRAME_TCODE, out, (size_t)len, back, NPAGES * PS, why,
+					sizeof(why)) == 0, "%s", why);
+	ck_assert(!memcmp(back, raw, NPAGES * PS));
+	ck_assert_int_eq(frame_decode(VMT_FRAME_TCODE, out, (size_t)len, back, NPAGES * PS, why,
+				      sizeof(why)), -ENOKEY);
+	if (tcode_id(other) != tcode_id(t))
+		ck_assert_int_eq(frame_decode_with(other, VMT_FRAME_TCODE, out, (size_t)len, back,
+						   NPAGES * PS, why, sizeof(why)), -ENOKEY);
+	out[8] ^= 1;	/* the pages' CRC */
+	ck_assert_int_eq(frame_decode_with(t, VMT_FRAME_TCODE, out, (size_t)len, back, NPAGES * PS,
+					   why, sizeof(why)), -EBADMSG);
+	ck_assert_msg(strstr(why, "CRC") != NULL, "%s", why);
+	out[8] ^= 1;
+	/* cut short, or more pages asked for than it holds */
+	ck_assert_int_eq(frame_decode_with(t, VMT_FRAME_TCODE, out, (size_t)len - 1, back,
+					   NPAGES * PS, why, sizeof(why)), -EBADMSG);
+	ck_assert_int_eq(frame_decode_with(t, VMT_FRAME_TCODE, out, (size_t)len, back,
+					   (NPAGES - 1) * PS, why, sizeof(why)), -EBADMSG);
+	frame_ctx_free(c);
+	tcode_free(t);
+	tcode_free(other);
+	free(out);
+	free(back);
+}
+END_TEST
+
 START_TEST(test_codec_names)
 {
 	ck_assert_str_eq(frame_codec_name(VMT_FRAME_NONE), "off");
 	ck_assert_str_eq(frame_codec_name(VMT_FRAME_ZSTD), "zstd");
 	ck_assert_str_eq(frame_codec_name(VMT_FRAME_LZ4), "lz4");
-	ck_assert_ptr_null(frame_codec_name(3));
+	ck_assert_str_eq(frame_codec_name(VMT_FRAME_TCODE), "tcode");
+	ck_assert_ptr_null(frame_codec_name(4));
 	ck_assert_int_eq(frame_codec_parse("lz4"), VMT_FRAME_LZ4);
 	ck_assert_int_eq(frame_codec_parse("zstd"), VMT_FRAME_ZSTD);
 	ck_assert_int_eq(frame_codec_parse("off"), VMT_FRAME_NONE);
@@ -196,7 +265,7 @@ START_TEST(test_header)
 		ck_assert_int_eq(frame_hdr_get(b, sizeof(b), &back, why, sizeof(why)), -EBADMSG); \
 		ck_assert_msg(strstr(why, says) != NULL, "%s", why);                   \
 	} while (0)
-	BAD(codec, 3, "an unknown codec (codec 3,");
+	BAD(codec, 4, "an unknown codec (codec 4,");
 	BAD(npages, 0, "a page count out of range");
 	BAD(npages, VMT_FRAME_MAX_PAGES + 1, "a page count out of range");
 	BAD(flags, 2, "unknown flags");
@@ -232,6 +301,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_codecs_round_trip);
 	tcase_add_test(tc, test_codec_names);
+	tcase_add_test(tc, test_tcode_frames);
 	tcase_add_test(tc, test_decode_refuses);
 	tcase_add_test(tc, test_decode_says_why);
 	tcase_add_test(tc, test_header);

@@ -213,6 +213,11 @@ int main(void)
 	Suite *s = suite_create("lvmeta");
 	TCase *t = tcase_create("lvmeta");
 
+	/* the parser calls libxml2 through lvmeta-dl.c's table, as the daemon does */
+	if (lvmeta_dl_open(false, why, sizeof(why)) < 0) {
+		fprintf(stderr, "%s\n", why);
+		return 1;
+	}
 	TEST_ADD(t, libvirt_forms);
 	TEST_ADD(t, the_configs_rules);
 	TEST_ADD(t, bounds);

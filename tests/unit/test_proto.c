@@ -141,6 +141,50 @@ START_TEST(flushed_round_trip)
 }
 END_TEST
 
+/* The previous boot's set: PREV_BEGIN checked whole, PREV_PAGES bounded. */
+START_TEST(prev_round_trip)
+{
+	struct vmt_buf b = { 0 };
+	struct vmt_prev_begin pb = { .ncpus = 2, .flags = VMT_PREV_FLAGS, .text_delta = -0x200000,
+				     .data_delta = 7, .pages = 35, .cpus_lost = 0x2,
+				     .top_gap_kib = 14208 }, got;
+	uint8_t bad[VMT_PREV_BEGIN_SIZE];
+	struct vmt_msg m;
+
+	ck_assert_int_eq(proto_put_prev_begin(&b, &pb), 0);
+	feed(b.data, b.len);
+	ck_assert_int_eq(proto_rx_next(rx, &m), 1);
+	ck_assert_uint_eq(m.type, VMT_MSG_PREV_BEGIN);
+	ck_assert_int_eq(proto_get_prev_begin(m.payload, m.len, &got), 0);
+	ck_assert_uint_eq(got.ncpus, 2);
+	ck_assert_uint_eq(got.flags, VMT_PREV_FLAGS);
+	ck_assert_uint_eq(got.cpus_lost, 0x2);
+	ck_assert_uint_eq(got.top_gap_kib, 14208);
+	ck_assert(got.text_delta == -0x200000);
+	ck_assert(got.data_delta == 7);
+	ck_assert_uint_eq(got.pages, 35);
+	ck_assert_int_eq(proto_get_prev_begin(m.payload, m.len - 1, &got), -EBADMSG);
+	memcpy(bad, m.payload, sizeof(bad));
+	put_le32(bad, 0);	/* no CPU */
+	ck_assert_int_eq(proto_get_prev_begin(bad, sizeof(bad), &got), -EBADMSG);
+	put_le32(bad, VMT_MAX_CPUS + 1);
+	ck_assert_int_eq(proto_get_prev_begin(bad, sizeof(bad), &got), -EBADMSG);
+	memcpy(bad, m.payload, sizeof(bad));
+	put_le32(bad + 4, 0x8);	/* a flag this version does not know */
+	ck_assert_int_eq(proto_get_prev_begin(bad, sizeof(bad), &got), -EBADMSG);
+	memcpy(bad, m.payload, sizeof(bad));
+	put_le32(bad + 36, 1);	/* reserved */
+	ck_assert_int_eq(proto_get_prev_begin(bad, sizeof(bad), &got), -EBADMSG);
+	/* a page set: a cpu, a count, at least one smallest page; at most 64 KiB */
+	ck_assert_int_eq(proto_check_len(VMT_MSG_PREV_PAGES, 8 + 256), 0);
+	ck_assert_int_eq(proto_check_len(VMT_MSG_PREV_PAGES, 8), -EBADMSG);
+	ck_assert_int_eq(proto_check_len(VMT_MSG_PREV_PAGES, 8 + VMT_PREV_PAGES_MAX * 4096), 0);
+	ck_assert_int_eq(proto_check_len(VMT_MSG_PREV_END, 8), 0);
+	ck_assert_int_eq(proto_check_len(VMT_MSG_PREV_END, 9), -EBADMSG);
+	buf_free(&b);
+}
+END_TEST
+
 /* One byte at a time, with garbage in front and between. */
 START_TEST(framer_resyncs_on_garbage)
 {
@@ -440,6 +484,7 @@ int main(void)
 	tcase_add_test(t, hello_rejects_bad_fields);
 	tcase_add_test(t, start_round_trip);
 	tcase_add_test(t, flushed_round_trip);
+	tcase_add_test(t, prev_round_trip);
 	tcase_add_test(t, framer_resyncs_on_garbage);
 	tcase_add_test(t, framer_rejects_bad_headers);
 	tcase_add_test(t, framer_never_buffers_more_than_one_message);
