@@ -266,9 +266,9 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 		const void *wo;
 		uint32_t wc;
 		int wl;
-		struct vmt_ring *w = ring_queue_pop(&c->waiting, &wo, &wc, &wl);
+		struct vmt_ring *wr = ring_queue_pop(&c->waiting, &wo, &wc, &wl);
 
-		compressor_poke(c, wo, w, wc, wl);
+		compressor_poke(c, wo, wr, wc, wl);
 	}
 	/* a busy guest has its next batch due already */
 	if (r && j->len >= 0)
