@@ -198,11 +198,6 @@ const struct vmt_alive_counters *guest_alive_counters(const struct vmt_guest *g)
 	return &g->alive.c;
 }
 
-bool guest_paused(const struct vmt_guest *g)
-{
-	return g->npaused > 0;
-}
-
 void guest_count_read_pause(struct vmt_guest *g)
 {
 	g->c.read_pauses++;

@@ -270,8 +270,6 @@ struct vmt_ring *guest_ring(struct vmt_guest *g, uint32_t cpu);
 void guest_set_tasks(struct vmt_guest *g, struct vmt_buf *t);
 /* Its agent watched over (guest_silence's counters). */
 const struct vmt_alive_counters *guest_alive_counters(const struct vmt_guest *g);
-/* Has it switched data sources off (guest_pause) since the last resume? */
-bool guest_paused(const struct vmt_guest *g);
 /* A source stopped reading: its next page held, the dump reserve used up. */
 void guest_count_read_pause(struct vmt_guest *g);
 /* Reconnect if its FIFOs were made anew (QEMU restarted). */
