@@ -65,7 +65,8 @@ LIBVMT      := $(O)/libvmt.a
 # A program's own pure modules (no event loop, no manager): linked into the
 # program with the rest of its folder, and archived apart for the tests,
 # which link them ahead of libvmt.
-DAEMON_PURE_SRCS := daemon/ring.c daemon/frames.c daemon/ringmem.c daemon/persist.c daemon/fdstore.c \
+DAEMON_PURE_SRCS := daemon/ring.c daemon/ring-adopt.c daemon/ring-queue.c daemon/frames.c \
+	daemon/ringmem.c daemon/persist.c daemon/fdstore.c \
 	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c daemon/fleet-json.c \
 	daemon/fleet-reply.c daemon/lvmeta-xml.c daemon/lvmeta-dl.c
 CTL_PURE_SRCS := ctl/tracedat.c
@@ -171,7 +172,7 @@ $(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/te
 $(O)/tests/test_tracedat: TEST_INC += -Ictl
 $(O)/tests/test_dumps: TEST_INC += -Idaemon	# VMT_DUMP_POSTED_MAX
 # the compressor's sharing, driven by hand (no thread)
-$(O)/tests/test_cring: $(O)/daemon/compress.o
+$(O)/tests/test_cring: $(O)/daemon/compress.o $(O)/daemon/ring-queue.o
 $(O)/tests/test_cring: LDLIBS += $(LIBVMT)
 $(O)/tests/test_worker: TEST_INC += -Idaemon
 $(O)/tests/test_worker: $(O)/daemon/worker.o

@@ -262,15 +262,13 @@ static void job_done(struct vmt_compressor *c, struct vmt_cjob *j)
 	j->next = c->free;
 	c->free = j;
 	/* the rings that found no job free first, in turn */
-	while (c->free && c->waiting) {
-		struct vmt_ring *w = c->waiting;
+	while (c->free && c->waiting.head) {
+		const void *wo;
+		uint32_t wc;
+		int wl;
+		struct vmt_ring *wr = ring_queue_pop(&c->waiting, &wo, &wc, &wl);
 
-		c->waiting = w->cwait_next;
-		if (!c->waiting)
-			c->waiting_tail = &c->waiting;
-		w->cwait_next = NULL;
-		w->cwaiting = false;
-		compressor_poke(c, w->cwait_owner, w, w->cwait_codec, w->cwait_level);
+		compressor_poke(c, wo, wr, wc, wl);
 	}
 	/* a busy guest has its next batch due already */
 	if (r && j->len >= 0)
@@ -377,7 +375,7 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, uint3
 		return -EINVAL;
 	c->queue_tail = &c->queue;
 	c->done_tail = &c->done;
-	c->waiting_tail = &c->waiting;
+	ring_queue_init(&c->waiting);
 	c->max_raw = max_raw;
 	c->jobs = calloc(njobs, sizeof(*c->jobs));
 	c->owners = calloc(njobs, sizeof(*c->owners));
@@ -480,15 +478,7 @@ void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_rin
 		}
 		if (!j) {
 			c->st.busy++;
-			if (!r->cwaiting) {
-				r->cwaiting = true;
-				r->cwait_owner = owner;
-				r->cwait_codec = codec;
-				r->cwait_level = level;
-				r->cwait_next = NULL;
-				*c->waiting_tail = r;
-				c->waiting_tail = &r->cwait_next;
-			}
+			ring_queue_push(&c->waiting, r, owner, codec, level);
 			break;
 		}
 		/* its share taken: its batches wait (and are overwritten if
@@ -527,15 +517,8 @@ void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_rin
 
 void compressor_forget(struct vmt_compressor *c, struct vmt_ring *r)
 {
-	for (struct vmt_ring **p = c ? &c->waiting : NULL; p && *p; p = &(*p)->cwait_next)
-		if (*p == r) {
-			*p = r->cwait_next;
-			if (!*p)
-				c->waiting_tail = p;
-			r->cwait_next = NULL;
-			r->cwaiting = false;
-			break;
-		}
+	if (c)
+		ring_queue_remove(&c->waiting, r);
 	for (uint32_t i = 0; c && i < c->njobs; i++)
 		if (c->jobs[i].ring == r)
 			c->jobs[i].ring = NULL;
@@ -557,11 +540,7 @@ void compressor_stop(struct vmt_compressor *c)
 		c->started = 0;
 	}
 	compress_reap(c);
-	for (struct vmt_ring *w = c->waiting, *next; w; w = next) {
-		next = w->cwait_next;
-		w->cwait_next = NULL;
-		w->cwaiting = false;
-	}
+	ring_queue_clear(&c->waiting);
 	c->src = sd_event_source_unref(c->src);
 	close(c->efd);
 	compressor_free_mem(c);

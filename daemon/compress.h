@@ -90,7 +90,7 @@ struct vmt_compressor {
 	struct vmt_cjob *done, **done_tail;
 	struct vmt_cjob *free;	/* jobs not in use (loop only) */
 	struct vmt_cjob *parked;	/* back before an earlier batch of their ring (loop only) */
-	struct vmt_ring *waiting, **waiting_tail;	/* rings that found no job free (loop only) */
+	struct vmt_ring_queue waiting;	/* rings that found no job free (loop only) */
 	struct vmt_cjob *jobs;
 	uint32_t njobs;
 	struct vmt_cowner *owners;	/* njobs: one per guest with jobs in flight */

@@ -185,13 +185,13 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 			continue;
 		}
 		g = guest_list_find(d->guests, name);
-		if (g && !g->discovered) {
+		if (g && !guest_discovered(g)) {
 			/* a configured guest of that name wins, said and counted */
 			discovery_refuse_name(d, dc->path, de->d_name,
 					      "a configured guest has its name");
 			continue;
 		}
-		if (g && strcmp(g->conf.path, path) && g->state != GUEST_OFFLINE) {
+		if (g && strcmp(guest_conf(g)->path, path) && guest_state(g) != GUEST_OFFLINE) {
 			/* two live folders, one name (libvirt keeps 20 characters of
 			 * a domain's name; anyone in group vmtraced can make a folder
 			 * in guests/): the one recording keeps it, the other is not
@@ -201,12 +201,9 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 			continue;
 		}
 		if (g) {
-			g->present = true;
-			if (strcmp(g->conf.path, path)) {
-				/* libvirt restarted it under a new id: same guest */
-				log_guest(VMT_LOG_INFO, 0, name, "now at %s", path);
-				snprintf(g->conf.path, sizeof(g->conf.path), "%s", path);
-			}
+			guest_set_present(g, true);
+			/* libvirt restarted it under a new id: same guest */
+			guest_set_path(g, path);
 			continue;
 		}
 		struct vmt_guest_conf gc = { .transport = dc->transport, .rec = d->conf->rec };
@@ -215,8 +212,7 @@ static void discovery_scan_root(struct vmt_discovery *d, const struct vmt_discov
 		g = d->ops->add(d->owner, &gc);
 		if (!g)
 			continue;
-		g->discovered = true;
-		g->present = true;
+		guest_set_discovered(g);
 		log_guest(VMT_LOG_NOTICE, 0, name, "discovered in %s", dc->path);
 		if (!d->no_connect)
 			guest_connect(g);
@@ -233,13 +229,13 @@ void discovery_rescan(struct vmt_discovery *d)
 	l = d->guests;
 	d->rescans++;
 	for (uint32_t i = 0; i < l->n; i++)
-		if (l->v[i]->discovered)
-			l->v[i]->present = false;
+		if (guest_discovered(l->v[i]))
+			guest_set_present(l->v[i], false);
 	for (uint32_t i = 0; i < d->conf->ndiscovery; i++)
 		discovery_scan_root(d, &d->conf->discovery[i]);
 	for (uint32_t i = 0; i < l->n; i++) {
 		struct vmt_guest *g = l->v[i];
-		if (g->discovered && !g->present && g->state != GUEST_OFFLINE)
+		if (guest_discovered(g) && !guest_present(g) && guest_state(g) != GUEST_OFFLINE)
 			guest_vanished(g);
 	}
 	if (d->ops->rescanned)
@@ -257,18 +253,19 @@ void discovery_find(struct vmt_discovery *d)
 
 int discovery_libvirt_id(const struct vmt_discovery *d, const struct vmt_guest *g)
 {
-	const char *slash = strrchr(g->conf.path, '/');
+	const char *path = guest_conf(g)->path;
+	const char *slash = strrchr(path, '/');
 	char name[VMT_NAME_MAX];
 	long id;
 
-	if (!d || !g->discovered || !slash)
+	if (!d || !guest_discovered(g) || !slash)
 		return 0;
 	for (uint32_t i = 0; i < d->conf->ndiscovery; i++) {
 		const struct vmt_discovery_conf *dc = &d->conf->discovery[i];
 		size_t n = strlen(dc->path);
 
-		if (dc->layout != VMT_LAYOUT_LIBVIRT || (size_t)(slash - g->conf.path) != n ||
-		    strncmp(g->conf.path, dc->path, n))
+		if (dc->layout != VMT_LAYOUT_LIBVIRT || (size_t)(slash - path) != n ||
+		    strncmp(path, dc->path, n))
 			continue;
 		/* domain-<id>-<name>, as discovery_guest_name() took it */
 		if (discovery_guest_name(dc->layout, slash + 1, name, sizeof(name)) != 1)

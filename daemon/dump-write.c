@@ -13,7 +13,6 @@
 #include "dump-int.h"
 #include "guest.h"
 #include "log.h"
-#include "guest-sync.h"
 
 /* ---- retention ----------------------------------------------------------- */
 
@@ -28,10 +27,12 @@ void dump_job_retention(struct vmt_dumps *ds, struct vmt_job *job)
 		return;
 	for (uint32_t i = 0; i < ds->guests->n; i++) {
 		const struct vmt_guest *g = ds->guests->v[i];
-		if (!g->have_aux)
+		uint32_t version;
+
+		if (!guest_aux_in_force(g, &version))
 			continue;
-		snprintf(job->pins[job->npins].guest, sizeof(job->pins[0].guest), "%s", g->conf.name);
-		job->pins[job->npins++].aux_version = g->aux.version;
+		snprintf(job->pins[job->npins].guest, sizeof(job->pins[0].guest), "%s", guest_name(g));
+		job->pins[job->npins++].aux_version = version;
 	}
 }
 
@@ -136,27 +137,22 @@ void dump_retention_now(struct vmt_dumps *ds)
 
 void dump_submit_aux(struct vmt_dumps *ds, struct vmt_guest *g)
 {
-	struct vmt_job *job = calloc(1, sizeof(*job));
+	struct vmt_job *job;
+	int r;
 
-	if (!job || !g->aux.meta)
-		goto fail;
+	if (!guest_aux_due(g))
+		return;
+	job = calloc(1, sizeof(*job));
+	r = job ? guest_aux_copy(g, &job->aux) : -ENOMEM;
+	if (r < 0) {
+		free(job);
+		log_guest(VMT_LOG_ERR, r, guest_name(g), "cannot queue the aux file: %m");
+		return;
+	}
 	job->kind = VMT_JOB_AUX;
-	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, g->conf.name);
-	aux_file_name(job->name, sizeof(job->name), g->aux.version);
-	job->aux = g->aux;
-	job->aux.meta = malloc(g->aux.meta_len);
-	if (!job->aux.meta)
-		goto fail;
-	/* the clocks and the method as they are now; the points are in samples */
-	job->aux.have_clock = sync_clock_info(g, 0, 0, &job->aux.sync) == 0;
-	memcpy(job->aux.meta, g->aux.meta, g->aux.meta_len);
-	g->aux_pending = true;
-	guest_settle_meta(g);	/* the job's copy counts too */
+	snprintf(job->dir, sizeof(job->dir), "%s/%s", ds->conf->state_dir, guest_name(g));
+	aux_file_name(job->name, sizeof(job->name), job->aux.version);
 	writer_submit(ds->writer, job);
-	return;
-fail:
-	free(job);
-	log_guest(VMT_LOG_ERR, -ENOMEM, g->conf.name, "cannot queue the aux file: %m");
 }
 
 /* ---- the writer's answers ------------------------------------------------- */
@@ -178,11 +174,11 @@ void dump_writer_done(struct vmt_job *job, void *userdata)
 	}
 	if (job->kind == VMT_JOB_AUX) {
 		struct vmt_guest *g = guest_list_find(ds->guests, job->aux.guest);
-		bool mine = g && g->have_aux && g->aux.id == job->aux.id;
+		bool again = g && guest_aux_holds(g, job->aux.id);
 
 		if (job->error < 0) {
 			log_full(VMT_LOG_ERR, job->error, NULL, "cannot write aux file %s: %m%s", path,
-				 mine && g->aux.meta ? "; the next dump tries again" : "");
+				 again ? "; the next dump tries again" : "");
 		} else if (job->existed) {
 			log_debug("%s is on disk already (%llu bytes)", path,
 				  (unsigned long long)job->bytes);
@@ -212,12 +208,13 @@ void dump_writer_done(struct vmt_job *job, void *userdata)
 	} else {
 		uint64_t pages = 0;
 		struct vmt_guest *g = guest_list_find(ds->guests, job->sample.guest);
+		struct vmt_dump_guest *dg = g ? dump_guest_state(ds, g) : NULL;
 
 		for (uint32_t c = 0; c < job->sample.ncpus; c++)
 			pages += job->sample.cpus[c].npages;
 		ds->samples_written++;
-		if (g)
-			snprintf(g->last_dump, sizeof(g->last_dump), "%s", path);
+		if (dg)
+			snprintf(dg->last_dump, sizeof(dg->last_dump), "%s", path);
 		log_full(VMT_LOG_NOTICE, 0, fields, "wrote %s: %llu pages, %llu bytes, %llu ms", path,
 			 (unsigned long long)pages, (unsigned long long)job->bytes,
 			 (unsigned long long)(job->duration_ns / 1000000));

@@ -22,7 +22,7 @@ static bool dump_wants(const struct vmt_dump *d, const struct vmt_guest *g)
 	if (d->all_guests)
 		return true;
 	for (uint32_t i = 0; i < d->nguests; i++)
-		if (!strcmp(d->guests[i], g->conf.name))
+		if (!strcmp(d->guests[i], guest_name(g)))
 			return true;
 	return false;
 }
@@ -67,8 +67,77 @@ static struct vmt_dump *dump_pop(struct vmt_dumps *ds)
 	return d;
 }
 
+/* ---- what the dumps keep of each guest ------------------------------------ */
+
+struct vmt_dump_guest *dump_guest_state(struct vmt_dumps *ds, const struct vmt_guest *g)
+{
+	struct vmt_dump_guest *t;
+
+	for (uint32_t i = 0; i < ds->npg; i++)
+		if (ds->per_guest[i].g == g)
+			return &ds->per_guest[i];
+	t = realloc(ds->per_guest, (ds->npg + 1) * sizeof(*t));
+	if (!t)
+		return NULL;
+	ds->per_guest = t;
+	t[ds->npg] = (struct vmt_dump_guest){ .g = g };
+	return &t[ds->npg++];
+}
+
+void dump_guest_gone(struct vmt_dumps *ds, const struct vmt_guest *g)
+{
+	for (uint32_t i = 0; i < ds->npg; i++)
+		if (ds->per_guest[i].g == g) {
+			ds->per_guest[i] = ds->per_guest[--ds->npg];
+			return;
+		}
+}
+
+static const struct vmt_dump_guest *dump_guest_find(const struct vmt_dumps *ds,
+						     const struct vmt_guest *g)
+{
+	for (uint32_t i = 0; i < ds->npg; i++)
+		if (ds->per_guest[i].g == g)
+			return &ds->per_guest[i];
+	return NULL;
+}
+
+uint64_t dump_guest_suppressed(const struct vmt_dumps *ds, const struct vmt_guest *g)
+{
+	const struct vmt_dump_guest *dg = dump_guest_find(ds, g);
+
+	return dg ? dg->triggers_suppressed : 0;
+}
+
+const char *dump_guest_last(const struct vmt_dumps *ds, const struct vmt_guest *g)
+{
+	const struct vmt_dump_guest *dg = dump_guest_find(ds, g);
+
+	return dg ? dg->last_dump : "";
+}
+
+/* Its held-back trigger counted, for the guest and the daemon. */
+static void dump_guest_suppress(struct vmt_dumps *ds, const struct vmt_guest *g)
+{
+	struct vmt_dump_guest *dg = dump_guest_state(ds, g);
+
+	if (dg)
+		dg->triggers_suppressed++;
+}
+
+/* Its budget, or NULL (out of memory: the global budget alone decides). */
+static struct vmt_trigger_budget *dump_guest_budget(struct vmt_dumps *ds, const struct vmt_guest *g)
+{
+	struct vmt_dump_guest *dg = g ? dump_guest_state(ds, g) : NULL;
+
+	return dg ? &dg->budget : NULL;
+}
+
 void dump_free_all(struct vmt_dumps *ds)
 {
+	free(ds->per_guest);
+	ds->per_guest = NULL;
+	ds->npg = 0;
 	dump_free(ds->cur);
 	ds->cur = NULL;
 	while (ds->pending)
@@ -112,6 +181,7 @@ uint64_t dump_next_ns(const struct vmt_dumps *ds)
 }
 
 static void dump_flush(struct vmt_dumps *ds);
+static void dump_guest_flushed(void *userdata, struct vmt_guest *g);
 
 static int dump_due_cb(sd_event_source *s, uint64_t usec, void *userdata);
 
@@ -164,7 +234,10 @@ static void dump_freeze(struct vmt_dumps *ds)
 {
 	struct vmt_dump *d = ds->cur;
 	/* 0: the whole ring; otherwise the moments before the trigger and after */
-	uint64_t span = d->window_ns ? d->window_ns + d->post_ns : 0;
+	const struct freeze_req fr = { .triggers = d->triggers, .ntriggers = d->ntriggers,
+				       .omitted = d->triggers_dropped, .dump_id = d->id,
+				       .span_ns = d->window_ns ? d->window_ns + d->post_ns : 0,
+				       .to_target = true };
 
 	d->timer = sd_event_source_disable_unref(d->timer);
 	d->phase = VMT_DUMP_WRITE;
@@ -174,10 +247,8 @@ static void dump_freeze(struct vmt_dumps *ds)
 
 		if (!dump_wants(d, g))
 			continue;
-		job = freeze_guest(ds, g, d->triggers, d->ntriggers, d->triggers_dropped, d->id, span);
-		g->flushed = false;
-		g->have_target = false;
-		g->flush_wait = false;
+		job = freeze_guest(ds, g, &fr);
+		guest_flush_over(g);
 		if (!job)
 			continue;
 		d->jobs_left++;
@@ -194,13 +265,8 @@ static int dump_flush_timeout_cb(sd_event_source *s, uint64_t usec, void *userda
 
 	for (uint32_t i = 0; i < ds->guests->n; i++) {
 		struct vmt_guest *g = ds->guests->v[i];
-		if (g->flush_wait && dump_wants(ds->cur, g)) {
-			g->flush_wait = false;
-			g->c.flush_timeouts++;
-			log_guest(VMT_LOG_WARNING, 0, g->conf.name,
-				  "no FLUSHED within %u ms: dumping what has arrived",
-				  g->conf.rec.flush_timeout_ms);
-		}
+		if (guest_flush_state(g) == GUEST_FLUSH_WAITING && dump_wants(ds->cur, g))
+			guest_flush_timed_out(g);
 	}
 	dump_freeze(ds);
 	return 0;
@@ -209,7 +275,8 @@ static int dump_flush_timeout_cb(sd_event_source *s, uint64_t usec, void *userda
 static bool dump_flushing_done(struct vmt_dumps *ds)
 {
 	for (uint32_t i = 0; i < ds->guests->n; i++)
-		if (ds->guests->v[i]->flush_wait && dump_wants(ds->cur, ds->guests->v[i]))
+		if (guest_flush_state(ds->guests->v[i]) == GUEST_FLUSH_WAITING &&
+		    dump_wants(ds->cur, ds->guests->v[i]))
 			return false;
 	return true;
 }
@@ -226,9 +293,9 @@ static void dump_flush(struct vmt_dumps *ds)
 	d->phase = VMT_DUMP_FLUSH;
 	for (uint32_t i = 0; i < ds->guests->n; i++) {
 		struct vmt_guest *g = ds->guests->v[i];
-		if (dump_wants(d, g) && guest_flush(g, d->id)) {
+		if (dump_wants(d, g) && guest_flush(g, d->id, dump_guest_flushed, ds)) {
 			waiting++;
-			timeout_ms = VMT_MAX(timeout_ms, g->conf.rec.flush_timeout_ms);
+			timeout_ms = VMT_MAX(timeout_ms, guest_flush_timeout_ms(g));
 		}
 	}
 	log_info("dump %llu: %s (%s), waiting for %u agent(s) to flush", (unsigned long long)d->id,
@@ -245,8 +312,12 @@ static void dump_flush(struct vmt_dumps *ds)
 	}
 }
 
-void dump_guest_flushed(struct vmt_dumps *ds, struct vmt_guest *g)
+/* A guest's flush asked by dump_flush() is over (FLUSHED and its bytes
+ * came, or its session ended). */
+static void dump_guest_flushed(void *userdata, struct vmt_guest *g)
 {
+	struct vmt_dumps *ds = userdata;
+
 	if (!ds->cur || ds->cur->phase != VMT_DUMP_FLUSH || !dump_wants(ds->cur, g))
 		return;
 	if (dump_flushing_done(ds))
@@ -276,8 +347,10 @@ bool dump_guest_may(struct vmt_dumps *ds, struct vmt_guest *g)
 	const struct vmt_trigger_conf *tc = &ds->conf->triggers;
 	uint64_t now = now_monotonic_ns();
 
-	if (trigger_cooling(tc, &g->dumps, now) || !trigger_take(&ds->policy, tc, &g->dumps, now)) {
-		g->c.triggers_suppressed++;
+	struct vmt_trigger_budget *b = dump_guest_budget(ds, g);
+
+	if ((b && trigger_cooling(tc, b, now)) || !trigger_take(&ds->policy, tc, b, now)) {
+		dump_guest_suppress(ds, g);
 		ds->triggers_suppressed++;
 		return false;
 	}
@@ -297,6 +370,7 @@ static int automatic_allowed(struct vmt_dumps *ds, const struct vmt_dump *open,
 {
 	uint32_t eligible = 0;
 	const char *first = NULL;
+	struct vmt_trigger_budget *b;
 	struct vmt_guest *by;
 
 	for (uint32_t i = 0; i < ds->guests->n; i++) {
@@ -304,16 +378,17 @@ static int automatic_allowed(struct vmt_dumps *ds, const struct vmt_dump *open,
 		bool named = !*n;
 
 		for (uint32_t k = 0; k < *n && !named; k++)
-			named = !strcmp((*names)[k], g->conf.name);
+			named = !strcmp((*names)[k], guest_name(g));
 		if (!named)
 			continue;
-		if (!no_cooldown && trigger_cooling(&ds->conf->triggers, &g->dumps, now) &&
+		b = dump_guest_budget(ds, g);
+		if (!no_cooldown && b && trigger_cooling(&ds->conf->triggers, b, now) &&
 		    !(open && dump_wants(open, g))) {
-			g->c.triggers_suppressed++;
+			dump_guest_suppress(ds, g);
 			continue;
 		}
 		eligible++;
-		first = first ? first : g->conf.name;
+		first = first ? first : guest_name(g);
 	}
 	if (!eligible) {
 		ds->triggers_suppressed++;
@@ -329,10 +404,10 @@ static int automatic_allowed(struct vmt_dumps *ds, const struct vmt_dump *open,
 	by = (t->kind == VMT_TRIGGER_GUEST || t->kind == VMT_TRIGGER_SILENCE ||
 	      t->kind == VMT_TRIGGER_LIBVIRT) && *n == 1
 		     ? guest_list_find(ds->guests, (*names)[0]) : NULL;
-	if (!open && !trigger_take(&ds->policy, &ds->conf->triggers, by ? &by->dumps : NULL, now)) {
+	if (!open && !trigger_take(&ds->policy, &ds->conf->triggers, dump_guest_budget(ds, by), now)) {
 		ds->triggers_suppressed++;
 		if (by)
-			by->c.triggers_suppressed++;
+			dump_guest_suppress(ds, by);
 		return -EBUSY;
 	}
 	return 0;
@@ -483,8 +558,8 @@ int dump_request(struct vmt_dumps *ds, const struct vmt_dump_req *rq)
 		/* guests added while flushing are asked too */
 		for (uint32_t i = 0; i < ds->guests->n; i++) {
 			struct vmt_guest *g = ds->guests->v[i];
-			if (dump_wants(d, g) && !g->flush_wait && !g->flushed)
-				guest_flush(g, d->id);
+			if (dump_wants(d, g) && guest_flush_state(g) == GUEST_FLUSH_NONE)
+				guest_flush(g, d->id, dump_guest_flushed, ds);
 		}
 	}
 	return 0;

@@ -103,6 +103,18 @@ struct vmt_waiter {
 	struct vmt_waiter *next;
 };
 
+/*
+ * What the dumps keep of one guest: the budget of dumps it causes, what
+ * was held back, its last sample. Keyed by the guest; dump_guest_gone()
+ * drops it with the guest.
+ */
+struct vmt_dump_guest {
+	const struct vmt_guest *g;
+	struct vmt_trigger_budget budget;	/* of dumps it causes (trigger.h) */
+	uint64_t triggers_suppressed;	/* automatic triggers held back by the cooldown */
+	char last_dump[PATH_MAX + 400];
+};
+
 /* The dumps of one daemon: what it is given, and what it owns. */
 struct vmt_dumps {
 	/* given at dump_init() */
@@ -128,6 +140,8 @@ struct vmt_dumps {
 	uint64_t refused_logged_ns;	/* the last refusal logged (at most one a minute) */
 	uint64_t refused_unlogged;	/* refusals since */
 	struct vmt_trigger_policy policy;
+	struct vmt_dump_guest *per_guest;	/* npg of them, in no order */
+	uint32_t npg;
 	/* counters */
 	uint64_t triggers_total;
 	uint64_t triggers_suppressed;
@@ -159,14 +173,16 @@ uint64_t dump_next_ns(const struct vmt_dumps *ds);
  * not be; their clients are answered -ECANCELED and the dumps dropped. */
 void dump_cancel(struct vmt_dumps *ds);
 
-/* A guest's flush is over (struct vmt_guest_events.flush_done). */
-void dump_guest_flushed(struct vmt_dumps *ds, struct vmt_guest *g);
-/* A dump the guest caused: may it happen now? If not, it is counted as
- * suppressed (the guest's and the daemon's triggers_suppressed). */
-bool dump_guest_may(struct vmt_dumps *ds, struct vmt_guest *g);
-/* Freeze one guest at once, without a flush, into its own sample (the
- * guest's aux is about to change). Ask dump_guest_may() first. */
-void dump_guest_now(struct vmt_dumps *ds, struct vmt_guest *g, const struct vmt_trigger *t);
+/* The guest's window is about to be replaced (struct vmt_guest_events):
+ * written now, whole, without a flush, if its budgets allow (true);
+ * false: held back (counted), the guest drops it. */
+bool dump_guest_window_replaced(struct vmt_dumps *ds, struct vmt_guest *g, const char *why);
+/* The guest is about to be freed: what the dumps kept of it goes. */
+void dump_guest_gone(struct vmt_dumps *ds, const struct vmt_guest *g);
+/* For the status: its automatic triggers held back, its last sample's
+ * path ("" if none yet). */
+uint64_t dump_guest_suppressed(const struct vmt_dumps *ds, const struct vmt_guest *g);
+const char *dump_guest_last(const struct vmt_dumps *ds, const struct vmt_guest *g);
 
 /* The writer's answer for job (a sample, an aux file, a retention pass). */
 void dump_writer_done(struct vmt_job *job, void *ds);

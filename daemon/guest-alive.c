@@ -160,10 +160,10 @@ void alive_session_start(struct vmt_guest *g)
 	a->ping_id = 0;
 	a->heard_ns = now_monotonic_ns();
 	a->heard_what = "its session";
-	a->watched = !g->src && (g->hello.flags & VMT_HELLO_BYE);
+	a->watched = guest_has_session(g) && (g->hello.flags & VMT_HELLO_BYE);
 	a->unclean = a->watched;
 	if (!a->watched) {
-		if (!g->src && alive_conf(g)->enabled)
+		if (guest_has_session(g) && alive_conf(g)->enabled)
 			guest_log(g, VMT_LOG_INFO, 0, "guest_silence: the agent (%s) does not say BYE: "
 				  "its silence is not watched", g->hello.agent);
 		return;
@@ -265,7 +265,7 @@ void guest_crashed(struct vmt_guest *g)
 {
 	/* until its next session: pages still read from the channels are
 	 * what it sent before, no sign of life */
-	if (!g->src && g->state == GUEST_STREAMING)
+	if (guest_has_session(g) && g->state == GUEST_STREAMING)
 		g->alive.silent = g->alive.crashed = true;
 	/* a FLUSH already out gets no answer: the dump waits no longer */
 	guest_end_flush(g);

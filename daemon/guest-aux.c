@@ -226,13 +226,46 @@ uint32_t guest_aux_version(struct vmt_guest *g, uint64_t id, bool *exists)
 	return g->aux_max_version;
 }
 
+/* The bundle received whole, with crc: NULL if it checks out (*layout its
+ * pages'), else why not. */
+static const char *meta_check(struct vmt_guest *g, uint32_t crc, struct vmt_page_layout *layout)
+{
+	struct vmt_meta_entry hp;
+	const char *why = NULL;
+
+	if (g->meta.len != g->meta_total)
+		return "metadata shorter than announced";
+	if (crc32c(0, g->meta.data, g->meta.len) != crc)
+		return "metadata CRC mismatch";
+	if (meta_validate(g->meta.data, g->meta.len, &why) < 0)
+		return why ? why : "out of memory checking it";	/* -ENOMEM says no why */
+	if (meta_find(g->meta.data, g->meta.len, "events/header_page", &hp) < 0 ||
+	    page_layout_parse(layout, (const char *)hp.data, hp.data_len, g->hello.page_size) < 0)
+		return "events/header_page does not describe a page we can read";
+	return NULL;
+}
+
+/* The aux of the bundle received (not taken: a.meta is still g->meta's). */
+static void meta_aux(const struct vmt_guest *g, struct vmt_aux *a)
+{
+	snprintf(a->guest, sizeof(a->guest), "%s", g->conf.name);
+	a->ncpus = g->hello.ncpus;
+	a->page_size = g->hello.page_size;
+	snprintf(a->release, sizeof(a->release), "%s", g->hello.release);
+	bundle_clock(g, a->clock, sizeof(a->clock));
+	snprintf(a->boot_id, sizeof(a->boot_id), "%s", g->hello.boot_id);
+	snprintf(a->agent, sizeof(a->agent), "%s", g->hello.agent);
+	a->meta = g->meta.data;
+	a->meta_len = g->meta.len;
+	a->id = aux_compute_id(a);
+	a->created_ns = now_realtime_ns();
+}
+
 void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 {
-	uint32_t crc = get_le32(msg->payload);
-	struct vmt_meta_entry hp;
 	struct vmt_page_layout layout;
 	struct vmt_aux a = { 0 };
-	const char *why = NULL;
+	const char *why;
 	uint64_t decode_id;
 	struct vmt_schema *schema = NULL;
 	bool exists;
@@ -242,15 +275,7 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		return;
 	}
 	g->meta_open = false;
-	if (g->meta.len != g->meta_total)
-		why = "metadata shorter than announced";
-	else if (crc32c(0, g->meta.data, g->meta.len) != crc)
-		why = "metadata CRC mismatch";
-	else if (meta_validate(g->meta.data, g->meta.len, &why) < 0)
-		;
-	else if (meta_find(g->meta.data, g->meta.len, "events/header_page", &hp) < 0 ||
-		 page_layout_parse(&layout, (const char *)hp.data, hp.data_len, g->hello.page_size) < 0)
-		why = "events/header_page does not describe a page we can read";
+	why = meta_check(g, get_le32(msg->payload), &layout);
 	if (why) {
 		char m[200];
 		g->c.meta_rejected++;
@@ -258,18 +283,7 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 		guest_fail(g, m);
 		return;
 	}
-
-	snprintf(a.guest, sizeof(a.guest), "%s", g->conf.name);
-	a.ncpus = g->hello.ncpus;
-	a.page_size = g->hello.page_size;
-	snprintf(a.release, sizeof(a.release), "%s", g->hello.release);
-	bundle_clock(g, a.clock, sizeof(a.clock));
-	snprintf(a.boot_id, sizeof(a.boot_id), "%s", g->hello.boot_id);
-	snprintf(a.agent, sizeof(a.agent), "%s", g->hello.agent);
-	a.meta = g->meta.data;
-	a.meta_len = g->meta.len;
-	a.id = aux_compute_id(&a);
-	a.created_ns = now_realtime_ns();
+	meta_aux(g, &a);
 
 	decode_id = bundle_decode_id(&a);
 	/* the formats TCODE frames are made with from now on (a hash of them
@@ -323,10 +337,9 @@ void guest_on_meta_end(struct vmt_guest *g, const struct vmt_msg *msg)
 	g->aux_decode_id = decode_id;
 	g->layout = layout;
 	for (uint32_t i = 0; i < g->nrings; i++) {
-		g->rings[i].layout = layout;
 		if (schema)
 			ring_set_schema(&g->rings[i], schema);
-		ring_reset_stream(&g->rings[i], 0);
+		ring_set_layout(&g->rings[i], &layout);
 		g->stream_base[i] = g->rings[i].next_seq;
 	}
 	/* whatever the data ports hold now predates this stream: the agent
@@ -373,6 +386,40 @@ uint64_t guest_meta_held(const struct vmt_guest *g)
 void guest_settle_meta(struct vmt_guest *g)
 {
 	mem_charge_meta(g->env->mem, &g->meta_charged, guest_meta_held(g));
+}
+
+bool guest_aux_due(const struct vmt_guest *g)
+{
+	return g->have_aux && g->aux.meta && !g->aux_pending;
+}
+
+int guest_aux_copy(struct vmt_guest *g, struct vmt_aux *out)
+{
+	if (!g->have_aux || !g->aux.meta)
+		return -ENOENT;
+	*out = g->aux;
+	out->meta = malloc(g->aux.meta_len);
+	if (!out->meta)
+		return -ENOMEM;
+	memcpy(out->meta, g->aux.meta, g->aux.meta_len);
+	/* the clocks and the method as they are now; the points are in samples */
+	out->have_clock = sync_clock_info(g, 0, 0, &out->sync) == 0;
+	g->aux_pending = true;
+	guest_settle_meta(g);	/* the job's copy counts too */
+	return 0;
+}
+
+bool guest_aux_holds(const struct vmt_guest *g, uint64_t aux_id)
+{
+	return g->have_aux && g->aux.id == aux_id && g->aux.meta;
+}
+
+bool guest_aux_in_force(const struct vmt_guest *g, uint32_t *version)
+{
+	if (!g->have_aux)
+		return false;
+	*version = g->aux.version;
+	return true;
 }
 
 void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok)

@@ -115,7 +115,7 @@ static int guest_alloc_rings(struct vmt_guest *g, uint32_t ncpus, uint32_t page_
 		r = make_ring(g, i, ncpus, pages, src);
 		if (r < 0)
 			break;
-		g->rings[i].pool = &g->env->mem->reserve;
+		ring_set_pool(&g->rings[i], &g->env->mem->reserve);
 		g->nrings = i + 1;
 	}
 	if (r < 0) {
@@ -196,13 +196,7 @@ void guest_resume(struct vmt_guest *g)
 {
 	for (uint32_t i = 0; i < g->nrings; i++)
 		ring_settle(&g->rings[i]);
-	if (g->src)
-		g->src_ops->resume(g->src);
-	/* only guest_pause switches a data source off */
-	for (uint32_t i = 0; g->npaused && i < g->nchan; i++)
-		if (g->data_src[i])
-			sd_event_source_set_enabled(g->data_src[i], SD_EVENT_ON);
-	g->npaused = 0;
+	g->src_ops->resume(g->src);
 }
 
 void guest_compress(struct vmt_guest *g, uint32_t cpu)
@@ -285,7 +279,7 @@ int guest_data_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 
 			if (!p) {
 				/* cannot happen after ring_room(); never loop on it */
-				r->c.bytes_rejected += (uint64_t)n - off;
+				ring_reject_bytes(r, (uint64_t)n - off);
 				guest_complain(g, 0, "cpu%u: %zu bytes without room dropped", cpu,
 					       (size_t)n - off);
 				break;

@@ -28,14 +28,10 @@
  */
 void guest_save_window(struct vmt_guest *g, const char *why)
 {
-	struct vmt_trigger t = { .kind = VMT_TRIGGER_GUEST, .time_ns = now_realtime_ns() };
 	uint64_t pages = 0;
 
-	if (g->env->ev->may_dump(g->env->owner, g)) {
-		snprintf(t.reason, sizeof(t.reason), "%s", why);
-		g->env->ev->dump_now(g->env->owner, g, &t);
+	if (g->env->ev->window_replaced(g->env->owner, g, why))
 		return;
-	}
 	for (uint32_t i = 0; i < g->nrings; i++)
 		pages += g->rings[i].count;
 	g->c.pages_discarded += pages;
@@ -184,7 +180,7 @@ void guest_check_flushed(struct vmt_guest *g)
 			return;
 	g->flush_wait = false;
 	g->flushed = true;
-	g->env->ev->flush_done(g->env->owner, g);
+	g->flush_done(g->flush_arg, g);
 }
 
 static void guest_on_flushed(struct vmt_guest *g, const struct vmt_msg *msg)

@@ -24,7 +24,7 @@
  * private. */
 static bool guest_persists(const struct vmt_guest *g)
 {
-	return !g->src;
+	return guest_has_session(g);
 }
 
 static void ring_name(const struct vmt_guest *g, uint32_t cpu, char *buf, size_t n)
@@ -121,9 +121,7 @@ static void adopt_one(struct vmt_guest *g, uint32_t cpu, struct vmt_ring *nr)
 {
 	compressor_forget(g->env->comp, &g->rings[cpu]);
 	ring_free(&g->rings[cpu]);
-	g->rings[cpu] = *nr;
-	g->rings[cpu].c.bytes_rejected += g->rings[cpu].fill;
-	g->rings[cpu].fill = 0;
+	ring_take_torn(&g->rings[cpu], nr);
 }
 
 
@@ -169,7 +167,7 @@ static int take_ring(struct vmt_guest *g, uint32_t cpu, uint32_t ncpus, bool han
 		refuse_one(g, cpu, why);
 		return err;
 	}
-	r->pool = &g->env->mem->reserve;
+	ring_set_pool(r, &g->env->mem->reserve);
 	adopted_note(g, cpu, r, res);
 	return 0;
 }

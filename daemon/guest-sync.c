@@ -269,7 +269,7 @@ void sync_session_start(struct vmt_guest *g)
 	s->waiting = false;
 	s->sent = s->answered = 0;
 	s->why[0] = 0;
-	if (g->src)
+	if (!guest_has_session(g))
 		return;	/* the host is the reference */
 	if (trace_clock_source(hc, &s->host_src) < 0) {
 		sync_none(g, "the host's trace clock '%s' cannot be read from user space", hc);
@@ -315,6 +315,7 @@ int sync_clock_info(struct vmt_guest *g, uint64_t first, uint64_t last, struct v
 {
 	struct vmt_guest_sync *s = &g->sync;
 	uint32_t lo = 0, hi = s->count;	/* [lo, hi) of the ring, in order */
+	struct vmt_source_desc d;
 	pid_t pid;
 
 	memset(out, 0, sizeof(*out));
@@ -322,9 +323,10 @@ int sync_clock_info(struct vmt_guest *g, uint64_t first, uint64_t last, struct v
 	snprintf(out->why, sizeof(out->why), "%s", s->why);
 	snprintf(out->guest_clock, sizeof(out->guest_clock), "%s", g->have_aux ? g->aux.clock : "");
 	snprintf(out->host_clock, sizeof(out->host_clock), "%s", host_clock(g));
-	if (g->src)
+	guest_describe(g, &d);
+	if (d.host_clock)
 		snprintf(out->guest_clock, sizeof(out->guest_clock), "%s", out->host_clock);
-	pid = guest_qemu_pid(g);
+	pid = d.qemu_pid;
 	if (pid > 0) {
 		out->qemu_pid = (uint32_t)pid;
 		qemu_vcpu_threads(pid, out->vcpu_tid, VMT_MIN(g->nrings, (uint32_t)VMT_MAX_CPUS), &out->nvcpus);

@@ -56,7 +56,7 @@ static void sizes_of(uint32_t s[7])
 
 bool guest_can_hand_over(const struct vmt_guest *g, char *why, size_t n)
 {
-	if (g->src || g->state != GUEST_STREAMING)
+	if (!guest_has_session(g) || g->state != GUEST_STREAMING)
 		return true;	/* starts afresh: nothing of its session to keep */
 	if (proto_rx_partial(g->rx) || g->ctl_partial_since)
 		snprintf(why, n, "guest %s: a control message is being received", g->conf.name);
@@ -126,7 +126,7 @@ int guest_hand_over(struct vmt_guest *g, struct vmt_upgrade_out *o)
 	char name[VMT_PERSIST_FDNAME_MAX];
 	int r = 0;
 
-	if (g->src)
+	if (!guest_has_session(g))
 		return 0;	/* the host's own source starts afresh */
 	/* every ring, streaming or not: one whose guest starts afresh may
 	 * still be adopted when its session settles the same aux (recover.h) */
@@ -324,7 +324,7 @@ int guest_adopt_session(struct vmt_guest *g, struct vmt_upgrade_in *in)
 	size_t n;
 	int r;
 
-	if (g->src || !in->state)
+	if (!guest_has_session(g) || !in->state)
 		return -ENOENT;
 	r = upgrade_record(in, g->conf.name, &p, &n, why, sizeof(why));
 	if (r == -ENOENT)

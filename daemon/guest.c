@@ -246,7 +246,7 @@ void guest_end_flush(struct vmt_guest *g)
 		return;
 	g->flush_wait = false;
 	g->flushed = false;
-	g->env->ev->flush_done(g->env->owner, g);
+	g->flush_done(g->flush_arg, g);
 }
 
 void guest_disconnect(struct vmt_guest *g, const char *why)
@@ -266,7 +266,8 @@ void guest_disconnect(struct vmt_guest *g, const char *why)
 
 void guest_check_channels(struct vmt_guest *g)
 {
-	if (!g->src && channel_replaced(&g->ctl))
+	/* never open but for an agent's session */
+	if (channel_replaced(&g->ctl))
 		guest_disconnect(g, "its FIFOs were made anew (QEMU restarted)");
 }
 
@@ -283,111 +284,9 @@ int guest_watch_channels(struct vmt_guest *g)
 	return r;
 }
 
-/* How many trace-path-cpuN channels the folder holds: up to the first
- * missing one; -ELOOP or -EBADFD if one is refused (channel_probe). */
-static int guest_count_cpus(const struct vmt_guest *g)
-{
-	int n = 0;
-	enum vmt_transport t;
-
-	while (n < VMT_MAX_CPUS) {
-		char name[32];
-		int r;
-
-		snprintf(name, sizeof(name), "trace-path-cpu%d", n);
-		r = channel_probe(g->conf.path, name, &t);
-		if (r == -ELOOP || r == -EBADFD)
-			return r;
-		if (r < 0)
-			break;
-		n++;
-	}
-	return n;
-}
-
-static int guest_open_channels(struct vmt_guest *g)
-{
-	enum vmt_transport t = g->conf.transport;
-	uint32_t n;
-	int r;
-
-	if (t == VMT_TRANSPORT_AUTO) {
-		r = channel_probe(g->conf.path, "agent-ctl-path", &t);
-		if (r < 0)
-			return r;
-	}
-	if (g->conf.cpus) {
-		n = g->conf.cpus;
-	} else {
-		r = guest_count_cpus(g);
-		if (r <= 0)
-			return r ? r : -ENOENT;
-		n = (uint32_t)r;
-	}
-	if (n != g->nchan) {
-		struct vmt_channel *d = realloc(g->data, n * sizeof(*d));
-		sd_event_source **s;
-
-		if (!d)
-			return -ENOMEM;
-		g->data = d;
-		s = realloc(g->data_src, n * sizeof(*s));
-		if (!s)
-			return -ENOMEM;
-		g->data_src = s;
-		g->nchan = n;
-	}
-	channel_init(&g->ctl, g->conf.path, "agent-ctl-path", t);
-	for (uint32_t i = 0; i < n; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "trace-path-cpu%u", i);
-		channel_init(&g->data[i], g->conf.path, name, t);
-		g->data_src[i] = NULL;
-	}
-	r = channel_open(&g->ctl);
-	for (uint32_t i = 0; r >= 0 && i < n; i++)
-		r = channel_open(&g->data[i]);
-	if (r >= 0)
-		r = guest_watch_channels(g);
-	if (r < 0)
-		guest_close_channels(g);
-	return r;
-}
-
 void guest_connect(struct vmt_guest *g)
 {
-	int r;
-
-	if (g->src || channel_is_open(&g->ctl))
-		return;
-	r = guest_open_channels(g);
-	if (r == -ELOOP || r == -EBADFD) {
-		/* tried again at every retry: counted each time, logged within
-		 * the guest's complaint budget */
-		g->c.paths_refused++;
-		guest_complain(g, 0, "channel folder %s: a port is a symlink or not a %s: refused",
-			       g->conf.path,
-			       g->conf.transport == VMT_TRANSPORT_SOCKET ? "socket"
-			       : g->conf.transport == VMT_TRANSPORT_FIFO ? "FIFO"
-									: "FIFO or socket");
-	}
-	if (r < 0) {
-		if (r != -ENOENT && r != -ECONNREFUSED && r != -ELOOP && r != -EBADFD)
-			guest_log(g, VMT_LOG_DEBUG, r, "channels not ready");
-		guest_arm(g, RETRY_USEC);
-		return;
-	}
-	g->nonce = (uint32_t)(now_monotonic_ns() ^ (uintptr_t)g) | 1;
-	guest_log(g, VMT_LOG_INFO, 0, "channels open (%s, %u CPUs), waiting for the agent",
-		  transport_name(g->ctl.transport == VMT_TRANSPORT_AUTO ? g->conf.transport
-									: g->ctl.transport),
-		  g->nchan);
-	/* bytes already in the data channels belong to no session we know */
-	guest_drain_data(g);
-	alive_channels_open(g);
-	guest_set_state(g, GUEST_WAIT_HELLO);
-	guest_send_host_hello(g);
-	guest_arm(g, RETRY_USEC);
+	g->src_ops->start(g->src);
 }
 
 static int guest_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
@@ -447,25 +346,49 @@ struct vmt_guest *guest_list_find(const struct vmt_guest_list *l, const char *na
 
 /* ---- API ---------------------------------------------------------------- */
 
-bool guest_flush(struct vmt_guest *g, uint64_t id)
+bool guest_flush(struct vmt_guest *g, uint64_t id, void (*done)(void *arg, struct vmt_guest *g),
+		 void *arg)
 {
-	uint8_t p[8];
-
 	g->flushed = false;
 	g->have_target = false;
-	if (g->src) {
-		/* local: the pages are in the rings when this returns */
-		g->src_ops->flush(g->src);
-		return false;
-	}
-	/* a silent or dead guest would only make the dump wait for flush_timeout */
-	if (g->state != GUEST_STREAMING || g->alive.silent || g->alive.crashed)
-		return false;
-	g->flush_id = id;
-	g->flush_wait = true;
-	put_le64(p, id);
-	guest_send(g, VMT_MSG_FLUSH, p, sizeof(p));
-	return g->flush_wait;
+	/* before asking: a session that breaks at once ends the flush */
+	g->flush_done = done;
+	g->flush_arg = arg;
+	return g->src_ops->flush(g->src, id);
+}
+
+enum vmt_guest_flush guest_flush_state(const struct vmt_guest *g)
+{
+	if (g->flush_wait)
+		return GUEST_FLUSH_WAITING;
+	return g->flushed ? GUEST_FLUSH_DONE : GUEST_FLUSH_NONE;
+}
+
+void guest_flush_timed_out(struct vmt_guest *g)
+{
+	if (!g->flush_wait)
+		return;
+	g->flush_wait = false;
+	g->c.flush_timeouts++;
+	log_guest(VMT_LOG_WARNING, 0, g->conf.name, "no FLUSHED within %u ms: dumping what has arrived",
+		  g->conf.rec.flush_timeout_ms);
+}
+
+void guest_flush_over(struct vmt_guest *g)
+{
+	g->flushed = false;
+	g->have_target = false;
+	g->flush_wait = false;
+}
+
+uint32_t guest_flush_timeout_ms(const struct vmt_guest *g)
+{
+	return g->conf.rec.flush_timeout_ms;
+}
+
+const char *guest_name(const struct vmt_guest *g)
+{
+	return g->conf.name;
 }
 
 void guest_vanished(struct vmt_guest *g)
@@ -513,6 +436,8 @@ int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf
 	g->state = GUEST_OFFLINE;
 	g->state_since_ns = now_monotonic_ns();	/* offline since it was made, not since boot */
 	g->ctl.rfd = g->ctl.wfd = -1;
+	g->src_ops = &guest_agent_ops;	/* until guest_set_source */
+	g->src = g;
 	*out = g;
 	return 0;
 }
@@ -521,9 +446,7 @@ void guest_free(struct vmt_guest *g)
 {
 	if (!g)
 		return;
-	if (g->src)
-		g->src_ops->free(g->src);
-	guest_close_channels(g);
+	g->src_ops->free(g->src);
 	g->timer = sd_event_source_disable_unref(g->timer);
 	g->partial_timer = sd_event_source_disable_unref(g->partial_timer);
 	sync_free(g);

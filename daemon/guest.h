@@ -39,21 +39,18 @@ struct vmt_guest_prev;
 struct vmt_prev_set;
 
 /*
- * What a guest tells its owner (the manager), given to it at creation. The
- * guest owns its session, channels, rings and flush state; what follows
- * from them for the daemon (dumps, the detectors) is the owner's to do.
+ * What a guest tells its owner (the manager), given to it at creation: facts,
+ * not decisions. The guest owns its session, channels, rings and flush
+ * state; what follows from them for the daemon (dumps, the detectors) is
+ * the owner's to decide.
  */
 struct vmt_guest_events {
-	/* the flush asked for is over: FLUSHED came and its bytes are in, or
-	 * the session ended first */
-	void (*flush_done)(void *owner, struct vmt_guest *g);
-	/* The guest caused a dump (an oops line, a new boot, new events, a new
-	 * shape): may it happen now? Its cooldown and budgets decide; a no is
-	 * counted. */
-	bool (*may_dump)(void *owner, struct vmt_guest *g);
-	/* Write its window now, without a flush (may_dump said yes). */
-	void (*dump_now)(void *owner, struct vmt_guest *g, const struct vmt_trigger *t);
-	/* TRIGGER: a dump of this guest the usual way; -EBUSY held back. */
+	/* Its window is about to be replaced (a new boot, new events, a new
+	 * shape: what the rings hold decodes only with what goes). True if it
+	 * was held for a sample now (guest_hold_window); false: the guest
+	 * drops it (counted in pages_discarded). */
+	bool (*window_replaced)(void *owner, struct vmt_guest *g, const char *why);
+	/* TRIGGER: it asked for a dump; -EBUSY held back. */
 	int (*trigger)(void *owner, struct vmt_guest *g, const struct vmt_trigger *t);
 	/* its QEMU came or went: the detectors follow QEMU's pid */
 	void (*qemu_changed)(void *owner, struct vmt_guest *g);
@@ -82,11 +79,29 @@ struct vmt_prev_set {
 	struct vmt_trigger trigger;	/* kind guest, reason "previous boot (...)" */
 };
 
-/* A source other than an agent behind channels (the host's own ftrace):
- * what the guest asks of it instead of the agent. */
+/*
+ * A guest is a recorder (rings, aux, flush target) fed by a source: an
+ * agent behind channels (guest-agent.c, the default) or the host's own
+ * ftrace (hostsrc.h, guest_set_source). What the guest asks of it:
+ */
+struct vmt_source_desc {
+	pid_t qemu_pid;	/* its QEMU's, as far as the host can tell; 0: none or unknown */
+	bool host_clock;	/* its pages are stamped in the host's trace clock */
+	/* a session of its own: its clock synced to the host's, its silence
+	 * watched, its rings in the fd store, kept across an upgrade */
+	bool session;
+};
 struct vmt_source_ops {
-	void (*flush)(void *src);	/* the pages are in the rings when it returns */
-	void (*resume)(void *src);	/* a dump was written: read on */
+	/* Start feeding the guest, or try again (its timer retries). */
+	void (*start)(void *src);
+	/* Flush for dump id: true if the answer is to come (the guest's
+	 * flush ends then), false if the pages are in the rings already or
+	 * there is none to ask. */
+	bool (*flush)(void *src, uint64_t id);
+	/* A dump was written: read on where reading was paused. */
+	void (*resume)(void *src);
+	void (*describe)(const void *src, struct vmt_source_desc *d);
+	/* The guest goes: its channels or files closed, the source freed. */
 	void (*free)(void *src);
 };
 
@@ -139,111 +154,124 @@ struct vmt_guest_counters {
 	uint64_t flush_bad;	/* FLUSHED that did not fit the stream */
 	uint64_t errors_from_agent;
 	uint64_t triggers_from_agent;
-	uint64_t triggers_suppressed;	/* automatic triggers held back by the cooldown */
 	uint64_t read_pauses;	/* a channel stopped: its next page held, the dump reserve used up */
 	uint64_t paths_refused;	/* tries to open a port that was a symlink or of another type */
 	uint64_t pages_discarded;	/* of an old boot or shape, dropped: its dump was held back */
 	uint64_t hellos_deferred;	/* HELLOs held back: it started too many sessions */
 };
 
-struct vmt_guest {
-	const struct vmt_guest_env *env;
-	struct vmt_guest_conf conf;
-	enum vmt_guest_state state;
-	bool discovered;	/* found in a discovery folder, not configured */
-	bool present;		/* discovered: its folder was there at the last rescan */
-	const struct vmt_source_ops *src_ops;	/* not an agent: the host's ftrace */
-	void *src;
-	bool keep, fresh;	/* bookkeeping of a reload */
-
-	struct vmt_channel ctl;
-	sd_event_source *ctl_src;
-	bool ctl_demoted;	/* its control channel waits its turn (guest_ctl_cb) */
-	uint64_t ctl_prio_since;	/* the second ctl_prio_bytes are counted in */
-	uint64_t ctl_prio_bytes;	/* control bytes read in it */
-	uint64_t ctl_bytes_in;	/* control bytes read in all */
-	struct vmt_proto_rx *rx;
-	struct vmt_buf out;	/* control bytes not yet written */
-	uint32_t nchan;
-	struct vmt_channel *data;
-	sd_event_source **data_src;
-	uint32_t npaused;	/* data sources switched off by guest_pause since the last resume */
-	sd_event_source *timer;	/* reconnect / resend / session timeout */
-	uint32_t nonce;		/* of our HOST_HELLOs in this connection */
-	uint64_t state_since_ns;
-	uint64_t taken_over_ns;	/* session taken over at an upgrade, no page read since; 0 */
-	pid_t qemu_handed;	/* its QEMU's pid as the predecessor knew it, until checked; 0 */
-
-	struct vmt_hello hello;
-	bool have_hello;
-
-	/* rings: allocated at the first HELLO, kept across sessions */
-	struct vmt_page_layout layout;
-	struct vmt_ring *rings;
-	uint32_t nrings;
-	uint64_t *stream_base;	/* ring seq where this session's stream began */
-	/* its window was adopted from a predecessor, held by this many daemons:
-	 * the next sample says so (0: not since that sample) */
-	uint32_t recovered_lifetimes;
-
-	/* metadata being received */
-	struct vmt_buf meta;
-	uint64_t meta_total;
-	bool meta_open;
-	/* task tables: the last whole ones the agent sent (this boot's), and
-	 * the pieces of the next */
-	struct vmt_buf tasks, tasks_rx;
-	uint32_t tasks_total;
-
-	/* aux in force: the pages in the rings decode with it */
-	struct vmt_aux aux;	/* aux.meta: kept until the aux file is written */
-	bool have_aux;
-	struct vmt_aux_entry {
-		uint32_t version;
-		uint64_t id;
-	} *aux_index;		/* its aux files by content id (guest-aux.c) */
-	size_t aux_nindex;
-	uint32_t aux_max_version;
-	bool aux_index_built;
-	bool aux_pending;	/* an aux job is queued */
-	uint64_t meta_charged;	/* metadata held, as told to env->mem */
-	uint64_t aux_decode_id;	/* aux id without the task-name tables */
-
-	/* flush for the dump in progress */
-	uint64_t flush_id;
-	bool flush_wait;	/* FLUSH sent, waiting */
-	bool flushed;		/* FLUSHED came and the bytes are in */
-	bool have_target;
-	uint64_t *target_seq;	/* per ring: pages before this seq belong to the window */
-	struct vmt_cpu_stats *stats;	/* last FLUSHED */
-	bool have_stats;
-
-	struct vmt_guest_sync sync;	/* clock relation to the host (guest-sync.c) */
-	struct vmt_guest_alive alive;	/* is its agent still there (guest-alive.c) */
-
-	struct vmt_trigger_budget dumps;	/* of dumps it causes (trigger.h) */
-	struct vmt_bucket sessions;	/* record.sessions_per_minute */
-	uint64_t hellos_waiting;	/* held back since its last session */
-	struct vmt_guest_counters c;
-	uint64_t ctl_rejected_bytes_base;
-	uint64_t ctl_partial_since;	/* CLOCK_MONOTONIC since which a message is unfinished */
-	sd_event_source *partial_timer;	/* fires CTL_PARTIAL_TIMEOUT_NS after that */
-	struct vmt_log_budget log_complaints;	/* rate limits of what it makes us log */
-	struct vmt_log_budget log_sessions;
-	struct vmt_log_budget log_debug;
-	struct vmt_log_budget log_lost;	/* the warning of events lost in the guest */
-	uint64_t lost_pages_quiet, lost_events_quiet;	/* since that warning */
-	char last_dump[PATH_MAX + 400];
-	struct vmt_guest_prev *prev;	/* guest-prev.c, NULL until needed */
-};
 
 int guest_new(const struct vmt_guest_env *env, const struct vmt_guest_conf *conf,
 	      struct vmt_guest **out);
 void guest_free(struct vmt_guest *g);
-/* Try to open the channels now (and keep retrying on a timer). */
+/* Start its source now: an agent's channels opened (and retried on a
+ * timer). */
 void guest_connect(struct vmt_guest *g);
-/* Ask the agent to flush; false if there is no session to ask. */
-bool guest_flush(struct vmt_guest *g, uint64_t id);
+/*
+ * Ask its source to flush for dump id: true if the answer is to come (done
+ * is called then: FLUSHED came and its bytes are in, or the session ended
+ * first), false if there is none to wait for (a local source flushed at
+ * once, or no session to ask).
+ */
+bool guest_flush(struct vmt_guest *g, uint64_t id, void (*done)(void *arg, struct vmt_guest *g),
+		 void *arg);
+enum vmt_guest_flush {
+	GUEST_FLUSH_NONE,	/* none asked, or given up */
+	GUEST_FLUSH_WAITING,	/* asked, the answer or its bytes not in yet */
+	GUEST_FLUSH_DONE,	/* its window ends at the flush target */
+};
+enum vmt_guest_flush guest_flush_state(const struct vmt_guest *g);
+/* Its flush is given up (no FLUSHED in flush_timeout_ms: logged, counted);
+ * done is not called. */
+void guest_flush_timed_out(struct vmt_guest *g);
+/* The dump that asked for the flush holds its window: the target is
+ * forgotten. */
+void guest_flush_over(struct vmt_guest *g);
+uint32_t guest_flush_timeout_ms(const struct vmt_guest *g);
+
+/* What a sample of its window asks of guest_hold_window(). */
+struct vmt_window_req {
+	uint64_t span_ns;	/* the last span_ns before its newest event; 0: all */
+	bool to_target;		/* end at the flush target, if its FLUSHED came */
+};
+struct vmt_job;
+/*
+ * Its window held where it is for the writer's sample job (the rings'
+ * pages, ring_hold; a compressed ring's frames, frames_hold; the page or
+ * frame straddling the start cut in a copy), with what the guest knows of
+ * the sample (name, aux, tasks, page size, counters, clock points). *raw:
+ * the bytes of raw pages held. -ENOENT: nothing recorded yet; -ENOMEM.
+ * The job's holds are released by job_free() either way.
+ */
+int guest_hold_window(struct vmt_guest *g, const struct vmt_window_req *rq, struct vmt_job *job,
+		      uint64_t *raw);
+/* Does its aux bundle wait for its file (none queued)? */
+bool guest_aux_due(const struct vmt_guest *g);
+/* A copy of its aux and bundle for the writer (with the clocks now),
+ * counted in its metadata held until guest_aux_done(); -errno. */
+int guest_aux_copy(struct vmt_guest *g, struct vmt_aux *out);
+/* Is aux_id's the aux in force, its bundle still held (a failed write is
+ * tried again)? */
+bool guest_aux_holds(const struct vmt_guest *g, uint64_t aux_id);
+/* The aux version in force (its samples' files must stay); false: none. */
+bool guest_aux_in_force(const struct vmt_guest *g, uint32_t *version);
+const char *guest_name(const struct vmt_guest *g);
+/* Its configuration in force (a reload changes it through guest_reconf). */
+const struct vmt_guest_conf *guest_conf(const struct vmt_guest *g);
+enum vmt_guest_state guest_state(const struct vmt_guest *g);
+/* What a reload may change of a guest it keeps: the pidfile (what the
+ * detectors watch), the codec and level (the next batch compressed). */
+void guest_reconf(struct vmt_guest *g, const struct vmt_guest_conf *nc);
+
+/* Discovery's: found in a discovery folder (not configured), and whether
+ * its folder was there at the last rescan. */
+bool guest_discovered(const struct vmt_guest *g);
+bool guest_present(const struct vmt_guest *g);
+void guest_set_discovered(struct vmt_guest *g);
+void guest_set_present(struct vmt_guest *g, bool present);
+/* Its folder moved (libvirt restarted it under a new id): logged. */
+void guest_set_path(struct vmt_guest *g, const char *path);
+/* Its QEMU's pid as an upgrade's predecessor knew it (0: none), once. */
+pid_t guest_take_qemu_handed(struct vmt_guest *g);
+
+/* What `vmtracectl status` shows of a guest, at one moment. */
+struct vmt_guest_status {
+	const char *name, *state, *release, *labels;	/* release NULL: no HELLO yet */
+	const char *compression;
+	bool have_aux, discovered;
+	uint32_t aux_version, ncpus, page_size;
+	uint64_t uptime_ns, mem_used;
+	/* over its rings */
+	uint64_t pages, capacity, bytes_in, pages_in, events_in, pages_overwritten;
+	uint64_t pages_guest_lost, events_guest_lost, pages_rejected, bytes_rejected, ts_backwards;
+	uint64_t first_ts, last_ts;	/* its window; first_ts UINT64_MAX: empty */
+	uint64_t frame_pages, frame_bytes, frames_made, pages_stored_raw, frames_overwritten;
+	uint64_t window_since_ns;	/* with lifetimes, when it has rings */
+	uint32_t lifetimes;
+	struct vmt_guest_counters c;
+	uint64_t late_answers, silences;
+};
+void guest_status(const struct vmt_guest *g, struct vmt_guest_status *st);
+
+/* A source other than an agent (the host's ftrace, hostsrc.h) starts the
+ * guest streaming at once: its hello, its aux (the bundle taken, its
+ * version given; *exists: its file on disk already), its pages' layout. */
+uint32_t guest_start_local(struct vmt_guest *g, const struct vmt_hello *hl, struct vmt_aux *a,
+			   const struct vmt_page_layout *l, bool *exists);
+/* From now on the guest is fed by src (ops) instead of an agent (whose
+ * channels it has not opened: call before guest_connect); guest_free()
+ * frees it. */
+void guest_set_source(struct vmt_guest *g, const struct vmt_source_ops *ops, void *src);
+/* That source's state, if ops feeds it; else NULL */
+void *guest_source(const struct vmt_guest *g, const struct vmt_source_ops *ops);
+/* The ring a source fills for cpu (< its ncpus). */
+struct vmt_ring *guest_ring(struct vmt_guest *g, uint32_t cpu);
+/* Its task tables now (taken), as an agent's TASKS. */
+void guest_set_tasks(struct vmt_guest *g, struct vmt_buf *t);
+/* Its agent watched over (guest_silence's counters). */
+const struct vmt_alive_counters *guest_alive_counters(const struct vmt_guest *g);
+/* A source stopped reading: its next page held, the dump reserve used up. */
+void guest_count_read_pause(struct vmt_guest *g);
 /* Reconnect if its FIFOs were made anew (QEMU restarted). */
 void guest_check_channels(struct vmt_guest *g);
 /* A control message left unfinished for CTL_PARTIAL_TIMEOUT_NS is given up
@@ -281,12 +309,7 @@ void guest_aux_done(struct vmt_guest *g, uint64_t aux_id, bool ok);
 void guest_prev_written(struct vmt_guest *g, uint64_t bytes);
 /* Its QEMU's pid, as far as the host can tell (qemu_pid_find); 0 if
  * unknown or the host's own source. */
-static inline pid_t guest_qemu_pid(const struct vmt_guest *g)
-{
-	if (g->src)
-		return 0;
-	return qemu_pid_find(g->conf.pidfile, g->ctl.peer_pid, g->discovered ? g->conf.name : NULL);
-}
+pid_t guest_qemu_pid(const struct vmt_guest *g);
 /* guest-upgrade.c: may the daemon hand over now (else why)? */
 bool guest_can_hand_over(const struct vmt_guest *g, char *why, size_t n);
 /* Its rings (published) and a streaming session (record and channels) to

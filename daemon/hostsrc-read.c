@@ -52,7 +52,7 @@ static void hostsrc_pause(struct vmt_hostsrc_cpu *c)
 		return;
 	c->paused = true;
 	c->empty_wakeups = 0;
-	c->h->g->c.read_pauses++;
+	guest_count_read_pause(c->h->g);
 	if (c->src)
 		sd_event_source_set_enabled(c->src, SD_EVENT_OFF);
 	log_guest(VMT_LOG_WARNING, 0, HOST_GUEST, "cpu%u: reading paused: its next page is held by a dump "
@@ -78,7 +78,7 @@ void hostsrc_resume(struct vmt_hostsrc *h)
 static bool hostsrc_pump(struct vmt_hostsrc_cpu *c, uint32_t budget)
 {
 	struct vmt_hostsrc *h = c->h;
-	struct vmt_ring *r = &h->g->rings[c->cpu];
+	struct vmt_ring *r = guest_ring(h->g, c->cpu);
 	uint32_t ps = h->page_size;
 
 	while (!c->broken && (budget || c->in_pipe)) {
@@ -130,7 +130,7 @@ static bool hostsrc_pump(struct vmt_hostsrc_cpu *c, uint32_t budget)
 /* The page the kernel is still writing: read() hands it out as it is. */
 static void hostsrc_read_partial(struct vmt_hostsrc_cpu *c)
 {
-	struct vmt_ring *r = &c->h->g->rings[c->cpu];
+	struct vmt_ring *r = guest_ring(c->h->g, c->cpu);
 
 	for (int i = 0; i < PARTIAL_READS && !c->broken; i++) {
 		uint32_t room;
@@ -160,7 +160,7 @@ static int hostsrc_use_timer(struct vmt_hostsrc *h, int err, const char *why);
 static int hostsrc_io_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct vmt_hostsrc_cpu *c = userdata;
-	const struct vmt_ring *r = &c->h->g->rings[c->cpu];
+	const struct vmt_ring *r = guest_ring(c->h->g, c->cpu);
 	uint64_t seq = r->next_seq;
 
 	hostsrc_pump(c, READ_BUDGET_PAGES);

@@ -34,9 +34,7 @@ void hostsrc_tasks(struct vmt_hostsrc *h)
 		buf_free(&t);
 		return;
 	}
-	buf_free(&h->g->tasks);
-	h->g->tasks = t;
-	guest_settle_meta(h->g);
+	guest_set_tasks(h->g, &t);
 }
 
 /* ---- the "host" guest -------------------------------------------------------- */
@@ -60,9 +58,10 @@ static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
 	const struct vmt_config *conf = h->env->conf;
 	struct vmt_guest_conf gc = { .line = 0 };
 	struct vmt_guest *g;
-	struct vmt_hello *hl;
-	struct vmt_aux *a;
+	struct vmt_hello hello = { 0 }, *hl = &hello;
+	struct vmt_aux aux = { 0 }, *a = &aux;
 	struct utsname u;
+	uint32_t version;
 	bool exists;
 	int r;
 
@@ -80,7 +79,6 @@ static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
 	if (r < 0)
 		return r == -ENOSPC ? r : log_guest(VMT_LOG_ERR, r, HOST_GUEST, "cannot allocate rings: %m");
 
-	hl = &g->hello;
 	hl->version = VMT_PROTO_VERSION;
 	hl->ncpus = h->ncpus;
 	hl->page_size = h->page_size;
@@ -90,37 +88,23 @@ static int hostsrc_guest(struct vmt_hostsrc *h, struct vmt_buf *bundle,
 	snprintf(hl->clock, sizeof(hl->clock), "%s", h->in.clock);
 	read_line("/proc/sys/kernel/random/boot_id", hl->boot_id, sizeof(hl->boot_id));
 	snprintf(hl->agent, sizeof(hl->agent), AGENT_NAME);
-	g->have_hello = true;
-	g->c.sessions = 1;
 
-	a = &g->aux;
 	snprintf(a->guest, sizeof(a->guest), HOST_GUEST);
 	a->ncpus = hl->ncpus;
 	a->page_size = hl->page_size;
-	snprintf(a->release, sizeof(a->release), "%s", hl->release);
-	snprintf(a->clock, sizeof(a->clock), "%s", hl->clock);
-	snprintf(a->boot_id, sizeof(a->boot_id), "%s", hl->boot_id);
-	snprintf(a->agent, sizeof(a->agent), "%s", hl->agent);
+	snprintf(a->release, sizeof(a->release), "%.*s", (int)sizeof(a->release) - 1, hl->release);
+	snprintf(a->clock, sizeof(a->clock), "%.*s", (int)sizeof(a->clock) - 1, hl->clock);
+	snprintf(a->boot_id, sizeof(a->boot_id), "%.*s", (int)sizeof(a->boot_id) - 1, hl->boot_id);
+	snprintf(a->agent, sizeof(a->agent), "%.*s", (int)sizeof(a->agent) - 1, hl->agent);
 	a->meta = bundle->data;
 	a->meta_len = bundle->len;
 	*bundle = (struct vmt_buf){ 0 };
 	a->id = aux_compute_id(a);
 	a->created_ns = now_realtime_ns();
-	a->version = guest_aux_version(g, a->id, &exists);
-	g->have_aux = true;
-	guest_settle_meta(g);	/* the bundle counts under memory_max until it is written */
 	/* the bundle stays: the aux file is written ahead of the first sample */
-	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "aux version %u (%s)", a->version,
+	version = guest_start_local(g, hl, a, layout, &exists);
+	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "aux version %u (%s)", version,
 		  exists ? "already on disk" : "new");
-
-	g->layout = *layout;
-	for (uint32_t i = 0; i < g->nrings; i++) {
-		g->rings[i].layout = *layout;
-		ring_reset_stream(&g->rings[i], 0);
-		g->stream_base[i] = g->rings[i].next_seq;
-	}
-	g->state = GUEST_STREAMING;
-	g->state_since_ns = now_monotonic_ns();
 	return 0;
 }
 
@@ -149,14 +133,29 @@ static int hostsrc_layout(struct vmt_hostsrc *h, const struct vmt_buf *bundle,
 	return 0;
 }
 
-static void src_flush(void *h)
+static void src_start(void *h)
 {
+	(void)h;	/* reading since hostsrc_new */
+}
+
+static bool src_flush(void *h, uint64_t id)
+{
+	(void)id;
 	hostsrc_flush(h);
+	return false;	/* the pages are in the rings now */
 }
 
 static void src_resume(void *h)
 {
 	hostsrc_resume(h);
+}
+
+static void src_describe(const void *h, struct vmt_source_desc *d)
+{
+	(void)h;
+	/* no QEMU; its pages in the host's clock; nothing of it outlives the
+	 * daemon (it starts afresh after an upgrade) */
+	*d = (struct vmt_source_desc){ .host_clock = true };
 }
 
 static void src_free(void *h)
@@ -166,7 +165,9 @@ static void src_free(void *h)
 
 /* What the "host" guest asks of its source instead of an agent. */
 static const struct vmt_source_ops hostsrc_ops = {
+	.start = src_start,
 	.flush = src_flush,
+	.describe = src_describe,
 	.resume = src_resume,
 	.free = src_free,
 };
@@ -205,11 +206,10 @@ int hostsrc_new(const struct vmt_guest_env *env, struct vmt_hostpriv *hp, struct
 		r = hostpriv_trace_on(hp);
 	if (r < 0)
 		goto fail;
-	h->g->src = h;
-	h->g->src_ops = &hostsrc_ops;
+	guest_set_source(h->g, &hostsrc_ops, h);
 	*out = h->g;
 	log_guest(VMT_LOG_INFO, 0, HOST_GUEST, "recording %s in ftrace instance %s (%u CPUs, clock "
-		  "%s%s)", conf->host.events, h->in.dir, h->ncpus, h->g->hello.clock,
+		  "%s%s)", conf->host.events, h->in.dir, h->ncpus, h->in.clock,
 		  conf->host.qemu_only ? ", sched events of QEMU threads only" : "");
 	return 0;
 fail:
@@ -223,12 +223,12 @@ fail:
 
 bool hostsrc_is(const struct vmt_guest *g)
 {
-	return g && g->src_ops == &hostsrc_ops;
+	return g && guest_source(g, &hostsrc_ops);
 }
 
 void hostsrc_mark(struct vmt_guest *g, const char *text)
 {
-	struct vmt_hostsrc *h = hostsrc_is(g) ? g->src : NULL;
+	struct vmt_hostsrc *h = g ? guest_source(g, &hostsrc_ops) : NULL;
 
 	if (!h || h->in.marker_fd < 0)
 		return;

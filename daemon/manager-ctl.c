@@ -25,52 +25,6 @@
 
 #define MAX_DUMP_GUESTS 64
 
-/* The window: from the oldest page held (in a frame or raw) to the newest, over all CPUs. */
-static void put_window(struct vmt_buf *b, const struct vmt_guest *g)
-{
-	uint64_t first = UINT64_MAX, last = 0;
-
-	for (uint32_t i = 0; i < g->nrings; i++) {
-		const struct vmt_ring *r = &g->rings[i];
-
-		if (r->fr.count)
-			first = VMT_MIN(first, frames_at(&r->fr, 0)->h.first_ts);
-		else if (r->count)
-			first = VMT_MIN(first, ring_slot(r, 0)->first_ts);
-		if (r->count)
-			last = VMT_MAX(last, ring_slot(r, r->count - 1)->last_ts);
-		else if (r->fr.count)
-			last = VMT_MAX(last, frames_at(&r->fr, r->fr.count - 1)->h.last_ts);
-	}
-	if (first == UINT64_MAX)
-		return;
-	ctl_put_FIRST_TS(b, first);
-	ctl_put_LAST_TS(b, last);
-}
-
-/* How the rings keep older pages, and what it achieved. */
-static void put_frames(struct vmt_buf *b, const struct vmt_guest *g)
-{
-	uint64_t pages = 0, bytes = 0, made = 0, raw = 0, ow = 0;
-
-	for (uint32_t i = 0; i < g->nrings; i++) {
-		const struct vmt_ring *r = &g->rings[i];
-
-		pages += r->fr.pages;
-		bytes += r->fr.stored;
-		made += r->c.frames_made;
-		raw += r->c.pages_stored_raw;
-		ow += r->c.frames_overwritten;
-	}
-	ctl_put_COMPRESSION(b, frame_codec_name(g->conf.rec.compression));
-	ctl_put_PAGE_SIZE(b, g->layout.page_size);
-	ctl_put_FRAME_PAGES(b, pages);
-	ctl_put_FRAME_BYTES(b, bytes);
-	ctl_put_FRAMES_MADE(b, made);
-	ctl_put_PAGES_STORED_RAW(b, raw);
-	ctl_put_FRAMES_OVERWRITTEN(b, ow);
-}
-
 /* guest_silence: no BPF, the guests' agents watched over their channels
  * (guest-alive.c); FILTERED counts the agents that said they stop. */
 static void put_silence(struct vmt_buf *b, const struct vmt_manager *m, uint32_t id)
@@ -78,7 +32,7 @@ static void put_silence(struct vmt_buf *b, const struct vmt_manager *m, uint32_t
 	struct vmt_alive_counters s = { 0 };
 
 	for (uint32_t i = 0; i < m->guests.n; i++) {
-		const struct vmt_alive_counters *c = &m->guests.v[i]->alive.c;
+		const struct vmt_alive_counters *c = guest_alive_counters(m->guests.v[i]);
 		s.pings += c->pings;
 		s.silences += c->silences;
 		s.fired += c->fired;
@@ -131,81 +85,70 @@ static void put_lvevents(struct vmt_buf *b, const struct vmt_manager *m, uint32_
 	ctl_put_FILTERED(b, st.folded);
 }
 
-static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, struct vmt_fleet *fleet)
+static void put_guest(struct vmt_buf *b, const struct vmt_guest *g, const struct vmt_dumps *ds,
+		      struct vmt_fleet *fleet)
 {
-	const char *labels = fleet_labels(fleet, g->conf.name);
-	uint64_t now = now_monotonic_ns();
-	uint64_t pages = 0, cap = 0, in = 0, ow = 0, lost = 0, rej = 0, bytes = 0, ev = 0, prej = 0;
-	uint64_t elost = 0, back = 0;
+	const char *last_dump = dump_guest_last(ds, g);
+	const char *labels = fleet_labels(fleet, guest_name(g));
+	struct vmt_guest_status st;
 
-	for (uint32_t i = 0; i < g->nrings; i++) {
-		const struct vmt_ring *r = &g->rings[i];
-		pages += ring_window_pages(r);
-		/* what the memory holds raw: a compressed window goes past it */
-		cap += r->mem_pages;
-		in += r->c.pages_in;
-		ow += r->c.pages_overwritten;
-		lost += r->c.pages_guest_lost;
-		elost += r->c.events_guest_lost;
-		rej += r->c.bytes_rejected;
-		prej += r->c.pages_rejected;
-		bytes += r->c.bytes_in;
-		ev += r->c.events_in;
-		back += r->c.ts_backwards;
-	}
-	ctl_put_GUEST(b, g->conf.name);
-	/* still streaming as far as the session goes, but nothing comes */
-	ctl_put_STATE(b, g->alive.silent ? "silent" : guest_state_name(g->state));
-	ctl_put_UPTIME_NS(b, now - g->state_since_ns);
-	ctl_put_NCPUS(b, g->nrings);
-	if (g->have_hello)
-		ctl_put_RELEASE(b, g->hello.release);
-	if (g->have_aux)
-		ctl_put_AUX_VERSION(b, g->aux.version);
-	ctl_put_PAGES(b, pages);
-	ctl_put_CAPACITY(b, cap);
-	ctl_put_MEM_USED(b, guest_mem(g));
-	ctl_put_BYTES_IN(b, bytes);
-	ctl_put_PAGES_IN(b, in);
-	ctl_put_EVENTS_IN(b, ev);
-	ctl_put_PAGES_OVERWRITTEN(b, ow);
-	ctl_put_PAGES_GUEST_LOST(b, lost);
-	ctl_put_EVENTS_GUEST_LOST(b, elost);
-	ctl_put_PAGES_REJECTED(b, prej);
-	ctl_put_BYTES_REJECTED(b, rej + g->c.stale_bytes);
+	guest_status(g, &st);
+	ctl_put_GUEST(b, st.name);
+	ctl_put_STATE(b, st.state);
+	ctl_put_UPTIME_NS(b, st.uptime_ns);
+	ctl_put_NCPUS(b, st.ncpus);
+	if (st.release)
+		ctl_put_RELEASE(b, st.release);
+	if (st.have_aux)
+		ctl_put_AUX_VERSION(b, st.aux_version);
+	ctl_put_PAGES(b, st.pages);
+	ctl_put_CAPACITY(b, st.capacity);
+	ctl_put_MEM_USED(b, st.mem_used);
+	ctl_put_BYTES_IN(b, st.bytes_in);
+	ctl_put_PAGES_IN(b, st.pages_in);
+	ctl_put_EVENTS_IN(b, st.events_in);
+	ctl_put_PAGES_OVERWRITTEN(b, st.pages_overwritten);
+	ctl_put_PAGES_GUEST_LOST(b, st.pages_guest_lost);
+	ctl_put_EVENTS_GUEST_LOST(b, st.events_guest_lost);
+	ctl_put_PAGES_REJECTED(b, st.pages_rejected);
+	ctl_put_BYTES_REJECTED(b, st.bytes_rejected + st.c.stale_bytes);
 	ctl_put_CTL_REJECTED(b, guest_ctl_rejected_bytes(g));
-	ctl_put_TS_BACKWARDS(b, back);
-	if (pages)
-		put_window(b, g);
-	put_frames(b, g);
-	if (g->last_dump[0])
-		ctl_put_LAST_DUMP(b, g->last_dump);
-	ctl_put_STALE_BYTES(b, g->c.stale_bytes);
-	ctl_put_FLUSH_TIMEOUTS(b, g->c.flush_timeouts);
-	ctl_put_SESSIONS(b, g->c.sessions);
-	ctl_put_META_REJECTED(b, g->c.meta_rejected);
-	ctl_put_TRIGGERS_SUPPRESSED(b, g->c.triggers_suppressed);
-	ctl_put_MSGS_UNEXPECTED(b, g->c.msgs_unexpected);
-	ctl_put_FLUSH_BAD(b, g->c.flush_bad);
-	ctl_put_AGENT_ERRORS(b, g->c.errors_from_agent);
-	ctl_put_READ_PAUSES(b, g->c.read_pauses);
-	ctl_put_PATHS_REFUSED(b, g->c.paths_refused);
-	ctl_put_PAGES_DISCARDED(b, g->c.pages_discarded);
-	ctl_put_HELLOS_DEFERRED(b, g->c.hellos_deferred);
-	ctl_put_LATE_ANSWERS(b, g->alive.c.late);
-	ctl_put_SILENCES(b, g->alive.c.silences);
-	ctl_put_FLAGS(b, g->discovered ? 1 : 0);
+	ctl_put_TS_BACKWARDS(b, st.ts_backwards);
+	if (st.pages && st.first_ts != UINT64_MAX) {
+		ctl_put_FIRST_TS(b, st.first_ts);
+		ctl_put_LAST_TS(b, st.last_ts);
+	}
+	ctl_put_COMPRESSION(b, st.compression);
+	ctl_put_PAGE_SIZE(b, st.page_size);
+	ctl_put_FRAME_PAGES(b, st.frame_pages);
+	ctl_put_FRAME_BYTES(b, st.frame_bytes);
+	ctl_put_FRAMES_MADE(b, st.frames_made);
+	ctl_put_PAGES_STORED_RAW(b, st.pages_stored_raw);
+	ctl_put_FRAMES_OVERWRITTEN(b, st.frames_overwritten);
+	if (last_dump[0])
+		ctl_put_LAST_DUMP(b, last_dump);
+	ctl_put_STALE_BYTES(b, st.c.stale_bytes);
+	ctl_put_FLUSH_TIMEOUTS(b, st.c.flush_timeouts);
+	ctl_put_SESSIONS(b, st.c.sessions);
+	ctl_put_META_REJECTED(b, st.c.meta_rejected);
+	ctl_put_TRIGGERS_SUPPRESSED(b, dump_guest_suppressed(ds, g));
+	ctl_put_MSGS_UNEXPECTED(b, st.c.msgs_unexpected);
+	ctl_put_FLUSH_BAD(b, st.c.flush_bad);
+	ctl_put_AGENT_ERRORS(b, st.c.errors_from_agent);
+	ctl_put_READ_PAUSES(b, st.c.read_pauses);
+	ctl_put_PATHS_REFUSED(b, st.c.paths_refused);
+	ctl_put_PAGES_DISCARDED(b, st.c.pages_discarded);
+	ctl_put_HELLOS_DEFERRED(b, st.c.hellos_deferred);
+	ctl_put_LATE_ANSWERS(b, st.late_answers);
+	ctl_put_SILENCES(b, st.silences);
+	ctl_put_FLAGS(b, st.discovered ? 1 : 0);
 	if (!labels)
-		labels = g->conf.labels;
+		labels = st.labels;
 	if (labels[0])
 		ctl_put_LABELS(b, labels);
-	if (g->nrings) {
-		uint64_t since;
-		uint32_t lifetimes;
-
-		guest_window_held(g, &since, &lifetimes);
-		ctl_put_WINDOW_SINCE_NS(b, since);
-		ctl_put_LIFETIMES(b, lifetimes);
+	if (st.ncpus) {
+		ctl_put_WINDOW_SINCE_NS(b, st.window_since_ns);
+		ctl_put_LIFETIMES(b, st.lifetimes);
 	}
 }
 
@@ -300,7 +243,7 @@ static void handle_status(struct vmt_manager *m, struct vmt_client *cl, uint32_t
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
 		ctl_msg_begin(&b, VMT_CTL_GUEST, id);
-		put_guest(&b, m->guests.v[i], m->fleet);
+		put_guest(&b, m->guests.v[i], &m->dumps, m->fleet);
 		control_send(cl, &b);
 	}
 	if (with_daemon) {

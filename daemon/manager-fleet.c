@@ -152,12 +152,12 @@ void manager_fleet_sync(struct vmt_manager *m)
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
 		struct vmt_guest *g = m->guests.v[i];
-		int id = g->present ? discovery_libvirt_id(m->discovery, g) : 0;
+		int id = guest_present(g) ? discovery_libvirt_id(m->discovery, g) : 0;
 
 		if (id > 0)
-			v[n++] = (struct vmt_lvmeta_guest){ .name = g->conf.name, .id = id };
+			v[n++] = (struct vmt_lvmeta_guest){ .name = guest_name(g), .id = id };
 		else
-			fleet_set_labels(m->fleet, g->conf.name, NULL);	/* gone: no labels */
+			fleet_set_labels(m->fleet, guest_name(g), NULL);	/* gone: no labels */
 	}
 	if (lvmeta_set(m->lvmeta, v, n) < 0)
 		log_error("fleet: out of memory for the guests' labels from libvirt");

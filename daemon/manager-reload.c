@@ -22,6 +22,7 @@
 
 #include "control.h"
 #include "discovery.h"
+#include "hostsrc.h"
 #include "log.h"
 #include "manager-int.h"
 #include "probe.h"
@@ -141,15 +142,24 @@ static bool name_taken(struct vmt_guest *const *ng, uint32_t n, const struct vmt
 		       bool by_another)
 {
 	for (uint32_t k = 0; k < n; k++)
-		if (!strcmp(ng[k]->conf.name, g->conf.name) && (!by_another || ng[k] != g))
+		if (!strcmp(guest_name(ng[k]), guest_name(g)) && (!by_another || ng[k] != g))
 			return true;
 	return false;
 }
 
-/* The new guest list: configured guests kept or made (fresh), discovered
- * ones and the host source carried over; the others stopped and freed. */
+static bool listed(struct vmt_guest *const *ng, uint32_t n, const struct vmt_guest *g)
+{
+	for (uint32_t k = 0; k < n; k++)
+		if (ng[k] == g)
+			return true;
+	return false;
+}
+
+/* The new guest list: configured guests kept or made (fresh[k] for ng[k]),
+ * discovered ones and the host source carried over; the others stopped
+ * and freed. */
 static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc,
-			      struct vmt_guest **ng, struct reload_count *c)
+			      struct vmt_guest **ng, bool *fresh, struct reload_count *c)
 {
 	uint32_t n = 0;
 	int r;
@@ -157,14 +167,11 @@ static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc
 	for (uint32_t i = 0; i < nc->nguests; i++) {
 		struct vmt_guest *old = manager_find_guest(m, nc->guests[i].name);
 
-		if (old && !old->discovered && config_guest_equal(&old->conf, &nc->guests[i])) {
+		if (old && !guest_discovered(old) && config_guest_equal(guest_conf(old), &nc->guests[i])) {
 			/* a new pidfile changes what the detectors watch, not the
 			 * rings; the codec and level, the next batch compressed */
-			memcpy(old->conf.pidfile, nc->guests[i].pidfile, sizeof(old->conf.pidfile));
-			old->conf.rec.compression = nc->guests[i].rec.compression;
-			old->conf.rec.compression_level = nc->guests[i].rec.compression_level;
+			guest_reconf(old, &nc->guests[i]);
 			ng[n++] = old;
-			old->keep = true;
 			c->kept++;
 			continue;
 		}
@@ -173,16 +180,15 @@ static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc
 			log_error_errno(r, "reload: guest %s: %m", nc->guests[i].name);
 			continue;
 		}
-		ng[n++]->fresh = true;
+		fresh[n++] = true;
 		c->added++;
 	}
 	/* discovered guests stay unless a configured one took the name */
 	for (uint32_t i = 0; i < m->guests.n; i++) {
 		struct vmt_guest *g = m->guests.v[i];
 
-		if (g->discovered && !name_taken(ng, n, g, true)) {
+		if (guest_discovered(g) && !name_taken(ng, n, g, true)) {
 			ng[n++] = g;
-			g->keep = true;
 			c->kept++;
 			c->kept_discovered++;
 		}
@@ -191,20 +197,19 @@ static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc
 	for (uint32_t i = 0; i < m->guests.n; i++) {
 		struct vmt_guest *g = m->guests.v[i];
 
-		if (g->src && !name_taken(ng, n, g, false) && host_conf_equal(&m->conf.host, &nc->host)) {
+		if (hostsrc_is(g) && !name_taken(ng, n, g, false) &&
+		    host_conf_equal(&m->conf.host, &nc->host)) {
 			ng[n++] = g;
-			g->keep = true;
 			c->host_kept = true;
 		}
 	}
 	for (uint32_t i = 0; i < m->guests.n; i++) {
 		struct vmt_guest *g = m->guests.v[i];
 
-		if (g->keep) {
-			g->keep = false;
+		if (listed(ng, n, g))
 			continue;
-		}
 		guest_stop(g);
+		dump_guest_gone(&m->dumps, g);
 		guest_free(g);
 		c->removed++;
 	}
@@ -212,7 +217,8 @@ static uint32_t reload_guests(struct vmt_manager *m, const struct vmt_config *nc
 }
 
 /* The new configuration in force, and what follows from it. */
-static void reload_apply(struct vmt_manager *m, struct vmt_config *nc, const struct reload_count *c)
+static void reload_apply(struct vmt_manager *m, struct vmt_config *nc, const bool *fresh,
+			 const struct reload_count *c)
 {
 	bool detectors_changed = memcmp(&m->conf.detectors, &nc->detectors, sizeof(nc->detectors)) != 0;
 	bool state_moved = strcmp(m->conf.state_dir, nc->state_dir) != 0;
@@ -233,10 +239,8 @@ static void reload_apply(struct vmt_manager *m, struct vmt_config *nc, const str
 	}
 	probe_sync_guests(m->probe);
 	for (uint32_t i = 0; i < m->guests.n; i++)
-		if (m->guests.v[i]->fresh) {
-			m->guests.v[i]->fresh = false;
+		if (fresh[i])
 			guest_connect(m->guests.v[i]);
-		}
 	if (!c->host_kept)
 		manager_start_host(m);	/* logs why it cannot */
 	if (m->conf.ndiscovery && !m->discovery &&
@@ -274,6 +278,7 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 	struct reload_count c = { 0 };
 	struct vmt_config nc;
 	struct vmt_guest **ng;
+	bool *fresh;
 	uint32_t n;
 	int r;
 
@@ -285,17 +290,21 @@ int manager_reload(struct vmt_manager *m, char *err, size_t err_len)
 		return r;
 	}
 	ng = calloc(nc.nguests + m->guests.n + 1, sizeof(*ng));
-	if (!ng) {
+	fresh = calloc(nc.nguests + m->guests.n + 1, sizeof(*fresh));
+	if (!ng || !fresh) {
+		free(ng);
+		free(fresh);
 		config_free(&nc);
 		snprintf(err, err_len, "out of memory");
 		sd_notify(0, "READY=1");
 		return -ENOMEM;
 	}
-	n = reload_guests(m, &nc, ng, &c);
+	n = reload_guests(m, &nc, ng, fresh, &c);
 	free(m->guests.v);
 	m->guests.v = ng;
 	m->guests.n = n;
-	reload_apply(m, &nc, &c);
+	reload_apply(m, &nc, fresh, &c);
+	free(fresh);
 	if (c.kept_discovered)
 		log_notice("configuration reloaded: %u guest(s) kept (%u discovered), %u started, "
 			   "%u removed", c.kept, c.kept_discovered, c.added, c.removed);

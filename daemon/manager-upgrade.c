@@ -224,22 +224,21 @@ static void recheck_qemu(struct vmt_manager *m)
 
 	for (uint32_t i = 0; i < m->guests.n; i++) {
 		struct vmt_guest *g = m->guests.v[i];
-		pid_t pid = g->qemu_handed;
+		pid_t pid = guest_take_qemu_handed(g);
 		struct vmt_trigger t = { .kind = VMT_TRIGGER_BPF, .pid = (uint32_t)pid,
 					 .time_ns = now_realtime_ns() };
-		char *names[1] = { g->conf.name };
+		char *names[1] = { (char *)guest_name(g) };
 		struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = &t, .no_cooldown = true };
 		int r;
 
-		g->qemu_handed = 0;
 		if (!watch || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
 		snprintf(t.reason, sizeof(t.reason), "%s: guest process %d exited during the "
 			 "hand-over (status unknown)", detector_name(VMT_DET_PROCESS_DEATH), (int)pid);
-		log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "detector %s", t.reason);
+		log_guest(VMT_LOG_NOTICE, 0, guest_name(g), "detector %s", t.reason);
 		r = dump_request(&m->dumps, &rq);
 		if (r < 0)
-			log_guest(VMT_LOG_WARNING, r, g->conf.name, "cannot start a dump: %m");
+			log_guest(VMT_LOG_WARNING, r, guest_name(g), "cannot start a dump: %m");
 	}
 }
 

@@ -28,19 +28,9 @@
 
 /* ---- what guests tell the manager ----------------------------------------- */
 
-static void on_guest_flush_done(void *owner, struct vmt_guest *g)
+static bool on_guest_window_replaced(void *owner, struct vmt_guest *g, const char *why)
 {
-	dump_guest_flushed(&((struct vmt_manager *)owner)->dumps, g);
-}
-
-static bool on_guest_may_dump(void *owner, struct vmt_guest *g)
-{
-	return dump_guest_may(&((struct vmt_manager *)owner)->dumps, g);
-}
-
-static void on_guest_dump_now(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
-{
-	dump_guest_now(&((struct vmt_manager *)owner)->dumps, g, t);
+	return dump_guest_window_replaced(&((struct vmt_manager *)owner)->dumps, g, why);
 }
 
 static void on_guest_prev_boot(void *owner, struct vmt_guest *g, struct vmt_prev_set *set)
@@ -50,7 +40,7 @@ static void on_guest_prev_boot(void *owner, struct vmt_guest *g, struct vmt_prev
 
 static int on_guest_trigger(void *owner, struct vmt_guest *g, const struct vmt_trigger *t)
 {
-	char *names[1] = { g->conf.name };
+	char *names[1] = { (char *)guest_name(g) };
 	struct vmt_dump_req rq = { .names = names, .n = 1, .trigger = t };
 
 	return dump_request(&((struct vmt_manager *)owner)->dumps, &rq);
@@ -138,9 +128,7 @@ static const struct vmt_control_ops manager_ctl_ops = {
 };
 
 static const struct vmt_guest_events guest_events = {
-	.flush_done = on_guest_flush_done,
-	.may_dump = on_guest_may_dump,
-	.dump_now = on_guest_dump_now,
+	.window_replaced = on_guest_window_replaced,
 	.prev_boot = on_guest_prev_boot,
 	.trigger = on_guest_trigger,
 	.qemu_changed = on_guest_qemu_changed,
@@ -150,7 +138,7 @@ static const struct vmt_guest_events guest_events = {
 struct vmt_guest *manager_find_guest(struct vmt_manager *m, const char *name)
 {
 	for (uint32_t i = 0; i < m->guests.n; i++)
-		if (!strcmp(m->guests.v[i]->conf.name, name))
+		if (!strcmp(guest_name(m->guests.v[i]), name))
 			return m->guests.v[i];
 	return NULL;
 }
@@ -228,8 +216,9 @@ static void manager_housekeeping(struct vmt_manager *m)
 
 		guest_check_channels(g);
 		guest_check_partial(g);
-		if (guest_forget(g, after) && g->discovered && !g->present) {
-			log_guest(VMT_LOG_NOTICE, 0, g->conf.name, "forgotten");
+		if (guest_forget(g, after) && guest_discovered(g) && !guest_present(g)) {
+			log_guest(VMT_LOG_NOTICE, 0, guest_name(g), "forgotten");
+			dump_guest_gone(&m->dumps, g);
 			guest_free(g);
 			memmove(&m->guests.v[i], &m->guests.v[i + 1], (m->guests.n - i - 1) * sizeof(*m->guests.v));
 			m->guests.n--;
@@ -296,7 +285,7 @@ void manager_notify_status(struct vmt_manager *m)
 	unsigned streaming = 0;
 
 	for (uint32_t i = 0; i < m->guests.n; i++)
-		streaming += m->guests.v[i]->state == GUEST_STREAMING;
+		streaming += guest_state(m->guests.v[i]) == GUEST_STREAMING;
 	sd_notifyf(0, "STATUS=%u guest(s), %u streaming, rings %.1f MiB, %llu dump(s), %llu failed",
 		   m->guests.n, streaming, (double)m->mem.rings / (1 << 20),
 		   (unsigned long long)m->dumps.dumps, (unsigned long long)m->dumps.dump_errors);
@@ -412,23 +401,11 @@ uint32_t manager_compress_threads(const struct vmt_manager *m)
 	return compressor_threads_auto(n);
 }
 
-int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *config_path)
+/* The loop, its signals, the watchdog and the status timer. */
+static int manager_loop_new(struct vmt_manager *m)
 {
-	struct vmt_manager *m = calloc(1, sizeof(*m));
 	sigset_t ss;
 	int r;
-
-	if (!m)
-		return -ENOMEM;
-	m->conf = *conf;
-	*conf = (struct vmt_config){ 0 };	/* the manager owns it now */
-	m->config_path = config_path;
-	m->start_ns = now_monotonic_ns();
-	m->genv = (struct vmt_guest_env){ .conf = &m->conf, .mem = &m->mem, .bounce = m->bounce,
-					  .bounce_size = sizeof(m->bounce), .ev = &guest_events,
-					  .owner = m };
-	if (gethostname(m->hostname, sizeof(m->hostname) - 1) < 0)
-		snprintf(m->hostname, sizeof(m->hostname), "localhost");
 
 	/* signals are read from the loop: block them before any thread starts */
 	sigemptyset(&ss);
@@ -442,7 +419,7 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 
 	r = sd_event_default(&m->event);
 	if (r < 0)
-		goto fail;
+		return r;
 	m->genv.event = m->event;
 	r = sd_event_add_signal(m->event, NULL, SIGUSR1, on_sigusr1, m);
 	if (r >= 0)
@@ -458,6 +435,27 @@ int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *c
 	if (r >= 0)
 		r = sd_event_add_time_relative(m->event, NULL, CLOCK_MONOTONIC, 5 * 1000000ull, 1000000,
 					       status_timer_cb, m);
+	return r;
+}
+
+int manager_new(struct vmt_manager **out, struct vmt_config *conf, const char *config_path)
+{
+	struct vmt_manager *m = calloc(1, sizeof(*m));
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	m->conf = *conf;
+	*conf = (struct vmt_config){ 0 };	/* the manager owns it now */
+	m->config_path = config_path;
+	m->start_ns = now_monotonic_ns();
+	m->genv = (struct vmt_guest_env){ .conf = &m->conf, .mem = &m->mem, .bounce = m->bounce,
+					  .bounce_size = sizeof(m->bounce), .ev = &guest_events,
+					  .owner = m };
+	if (gethostname(m->hostname, sizeof(m->hostname) - 1) < 0)
+		snprintf(m->hostname, sizeof(m->hostname), "localhost");
+
+	r = manager_loop_new(m);
 	if (r < 0)
 		goto fail;
 	r = mem_init(&m->mem, m->conf.memory_max, m->conf.dump_reserve);

@@ -179,43 +179,6 @@ static bool frame_agrees(const struct vmt_frames *f, const struct vmt_frame_desc
 	return !scan || crc32c(0, frames_payload(f, d), d->len) == d->crc;
 }
 
-/*
- * The frames in the window, oldest first: those that check out, in seq
- * order, moved together towards the oldest end. Returns the seq after the
- * newest kept.
- */
-static uint64_t adopt_frames(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, bool scan,
-			     struct vmt_persist_adopted *res)
-{
-	struct vmt_frames *f = &r->fr;
-	uint64_t end = 0;
-	uint32_t keep = 0;
-
-	if (!f->fm)
-		return 0;
-	/* frames taken out of the window (a new aux version) stay out */
-	f->first = (h->fr_first + h->fr_dead) % f->cap;
-	for (uint32_t i = 0; i < h->fr_count; i++) {
-		const struct vmt_frame_desc *d = &f->d[(f->first + i) % f->cap];
-
-		if (d->h.first_seq < end || !frame_agrees(f, d, &r->layout, scan) ||
-		    d->h.first_seq + d->h.npages > h->next_seq) {
-			res->frames_dropped++;
-			continue;
-		}
-		end = d->h.first_seq + d->h.npages;
-		if (keep != i)
-			f->d[(f->first + keep) % f->cap] = *d;
-		f->pages += d->h.npages;
-		f->stored += d->len;
-		keep++;
-	}
-	f->count = keep;
-	f->head = keep ? (size_t)h->fr_head : 0;
-	res->frames = keep;
-	return end;
-}
-
 /* The reserve the ring's header names, if it was handed back and checked. */
 static const struct vmt_persist_reserve *reserve_of(const struct vmt_ringmem_hdr *h,
 						    const struct vmt_persist_expect *w)
@@ -240,64 +203,56 @@ static const uint8_t *page_of(const struct vmt_ring *r, uint32_t s, const struct
 	return rv->pages + rec->away;
 }
 
-/*
- * The raw pages, newest first: those that check out, seqs decreasing and
- * not below min_seq, moved together towards the fill slot, those in a
- * dump's reserve copied home (page, then its record: a crash meanwhile
- * leaves a copy the next check refuses or a duplicate seq it drops).
- */
-static void adopt_pages(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, uint64_t min_seq,
-			bool scan, const struct vmt_persist_reserve *rv, struct vmt_persist_adopted *res)
+/* How persist_adopt_ring checks what ring_adopt keeps. */
+struct adopt_check {
+	bool scan;	/* not handed over: every page and frame scanned */
+	const struct vmt_persist_reserve *rv;
+};
+
+static bool check_frame(void *arg, const struct vmt_ring *r, const struct vmt_frame_desc *d)
 {
-	uint32_t n = r->nr_pages + 1, ps = r->layout.page_size, keep = 0;
-	uint64_t below = h->next_seq;
+	const struct adopt_check *k = arg;
 
-	for (uint32_t k = h->count; k-- > 0;) {
-		uint32_t s = (h->head + n - h->count + k) % n, dst = (h->head + n - 1 - keep) % n;
-		struct vmt_ring_slot rec = r->slots[s];
-		const uint8_t *p = page_of(r, s, &rec, rv);
-		bool away = rec.flags & VMT_SLOT_AWAY;
+	return frame_agrees(&r->fr, d, &r->layout, k->scan);
+}
 
-		/* a reserve page is scanned even when handed over: it is
-		 * another memfd, outside what the ring's header vouches for */
-		if (rec.seq >= below || rec.seq < min_seq || !p ||
-		    !page_agrees(&r->layout, p, &rec, scan || away)) {
-			res->pages_dropped++;
-			res->pages_no_reserve += away && !p;
-			continue;
-		}
-		below = rec.seq;
-		if (dst != s || away) {
-			memcpy(r->pages[dst], p, ps);
-			__atomic_thread_fence(__ATOMIC_RELEASE);
-			rec.flags &= ~(uint32_t)VMT_SLOT_AWAY;
-			rec.away = 0;
-			r->slots[dst] = rec;
-		}
-		res->pages_home += away;
-		keep++;
-	}
-	r->count = keep;
-	res->pages = keep;
+static const uint8_t *check_page_at(void *arg, const struct vmt_ring *r, uint32_t s,
+				    const struct vmt_ring_slot *rec)
+{
+	const struct adopt_check *k = arg;
+
+	return page_of(r, s, rec, k->rv);
+}
+
+static bool check_page(void *arg, const struct vmt_ring *r, const uint8_t *p,
+		       const struct vmt_ring_slot *rec)
+{
+	const struct adopt_check *k = arg;
+
+	/* a reserve page is scanned even when handed over: it is another
+	 * memfd, outside what the ring's header vouches for */
+	return page_agrees(&r->layout, p, rec, k->scan || (rec->flags & VMT_SLOT_AWAY));
 }
 
 /* The ring's state from the header, what checks out of its pages and frames. */
-static void adopt_state(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, bool scan,
-			const struct vmt_persist_reserve *rv, struct vmt_persist_adopted *res)
+static void adopt_state(struct vmt_ring *r, const struct vmt_ringmem_hdr *h,
+			const struct vmt_persist_expect *want, struct vmt_persist_adopted *res)
 {
-	memcpy(&r->c, h->counters, sizeof(r->c));
-	r->head = h->head;
-	r->next_seq = h->next_seq;
-	r->last_ts = h->last_ts;
-	adopt_pages(r, h, adopt_frames(r, h, scan, res), scan, rv, res);
-	r->fill = h->fill;
-	if (r->fill && (r->slots[r->head].flags & VMT_SLOT_AWAY)) {
-		/* the partial page was in a reserve page: as a torn stream */
-		res->fill_dropped = r->fill;
-		r->c.bytes_rejected += r->fill;
-		r->fill = 0;	/* not counted as a page: its bytes are gone */
-	}
-	r->slots[r->head].flags &= ~(uint32_t)VMT_SLOT_AWAY;
+	struct adopt_check k = { .scan = !want->handed_over, .rv = reserve_of(h, want) };
+	struct vmt_ring_adopt a = { .frame_ok = check_frame, .page_at = check_page_at,
+				    .page_ok = check_page, .arg = &k,
+				    /* ring_size's, as a fresh ring of it */
+				    .mem_pages = want->ring_pages };
+	struct vmt_ring_adopted got;
+
+	ring_adopt(r, h, &a, &got);
+	res->pages = got.pages;
+	res->pages_dropped = got.pages_dropped;
+	res->frames = got.frames;
+	res->frames_dropped = got.frames_dropped;
+	res->pages_home = got.pages_home;
+	res->pages_no_reserve = got.pages_no_reserve;
+	res->fill_dropped = got.fill_dropped;
 	res->created_ns = h->created_ns;
 	res->lifetimes = h->lifetimes + 1;
 }
@@ -341,8 +296,7 @@ int persist_adopt_ring(int memfd, const struct vmt_persist_expect *want, struct 
 		snprintf(why, n, "out of memory");
 		return err;
 	}
-	r->mem_pages = want->ring_pages;	/* ring_size's, as a fresh ring of it */
-	adopt_state(r, &h, !want->handed_over, reserve_of(&h, want), res);
+	adopt_state(r, &h, want, res);
 	rm->shadow.lifetimes = res->lifetimes;
 	ringmem_fixed_changed(rm);
 	ring_publish(r);

@@ -202,7 +202,7 @@ void probe_maps_sync(struct vmt_probe_maps *m, const struct vmt_guest_list *l)
 
 		if (pid <= 0 || scan_threads(pid, &th, &nth) < 0)
 			continue;
-		vp.guest = name_id(m, g->conf.name);
+		vp.guest = name_id(m, guest_name(g));
 		if (vp.guest == VMT_DETECT_NO_GUEST) {
 			free(th);
 			continue;

@@ -604,6 +604,29 @@ void ring_reset_stream(struct vmt_ring *r, int restart_seq)
 	ring_publish(r);
 }
 
+void ring_set_layout(struct vmt_ring *r, const struct vmt_page_layout *l)
+{
+	r->layout = *l;
+	ring_reset_stream(r, 0);
+}
+
+void ring_set_pool(struct vmt_ring *r, struct vmt_pagepool *pool)
+{
+	r->pool = pool;
+}
+
+void ring_reject_bytes(struct vmt_ring *r, uint64_t n)
+{
+	r->c.bytes_rejected += n;
+}
+
+void ring_take_torn(struct vmt_ring *dst, const struct vmt_ring *src)
+{
+	*dst = *src;
+	dst->c.bytes_rejected += dst->fill;
+	dst->fill = 0;
+}
+
 void ring_clear(struct vmt_ring *r)
 {
 	ring_gone(r, r->count);

@@ -110,13 +110,30 @@ struct vmt_ring {
 	uint64_t batch_gen;	/* a batch's result counts only with the gen it started with */
 	bool frames_blocked;	/* a dump holds the frames in the way: until ring_settle */
 	struct vmt_schema *schema;	/* the guest's formats, for TCODE frames: a reference, or NULL */
-	/* compress.c's: waiting for a free job, in its queue of rings */
-	struct vmt_ring *cwait_next;
-	const void *cwait_owner;
-	uint32_t cwait_codec;
-	int cwait_level;
-	bool cwaiting;
+	/* in a struct vmt_ring_queue (the compressor's, for a free job) */
+	struct vmt_ring *qnext;
+	const void *qowner;
+	uint32_t qcodec;
+	int qlevel;
+	bool queued;
 };
+
+/* Rings waiting their turn (the compressor's, for a free job), linked
+ * through the rings, each with what it waits with. */
+struct vmt_ring_queue {
+	struct vmt_ring *head, **tail;
+};
+void ring_queue_init(struct vmt_ring_queue *q);
+/* r at its tail, unless it waits already. */
+void ring_queue_push(struct vmt_ring_queue *q, struct vmt_ring *r, const void *owner,
+		     uint32_t codec, int level);
+/* Its head taken out, with what it waited with; NULL: none waits. */
+struct vmt_ring *ring_queue_pop(struct vmt_ring_queue *q, const void **owner, uint32_t *codec,
+				int *level);
+/* r out of it, wherever it waits. */
+void ring_queue_remove(struct vmt_ring_queue *q, struct vmt_ring *r);
+/* Every ring out of it. */
+void ring_queue_clear(struct vmt_ring_queue *q);
 
 /*
  * The guest's formats as the transcoder's schema (lib/tcode.h), shared by
@@ -148,6 +165,31 @@ uint64_t ring_mem_size(uint32_t nr_pages, uint32_t page_size);
  * -ENOMEM, and then rm is still the caller's.
  */
 int ring_attach(struct vmt_ring *r, struct vmt_ringmem *rm, const struct vmt_page_layout *l);
+/* How ring_adopt keeps what checks out of a predecessor's ring (persist.c's
+ * checks): a frame; where slot s's page is (its own, or a dump reserve's:
+ * NULL when that is not here); a page. */
+struct vmt_ringmem_hdr;
+struct vmt_ring_adopt {
+	bool (*frame_ok)(void *arg, const struct vmt_ring *r, const struct vmt_frame_desc *d);
+	const uint8_t *(*page_at)(void *arg, const struct vmt_ring *r, uint32_t s,
+				  const struct vmt_ring_slot *rec);
+	bool (*page_ok)(void *arg, const struct vmt_ring *r, const uint8_t *p,
+			const struct vmt_ring_slot *rec);
+	void *arg;
+	uint32_t mem_pages;	/* what the memory holds raw, as a fresh ring's */
+};
+struct vmt_ring_adopted {
+	uint32_t pages, pages_dropped, frames, frames_dropped;
+	uint32_t pages_home;	/* of pages, those brought home from a dump reserve */
+	uint32_t pages_no_reserve;	/* of pages_dropped, those in a reserve not here */
+	uint32_t fill_dropped;	/* bytes of a partial page that were in a reserve page */
+};
+/* r, attached (ring_attach) to a predecessor's memory whose header is h,
+ * takes the state h says: the frames and raw pages that check out, in
+ * order, moved together (those in a reserve copied home); the rest
+ * dropped and counted in *res. */
+void ring_adopt(struct vmt_ring *r, const struct vmt_ringmem_hdr *h, const struct vmt_ring_adopt *a,
+		struct vmt_ring_adopted *res);
 /* Write the ring's state into its memfd's header (ringmem.h). The ring does
  * so itself after each change a successor must see; a hand-over calls it
  * last, for the fill and the counters of that moment. */
@@ -266,6 +308,17 @@ void ring_settle(struct vmt_ring *r);
  * restarts at 0 if restart_seq. The valid pages stay.
  */
 void ring_reset_stream(struct vmt_ring *r, int restart_seq);
+/* A new stream in another page layout (a new aux version, the host
+ * source's start): as ring_reset_stream(r, 0) after it. */
+void ring_set_layout(struct vmt_ring *r, const struct vmt_page_layout *l);
+/* Where a slot's page goes while a dump holds its own (the dump reserve). */
+void ring_set_pool(struct vmt_ring *r, struct vmt_pagepool *pool);
+/* n bytes of its stream refused before they reached it (counted). */
+void ring_reject_bytes(struct vmt_ring *r, uint64_t n);
+/* *dst (freed already) becomes src, a predecessor's adopted after a crash:
+ * the partial page it was filling is torn, its bytes counted as rejected
+ * (not as a page: seq stays). */
+void ring_take_torn(struct vmt_ring *dst, const struct vmt_ring *src);
 /* Forget every valid page (a new aux version starts); counters stay. */
 void ring_clear(struct vmt_ring *r);
 /* Byte position of the stream: what the agent's bytes_sent is compared to. */

@@ -31,6 +31,25 @@
 #include "testutil.h"
 #include "util.h"
 
+/* The guest module is not linked in: the probe knows a guest through
+ * guest_name() and guest_qemu_pid() (guest.h), answered here for guests of
+ * the test's own making, as guest-status.c answers for an agent's. */
+struct vmt_guest {
+	struct vmt_guest_conf conf;
+	struct vmt_channel ctl;
+	struct vmt_guest_alive alive;
+};
+
+const char *guest_name(const struct vmt_guest *g)
+{
+	return g->conf.name;
+}
+
+pid_t guest_qemu_pid(const struct vmt_guest *g)
+{
+	return qemu_pid_find(g->conf.pidfile, g->ctl.peer_pid, NULL);
+}
+
 #define MAX_SEEN 256
 
 static struct vmt_trigger seen[MAX_SEEN];
