@@ -65,7 +65,7 @@ LIBVMT      := $(O)/libvmt.a
 # A program's own pure modules (no event loop, no manager): linked into the
 # program with the rest of its folder, and archived apart for the tests,
 # which link them ahead of libvmt.
-DAEMON_PURE_SRCS := daemon/ring.c daemon/ring-adopt.c daemon/ring-queue.c daemon/frames.c \
+DAEMON_PURE_SRCS := daemon/ring.c daemon/ring-adopt.c daemon/ring-queue.c daemon/ring-schema.c daemon/frames.c \
 	daemon/ringmem.c daemon/persist.c daemon/fdstore.c \
 	daemon/pagepool.c daemon/retention.c daemon/retention-plan.c daemon/fleet-json.c \
 	daemon/fleet-reply.c daemon/lvmeta-xml.c daemon/lvmeta-dl.c
