@@ -160,7 +160,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: corpusexport SAMPLE AUX OUTDIR\n");
 		return 2;
 	}
-	r = sample_read(argv[1], &s, why, sizeof(why));
+	/* the aux named, not one beside the sample: tcode frames decode with it */
+	r = sample_read_with(argv[1], &(struct vmt_sample_read_opts){ .aux_path = argv[2] }, &s, why,
+			     sizeof(why));
 	if (r < 0) {
 		fprintf(stderr, "corpusexport: %s: %s\n", argv[1], r == -EBADMSG ? why : strerror(-r));
 		return 1;
