@@ -652,7 +652,8 @@ else
 	echo "$out" | grep -q '^vmtraced [^ ]*, up ' || why="$why; vmtracectl status: $out"
 	pid=$(mainpid)
 	n0=$(vm journalctl -u vmtraced.service _PID="$pid" -o cat --no-pager | grep -c 'configuration reloaded:')
-	vm systemctl reload vmtraced.service 2>"$WORK/reload3.err" || why="$why; systemctl reload: $(cat "$WORK/reload3.err")"
+	vm systemctl reload vmtraced.service 2>"$WORK/reload3.err" ||
+		why="$why; systemctl reload: $(head -1 "$WORK/reload3.err"); the journal: $(vm journalctl -u vmtraced.service -n 6 --no-pager -o cat | tr '\n' ' ')"
 	n1=$(vm journalctl -u vmtraced.service _PID="$pid" -o cat --no-pager | grep -c 'configuration reloaded:')
 	[ "$n1" = $((n0 + 1)) ] || why="$why; the reload was not applied ($n0 -> $n1 reloads logged)"
 fi
