@@ -868,10 +868,18 @@ START_TEST(control_channel)
 	/* A page of pipe: the daemon reads it dry at each turn and the flood
 	 * fills it again at once, so it is ready at every turn of the loop. */
 	ck_assert_int_ge(fcntl(noise.ctl_out, F_SETPIPE_SZ, 4096), 0);
+	/*
+	 * The same guest, its agent started again on the same sockets. Its
+	 * stand-in is forked before the flood's threads start: a fork while
+	 * another thread is being born copies the sanitizer's thread registry
+	 * locked, and the child's threads then wait on it for ever (seen: g3
+	 * "starting", the stand-in's three threads in futex_wait, its data
+	 * connections never accepted). The daemon comes back to g3 at its next
+	 * retry, seconds later, with the flood going on.
+	 */
+	itest_run_guest(&r, 2);
 	ck_assert_int_eq(pthread_create(&sth, NULL, slow_main, &sj), 0);
 	ck_assert_int_eq(pthread_create(&nth, NULL, noise_main, &nj), 0);
-	/* the same guest, its agent started again on the same sockets */
-	itest_run_guest(&r, 2);
 	/*
 	 * While they go on: status answers, g2 streams to its last page, g3
 	 * comes back and sends all of its pages. The flood lasts until then,
@@ -893,6 +901,16 @@ START_TEST(control_channel)
 			char st[64];
 
 			itest_state(&r.d, "g3", st, sizeof(st));
+			{
+				char cmd[1200];
+				snprintf(cmd, sizeof(cmd),
+					 "echo '--- g3 sockets:'; ss -xap | grep '%s' >&2; "
+					 "echo '--- g3 stand-in %d threads:' >&2; "
+					 "for t in /proc/%d/task/*; do echo \"$t $(cat $t/wchan) $(cat $t/stat | cut -d' ' -f3)\" >&2; done",
+					 r.chan[2], (int)r.fg[2].pid, (int)r.fg[2].pid);
+				if (system(cmd) < 0)
+					fprintf(stderr, "no diagnostics\n");
+			}
 			ck_abort_msg("after 30 s of flood: g2 %llu of %llu pages in, g3 %llu of %llu "
 				     "(state %s, sessions %llu, noise: ctl_rejected %llu) (log: %s)",
 				     (unsigned long long)p, (unsigned long long)fed_pages(&r.fc[HONEST]),
