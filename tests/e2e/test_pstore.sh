@@ -13,7 +13,7 @@
 #     under the aux of the boot the daemon held (not the new boot's), no CPU's
 #     buffer lost (the kernel says which it found invalid; the agent tells)
 #   - the marker is in it, and the CPU that wrote it (then panicked) has
-#     nothing lost after it: its last event is within 10 ms of the marker
+#     nothing lost after it: its last event is the marker or after it (how far: printed)
 #   - merge puts it in the same trace.dat as the window the host held for
 #     that boot (one file for one boot), its events there once
 # VMT_PSTORE_MEM (default 1G) sets the guest's memory, to see the region
@@ -141,11 +141,14 @@ pstore() {
 	printf 'MEASURED: pstore: sample %.1f s after the console showed the panic; last events from the marker (cpu%s wrote it, then panicked): %s\n' \
 		"$(echo "$t1 - $t0" | bc)" "$mcpu" "$last"
 	# nothing of the panicking CPU's last moments missing: its last event is
-	# the marker or follows it within 10 ms (the other CPUs ran on until the
-	# panic stopped them: their events after the marker are kept too)
-	[ "$n" -ge 0 ] && [ "$n" -le 10000 ] ||
-		{ fail pstore "cpu$mcpu's last event is $n us from the marker, not within 10 ms"; return; }
-	pass "pstore (a sample of the previous boot, its aux, the marker, the last event within 10 ms)"
+	# the marker or follows it (the other CPUs ran on until the panic stopped
+	# them: their events after the marker are kept too). How far after is
+	# the emulator's speed: 0-1.2 ms here alone, 15 ms on a loaded machine
+	# (printed above); a buffer that lost its last page would end seconds
+	# before the marker, or without it. The 1 s bound only catches that.
+	[ "$n" -ge 0 ] && [ "$n" -le 1000000 ] ||
+		{ fail pstore "cpu$mcpu's last event is $n us from the marker, not at or just after it"; return; }
+	pass "pstore (a sample of the previous boot, its aux, the marker, the marking CPU's last event at or after the marker)"
 
 	# merge: one trace.dat for that boot, the host's window and the buffer's
 	# events after it; every event once (the buffer recorded the same events
