@@ -354,6 +354,7 @@ int fleet_fetch(int argc, char **argv)
 	struct vmt_config c;
 	natsConnection *nc = NULL;
 	jsCtx *js = NULL;
+	jsOptions jo;
 	int opt, bad = 0, dfd;
 
 	optind = 1;
@@ -381,7 +382,11 @@ int fleet_fetch(int argc, char **argv)
 		config_free(&c);
 		return 1;
 	}
-	if (fleet_connect(&c.fleet, &nc) < 0 || natsConnection_JetStream(&js, nc, NULL) != NATS_OK) {
+	jsOptions_Init(&jo);
+	/* a loaded server answers late: 5 s (the library's) failed a fetch
+	 * under load; the chunks wait CHUNK_WAIT_MS each on their own */
+	jo.Wait = 30000;
+	if (fleet_connect(&c.fleet, &nc) < 0 || natsConnection_JetStream(&js, nc, &jo) != NATS_OK) {
 		natsConnection_Destroy(nc);
 		close(dfd);
 		config_free(&c);
