@@ -122,6 +122,9 @@ static void send_hello(struct producer *p, struct pguest *g, uint32_t echo)
 	snprintf(h.clock, sizeof(h.clock), "global");
 	snprintf(h.boot_id, sizeof(h.boot_id), "bench-boot");
 	snprintf(h.agent, sizeof(h.agent), "vmtbench");
+	/* answers SYNC and says BYE, as vmtrace-agent does: the daemon watches
+	 * its silence (guest_silence), so the soak shows a false alarm */
+	h.flags |= VMT_HELLO_SYNC | VMT_HELLO_BYE;
 	proto_put_hello(&b, &h);
 	ctl_send(g, &b);
 	buf_free(&b);
@@ -206,6 +209,20 @@ static void on_ctl(struct producer *p, unsigned gi)
 			case VMT_MSG_FLUSH:
 				send_flushed(p, g, get_le64(m.payload));
 				break;
+			case VMT_MSG_SYNC: {
+				/* no clock to read here: an answer all the same */
+				struct vmt_synced a = { .status = -EOPNOTSUPP };
+				struct vmt_sync sy;
+				struct vmt_buf b = { 0 };
+
+				if (proto_get_sync(m.payload, m.len, &sy) == 0) {
+					a.id = sy.id;
+					proto_put_synced(&b, &a);
+					ctl_send(g, &b);
+					buf_free(&b);
+				}
+				break;
+			}
 			case VMT_MSG_STOP: {
 				struct vmt_buf b = { 0 };
 				set_streaming(p, gi, false);

@@ -25,6 +25,21 @@
 
 #define NGUESTS BENCH_MAX_GUESTS
 
+/* The sum of a metric's lines (one per guest) in `vmtracectl metrics`. */
+static uint64_t metric_sum(const char *out, const char *name)
+{
+	uint64_t sum = 0;
+	size_t n = strlen(name);
+
+	for (const char *p = out; (p = strstr(p, name)); p += n)
+		if ((p == out || p[-1] == '\n') && (p[n] == ' ' || p[n] == '{')) {
+			const char *v = strchr(p, ' ');
+			if (v)
+				sum += strtoull(v + 1, NULL, 10);
+		}
+	return sum;
+}
+
 static struct bench_corpus corpus;
 
 struct pollers {
@@ -152,7 +167,7 @@ int main(void)
 	struct vmt_buf body = { 0 };
 	pthread_t th[2];
 	char line[1200], cmd[900], out[8192];
-	uint64_t t0, asked = 0, written = 0, rss0 = 0, rss_last = 0, npages = 0;
+	uint64_t t0, asked = 0, written = 0, rss0 = 0, rss_last = 0, npages = 0, silences, late;
 	unsigned fds0 = 0, fds_last = 0, nsamples = 0;
 	int r, bad, fail = 0;
 
@@ -231,6 +246,12 @@ int main(void)
 		       (unsigned long long)pol.polls, (unsigned long long)pol.failures);
 		fail |= errs != 0 || pol.failures != 0;
 	}
+	/* the producer answers SYNC and says BYE: guest_silence watches every
+	 * guest, and a loaded machine must give late answers, not silences */
+	snprintf(cmd, sizeof(cmd), "%s/vmtracectl -s %s metrics 2>&1", bench_build(), d.sock);
+	run(cmd, out, sizeof(out));
+	silences = metric_sum(out, "vmtraced_guest_silences_total");
+	late = metric_sum(out, "vmtraced_guest_late_answers_total");
 	daemon_stop(&d);
 	producer_stop(p);
 	bad = check_samples(d.state, &nsamples, &npages);
@@ -245,7 +266,11 @@ int main(void)
 	snprintf(line, sizeof(line), "%llu dumps asked, %llu written", (unsigned long long)asked,
 		 (unsigned long long)written);
 	bench_result("soak-dumps-missed", (double)(asked - written), "dumps", 0, false, line);
-	fail |= rss_last > rss0 + 16 * 1024 || fds_last > fds0 + 8 || written != asked || bad;
+	snprintf(line, sizeof(line), "%llu silences, %llu late answers (counted, not dumped)",
+		 (unsigned long long)silences, (unsigned long long)late);
+	bench_result("soak-silences", (double)silences, "silences", 0, false, line);
+	fail |= rss_last > rss0 + 16 * 1024 || fds_last > fds0 + 8 || written != asked || bad ||
+		silences;
 	bench_rmtree(dir);
 	free(dir);
 	return fail;
