@@ -239,27 +239,41 @@ static uint64_t metric(struct run *r, const char *name)
 }
 
 /*
- * compression: tcode: the older pages become transcoded frames made with
- * the guest's own formats; the sample holds them as they are, and merge
- * and the sample reader (with the aux beside it) give back every page
- * bit for bit and every event.
+ * A compressed ring: the older pages become frames of codec (tcode: made
+ * with the guest's own formats); the sample holds them as they are, and
+ * merge and the sample reader (with the aux beside it) give back every
+ * page bit for bit and every event. The merged trace.dat's records go to
+ * crc[]/n[] (tdread_digest), for a comparison with other codecs'.
  */
-START_TEST(tcode_whole_stream)
+/* Whether a CPU of the input has the pages that make a 4 MiB ring's first
+ * frame due: 2 batches of 16 (daemon/ring.c, ring_plan_compressed()). */
+#define FRAME_DUE_PAGES 32u
+static bool frames_due(void)
 {
-	uint64_t deadline;
-	char sample[4400], why[256], args[4500], out[16384];
-	uint64_t got[MAXC], total, want_total = 0;
+	for (unsigned c = 0; c < ncpus; c++)
+		if (npages[c] >= FRAME_DUE_PAGES)
+			return true;
+	return false;
+}
+
+static void codec_stream(uint32_t codec, uint32_t *crc, uint64_t *n)
+{
+	char sample[4400], why[256], args[4500], out[16384], yaml[128], dat[4500];
+	uint64_t got[MAXC], total, want_total = 0, deadline;
 	struct vmt_sample *s;
 	struct run r;
 
-	if (!ncpus)
-		VMT_SKIP("no ftrace pages: not root and no corpus");
-	run_start(&r, 1, "  ring_size: 64MiB\n  compression: tcode\n", 0);
+	/* 4 MiB: batches of 16 pages, due from 32, and room for every page of
+	 * the corpus (761 a CPU) even uncompressed; a capture of a quiet
+	 * machine may bring 100 pages a CPU, under 2 batches of a 64 MiB ring */
+	snprintf(yaml, sizeof(yaml), "  ring_size: 4MiB\n  compression: %s\n",
+		 frame_codec_name(codec));
+	run_start(&r, 1, yaml, 0);
 	ck_assert_int_eq(fakeguest_wait_sent(&r.fg, 60000), 0);
 	deadline = test_now_ms() + (uint64_t)test_deadline_ms(60000);
 	/* a frame made (batches are due as soon as pages are in): not a race
 	 * with the dump, which would find every page still raw */
-	while (!metric(&r, "vmtraced_compress_input_bytes_total")) {
+	while (codec != VMT_FRAME_NONE && !metric(&r, "vmtraced_compress_input_bytes_total")) {
 		ck_assert_msg(test_now_ms() < deadline, "no frame made");
 		usleep(20000);
 	}
@@ -267,15 +281,19 @@ START_TEST(tcode_whole_stream)
 	merge_and_count(&r, sample, got, &total);
 	for (unsigned c = 0; c < ncpus; c++) {
 		uint64_t want = events_of(pages[c], npages[c]);
-		ck_assert_msg(got[c] == want, "cpu%u: %llu events decoded, %llu fed (%s)", c,
-			      (unsigned long long)got[c], (unsigned long long)want, source);
+		ck_assert_msg(got[c] == want, "%s: cpu%u: %llu events decoded, %llu fed (%s)",
+			      frame_codec_name(codec), c, (unsigned long long)got[c],
+			      (unsigned long long)want, source);
 		want_total += want;
 	}
 	ck_assert_uint_eq(total, want_total);
+	snprintf(dat, sizeof(dat), "%s/out.dat", r.dir);
+	ck_assert_int_eq(tdread_digest(dat, crc, n, MAXC), 0);
 	ck_assert_uint_eq(metric(&r, "vmtraced_compress_tcode_fallback_total"), 0);
 	snprintf(args, sizeof(args), "info %s", sample);
 	ck_assert_int_eq(testd_ctl(&r.d, out, sizeof(out), args), 0);
-	ck_assert_msg(strstr(out, "tcode") != NULL, "info: %s", out);
+	ck_assert_msg(codec == VMT_FRAME_NONE || strstr(out, frame_codec_name(codec)) != NULL,
+		      "info: %s", out);
 
 	ck_assert_int_eq(sample_read(sample, &s, why, sizeof(why)), 0);
 	for (unsigned c = 0; c < ncpus; c++) {
@@ -284,16 +302,55 @@ START_TEST(tcode_whole_stream)
 		ck_assert_msg(!memcmp(s->cpus[c].pages, pages[c], npages[c] * PS),
 			      "cpu%u: the pages read back differ from those fed", c);
 	}
-	{
+	if (codec != VMT_FRAME_NONE) {
 		uint32_t codecs = 0;
 
 		for (unsigned c = 0; c < ncpus; c++)
 			codecs |= s->cpus[c].frame_codecs;
-		ck_assert_msg(codecs & (1u << VMT_FRAME_TCODE), "no tcode frame in the sample (%#x)",
-			      codecs);
+		ck_assert_msg(codecs & (1u << codec), "no %s frame in the sample (%#x)",
+			      frame_codec_name(codec), codecs);
 	}
 	sample_free(s);
 	run_end(&r);
+}
+
+START_TEST(tcode_whole_stream)
+{
+	uint32_t crc[MAXC];
+	uint64_t n[MAXC];
+
+	if (!ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	if (!frames_due())
+		VMT_SKIP("%s: under 2 batches of pages on every CPU", source);
+	codec_stream(VMT_FRAME_TCODE, crc, n);
+}
+END_TEST
+
+/*
+ * The same window recorded raw, as zstd frames and as tcode frames merges
+ * into the same trace.dat records, bit for bit, in the same order.
+ */
+START_TEST(compressed_merges_as_raw)
+{
+	static const uint32_t codecs[] = { VMT_FRAME_NONE, VMT_FRAME_ZSTD, VMT_FRAME_TCODE };
+	uint32_t crc[3][MAXC];
+	uint64_t n[3][MAXC];
+
+	if (!ncpus)
+		VMT_SKIP("no ftrace pages: not root and no corpus");
+	if (!frames_due())
+		VMT_SKIP("%s: under 2 batches of pages on every CPU", source);
+	for (unsigned k = 0; k < 3; k++)
+		codec_stream(codecs[k], crc[k], n[k]);
+	for (unsigned k = 1; k < 3; k++)
+		for (unsigned c = 0; c < ncpus; c++) {
+			ck_assert_msg(n[k][c] == n[0][c] && crc[k][c] == crc[0][c],
+				      "%s: cpu%u: %llu records, crc %08x; raw: %llu, %08x",
+				      frame_codec_name(codecs[k]), c, (unsigned long long)n[k][c],
+				      crc[k][c], (unsigned long long)n[0][c], crc[0][c]);
+			ck_assert_uint_gt(n[0][c], 0);
+		}
 }
 END_TEST
 
@@ -427,13 +484,14 @@ int main(void)
 		printf(", cpu%u %zu pages", c, npages[c]);
 	printf("\n");
 	fflush(stdout);
-	tcase_add_test(t, fifo_whole_stream);
-	tcase_add_test(t, socket_whole_stream);
-	tcase_add_test(t, tcode_whole_stream);
-	tcase_add_test(t, small_ring_keeps_newest);
-	tcase_add_test(t, chunks_and_a_bad_page);
-	tcase_add_test(t, sigusr1_dumps);
-	tcase_add_test(t, dump_of_unknown_guest_is_refused);
+	TEST_ADD(t, fifo_whole_stream);
+	TEST_ADD(t, socket_whole_stream);
+	TEST_ADD(t, tcode_whole_stream);
+	TEST_ADD(t, compressed_merges_as_raw);
+	TEST_ADD(t, small_ring_keeps_newest);
+	TEST_ADD(t, chunks_and_a_bad_page);
+	TEST_ADD(t, sigusr1_dumps);
+	TEST_ADD(t, dump_of_unknown_guest_is_refused);
 	tcase_set_timeout(t, 120);
 	suite_add_tcase(s, t);
 	rc = test_run_suite(s);

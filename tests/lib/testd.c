@@ -14,6 +14,7 @@
 
 #include "testd.h"
 #include "testutil.h"
+#include "util.h"
 
 static int sock_answers(const char *path)
 {
@@ -195,21 +196,30 @@ struct counts {
 	uint64_t *per_cpu;
 	unsigned max;
 	uint64_t total;
+	uint32_t *crc;		/* tdread_digest's, or NULL */
 };
 
 static int count_cb(struct tracecmd_input *h, struct tep_record *rec, int cpu, void *data)
 {
 	struct counts *c = data;
 
-	if (cpu >= 0 && (unsigned)cpu < c->max)
+	if (cpu >= 0 && (unsigned)cpu < c->max) {
 		c->per_cpu[cpu]++;
+		if (c->crc) {
+			uint64_t head[3] = { rec->ts, (uint64_t)rec->size,
+					     (uint64_t)(uint32_t)rec->missed_events };
+
+			c->crc[cpu] = crc32c(c->crc[cpu], head, sizeof(head));
+			c->crc[cpu] = crc32c(c->crc[cpu], rec->data, (size_t)rec->size);
+		}
+	}
 	c->total++;
 	return 0;
 }
 
 int tdread_counts(const char *file, uint64_t *per_cpu, unsigned max_cpus, uint64_t *total)
 {
-	struct counts c = { per_cpu, max_cpus, 0 };
+	struct counts c = { per_cpu, max_cpus, 0, NULL };
 	struct tracecmd_input *h = tracecmd_open(file, 0);
 
 	if (!h)
@@ -218,6 +228,21 @@ int tdread_counts(const char *file, uint64_t *per_cpu, unsigned max_cpus, uint64
 	tracecmd_iterate_events(h, NULL, 0, count_cb, &c);
 	tracecmd_close(h);
 	*total = c.total;
+	return 0;
+}
+
+int tdread_digest(const char *file, uint32_t *crc, uint64_t *per_cpu, unsigned max_cpus)
+{
+	struct counts c = { per_cpu, max_cpus, 0, crc };
+	struct tracecmd_input *h = tracecmd_open(file, 0);
+
+	if (!h)
+		return -EBADMSG;
+	memset(per_cpu, 0, max_cpus * sizeof(*per_cpu));
+	memset(crc, 0, max_cpus * sizeof(*crc));
+	/* in time order per CPU, as trace-cmd report reads them */
+	tracecmd_iterate_events(h, NULL, 0, count_cb, &c);
+	tracecmd_close(h);
 	return 0;
 }
 

@@ -63,5 +63,9 @@ uint64_t tally_of(const struct tally_names *t, const char *name);
 
 /* Count the events of a trace.dat per CPU with libtracecmd; -errno. */
 int tdread_counts(const char *file, uint64_t *per_cpu, unsigned max_cpus, uint64_t *total);
+/* A CRC32C per CPU of every record of a trace.dat (its time, size, missed
+ * events and bytes, in order) and their counts: two files of the same
+ * pages give the same; -errno. */
+int tdread_digest(const char *file, uint32_t *crc, uint64_t *per_cpu, unsigned max_cpus);
 
 #endif
