@@ -141,10 +141,14 @@ int daemon_dump(struct bench_daemon *d, uint64_t *ns);
 /* The last "wrote ... N ms" the writer logged, in ms; -1 if none. */
 long daemon_last_write_ms(struct bench_daemon *d);
 
+/* /proc/PID/FILE into a malloc'd, NUL-ended *buf (lib/util.h read_file); -errno. */
+int proc_read(pid_t pid, const char *file, char **buf);
 /* utime and stime of a process in ns (/proc/PID/stat, all its threads). */
 int proc_cpu(pid_t pid, uint64_t *user_ns, uint64_t *sys_ns);
 /* A "Vm...:" line of /proc/PID/status, in KiB. */
 uint64_t proc_status_kib(pid_t pid, const char *key);
+/* The figure after key ("VmRSS:") in a /proc/PID/status text; 0 if none. */
+uint64_t proc_kib(const char *status, const char *key);
 
 /*
  * One "RESULT name value unit target PASS|MISS detail" line, which run.sh

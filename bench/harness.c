@@ -329,51 +329,57 @@ long daemon_last_write_ms(struct bench_daemon *d)
 
 /* ---- /proc --------------------------------------------------------------------- */
 
+int proc_read(pid_t pid, const char *file, char **buf)
+{
+	char path[64];
+	size_t len;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	return read_file(path, 1 << 20, buf, &len);
+}
+
 int proc_cpu(pid_t pid, uint64_t *user_ns, uint64_t *sys_ns)
 {
-	char path[64], buf[2048], *p;
 	unsigned long long ut, st;
 	long hz = sysconf(_SC_CLK_TCK);
-	ssize_t n;
-	int fd;
+	char *buf, *p;
+	int r;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	*user_ns = *sys_ns = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
+	r = proc_read(pid, "stat", &buf);
+	if (r < 0)
+		return r;
 	/* after "(comm)": state is field 3, utime 14, stime 15 */
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-			 &st) != 2)
-		return -EBADMSG;
+	r = p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			&st) == 2 ? 0 : -EBADMSG;
+	free(buf);
+	if (r < 0)
+		return r;
 	*user_ns = ut * (1000000000ull / (uint64_t)hz);
 	*sys_ns = st * (1000000000ull / (uint64_t)hz);
 	return 0;
 }
 
+uint64_t proc_kib(const char *status, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = status; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (!strncmp(p, key, kl))
+			return strtoull(p + kl, NULL, 10);
+	return 0;
+}
+
 uint64_t proc_status_kib(pid_t pid, const char *key)
 {
-	char path[64], line[256];
-	uint64_t v = 0;
-	size_t kl = strlen(key);
-	FILE *f;
+	uint64_t v;
+	char *buf;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
+	if (proc_read(pid, "status", &buf) < 0)
 		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, kl)) {
-			v = strtoull(line + kl, NULL, 10);
-			break;
-		}
-	fclose(f);
+	v = proc_kib(buf, key);
+	free(buf);
 	return v;
 }
 

@@ -73,27 +73,17 @@ static void show_split(pid_t pid, const char *what, const char *sfx)
 
 static int proc_status3(pid_t pid, uint64_t *rss, uint64_t *anon, uint64_t *shmem)
 {
-	char path[64], buf[4096];
-	const char *p;
-	ssize_t n;
-	int fd;
+	char *buf;
+	int r = proc_read(pid, "status", &buf);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
-	p = strstr(buf, "VmRSS:");
-	*rss = p ? strtoull(p + 6, NULL, 10) : 0;
-	p = strstr(buf, "RssAnon:");
-	*anon = p ? strtoull(p + 8, NULL, 10) : 0;
-	p = strstr(buf, "RssShmem:");
-	*shmem = p ? strtoull(p + 9, NULL, 10) : 0;
-	return p ? 0 : -EBADMSG;
+	if (r < 0)
+		return r;
+	*rss = proc_kib(buf, "VmRSS:");
+	*anon = proc_kib(buf, "RssAnon:");
+	*shmem = proc_kib(buf, "RssShmem:");
+	r = strstr(buf, "RssShmem:") ? 0 : -EBADMSG;
+	free(buf);
+	return r;
 }
 
 static void *poll_rss(void *arg)
