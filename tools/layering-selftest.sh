@@ -5,7 +5,8 @@
 # below (the two includes docs/design.ini forbids that no cycle would show,
 # a private header, a never broken through a third module, a field of an
 # owned struct written outside its module, a file in no module, a module
-# the architecture's table leaves out). Run by make layering.
+# the architecture's table leaves out, a daemon/ function or file too
+# long). Run by make layering.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/layering.XXXXXX")
@@ -55,6 +56,11 @@ fresh; echo 'int x;' >"$tmp/t/daemon/stray.c"
 expect "a file in no module" "daemon/stray.c is in no module"
 fresh; sed -i '/^| `trigger` |/d' "$tmp/t/docs/ARCHITECTURE.md"
 expect "a module missing from ARCHITECTURE.md" "module trigger (docs/design.ini) is not in its table"
+fresh; { printf 'static int long_one(void)\n{\n'; for i in $(seq 100); do printf '\t(void)0;\n'; done
+	printf '\treturn 0;\n}\n'; } >>"$tmp/t/daemon/trigger.c"
+expect "a function of 100 lines or more" "long_one() is 104 lines"
+fresh; for i in $(seq 700); do echo; done >>"$tmp/t/daemon/trigger.c"
+expect "a file over 700 lines" "daemon/trigger.c has"
 
-[ $fails = 0 ] && echo "layering-selftest: ok (8 cases)"
+[ $fails = 0 ] && echo "layering-selftest: ok (10 cases)"
 exit $((fails != 0))

@@ -13,6 +13,8 @@ finding) on
   - an include cycle among daemon/'s modules;
   - docs/ARCHITECTURE.md's module table naming other modules than the
     design's daemon/ modules;
+  - a file of daemon/ over 700 lines, or a function there of 100 lines or
+    more (from its name to its closing brace);
   - a program linked with what it must not: vmtracectl or the agent with
     libbpf or libvirt (the daemon alone loads BPF and talks to libvirtd),
     any program with libnats, libcrypto, libvirt or libxml2 (loaded with
@@ -242,6 +244,46 @@ def check_design(design, problems, graph):
         problems.append(f"docs/ARCHITECTURE.md: its table names {n}, which is no module of {design}")
 
 
+FILE_MAX, FUNC_MAX = 700, 100
+FUNC_NAME = re.compile(r"(\w+)\s*\(")
+
+
+def functions(path):
+    """(first line, lines, name) of each function: the column-0 brace
+    block after a column-0 declaration (the kernel/systemd layout the
+    sources keep, which clang-format would keep too)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")
+    out, start = [], None
+    for i, line in enumerate(lines):
+        if start is None and line == "{":
+            j = i - 1
+            while j > 0 and not re.match(r"[A-Za-z_]", lines[j]):
+                j -= 1
+            m = FUNC_NAME.search(lines[j])
+            start, name = j, m.group(1) if m else "?"
+        elif start is not None and line == "}":
+            out.append((start + 1, i - start + 1, name))
+            start = None
+    return out
+
+
+def check_sizes(problems):
+    """daemon/: no file past FILE_MAX lines, no function of FUNC_MAX or more."""
+    for f in sorted(os.listdir("daemon")):
+        if not f.endswith(".c"):
+            continue
+        p = os.path.join("daemon", f)
+        with open(p, encoding="utf-8", errors="replace") as fh:
+            n = fh.read().count("\n")
+        if n > FILE_MAX:
+            problems.append(f"{p} has {n} lines (at most {FILE_MAX}: split it along a seam)")
+        for line, length, name in functions(p):
+            if length >= FUNC_MAX:
+                problems.append(f"{p}:{line}: {name}() is {length} lines "
+                                f"(under {FUNC_MAX}: a helper per step)")
+
+
 def check_links(problems):
     """Libraries and objects each program may not take in."""
     optional = ("-lnats", "-lcrypto", "-lvirt", "-lxml2")
@@ -268,13 +310,14 @@ def main(argv):
     problems = []
     design = argv[argv.index("--design") + 1] if "--design" in argv else "docs/design.ini"
     check_design(design, problems, "--graph" in argv)
+    check_sizes(problems)
     if "--no-link" not in argv:
         check_links(problems)
     for p in problems:
         print("layering:", p)
     if not problems:
         print(f"layering: ok ({design}: every file in one module, every include allowed, "
-              "no never broken, no cycle; no forbidden link)")
+              "no never broken, no cycle, no file or function too long; no forbidden link)")
     return 1 if problems else 0
 
 
