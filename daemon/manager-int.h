@@ -25,6 +25,8 @@ void manager_upgrade_adopt(struct vmt_manager *m);
 bool manager_upgrade_later(const struct vmt_manager *m);
 /* Set them up on the loop, once the first reads are done. */
 void manager_upgrade_schedule_rest(struct vmt_manager *m);
+/* The predecessor's keeper, if reaped since: said in the log, once. */
+void manager_keeper_say(struct vmt_manager *m);
 /* Hand over from the loop's next turn (a client's answer sent first),
  * tried again while refused with EBUSY (for 5 s); refusals are logged. */
 void manager_upgrade_soon(struct vmt_manager *m);

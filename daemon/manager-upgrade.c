@@ -279,16 +279,23 @@ static int rest_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
 }
 
 /* The keeper (upgrade.c) exits once the old address space is torn down:
- * reaped then, and when said in the log (bench/upgrade.c reads it). */
+ * said once it is reaped, wherever that was (bench/upgrade.c reads it). */
+void manager_keeper_say(struct vmt_manager *m)
+{
+	uint64_t ns;
+	pid_t pid = upgrade_keeper_reaped(&m->upgrade, &ns);
+
+	if (pid > 0)
+		log_notice("upgrade: the old address space is let go (keeper %d reaped at %llu ns "
+			   "monotonic)", (int)pid, (unsigned long long)ns);
+}
+
 static int keeper_cb(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct vmt_manager *m = userdata;
-	pid_t pid = m->upgrade.keeper;
 
 	upgrade_reap(&m->upgrade);
-	if (pid > 0)	/* not reaped by the housekeeping already */
-		log_notice("upgrade: the old address space is let go (keeper %d reaped at %llu ns "
-			   "monotonic)", (int)pid, (unsigned long long)now_monotonic_ns());
+	manager_keeper_say(m);
 	m->keeper_src = sd_event_source_disable_unref(s);
 	if (m->host_after_keeper) {
 		m->host_after_keeper = false;
@@ -301,6 +308,7 @@ static void watch_keeper(struct vmt_manager *m)
 {
 	int fd, r;
 
+	manager_keeper_say(m);	/* reaped at the start already: it was quick */
 	if (m->upgrade.keeper <= 0)
 		return;
 	fd = (int)syscall(SYS_pidfd_open, m->upgrade.keeper, 0);

@@ -197,7 +197,8 @@ static void manager_drop_unclaimed(struct vmt_manager *m, uint64_t after_ns)
 	if (now_monotonic_ns() - m->start_ns >= after_ns) {
 		recover_drop(&m->recover, NULL, NULL, "its guest did not come back within forget_after");
 		recover_free(&m->recover);
-	upgrade_in_free(&m->upgrade);
+		upgrade_in_free(&m->upgrade);
+		manager_keeper_say(m);
 	}
 }
 
@@ -229,6 +230,7 @@ static void manager_housekeeping(struct vmt_manager *m)
 	}
 	manager_drop_unclaimed(m, after);
 	upgrade_reap(&m->upgrade);
+	manager_keeper_say(m);
 }
 
 /* The host's own source, with host.enabled, as the guest named "host". */

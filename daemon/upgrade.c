@@ -389,8 +389,27 @@ int upgrade_take(struct vmt_upgrade_in *in)
 
 void upgrade_reap(struct vmt_upgrade_in *in)
 {
-	if (in->keeper > 0 && waitpid(in->keeper, NULL, WNOHANG | __WALL) != 0)
-		in->keeper = 0;	/* reaped, or not ours (ECHILD) */
+	pid_t r;
+
+	if (in->keeper <= 0)
+		return;
+	r = waitpid(in->keeper, NULL, WNOHANG | __WALL);
+	if (r == 0)
+		return;
+	if (r == in->keeper) {
+		in->keeper_reaped = in->keeper;
+		in->keeper_reaped_ns = now_monotonic_ns();
+	}
+	in->keeper = 0;	/* reaped, or not ours (ECHILD) */
+}
+
+pid_t upgrade_keeper_reaped(struct vmt_upgrade_in *in, uint64_t *ns)
+{
+	pid_t pid = in->keeper_reaped;
+
+	*ns = in->keeper_reaped_ns;
+	in->keeper_reaped = 0;
+	return pid;
 }
 
 void upgrade_in_free(struct vmt_upgrade_in *in)

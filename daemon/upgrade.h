@@ -86,6 +86,10 @@ struct vmt_upgrade_in {
 	uint64_t adopted, refused;	/* guests' sessions */
 	uint32_t upgrades;	/* hand-overs this pid went through, this one included; 0: none */
 	pid_t keeper;		/* the predecessor's keeper (upgrade.c), a child to reap; 0: none */
+	/* the keeper upgrade_reap() reaped, and when (CLOCK_MONOTONIC), until
+	 * the owner says so (upgrade_keeper_reaped()); 0: none */
+	pid_t keeper_reaped;
+	uint64_t keeper_reaped_ns;
 };
 
 /* The state and channels passed, if any (LISTEN_* stay for control_new()).
@@ -103,6 +107,9 @@ void upgrade_close_rest(struct vmt_upgrade_in *in);
 /* Reap the predecessor's keeper once it is done tearing its address
  * space down (never waits). */
 void upgrade_reap(struct vmt_upgrade_in *in);
+/* The keeper reaped since the last call, and when: its pid (and *ns), or
+ * 0. It may be reaped as early as upgrade_take(), before a log is up. */
+pid_t upgrade_keeper_reaped(struct vmt_upgrade_in *in, uint64_t *ns);
 /* Is name one of the fds this module takes (control.c leaves them)? */
 bool upgrade_fd_name(const char *name);
 
