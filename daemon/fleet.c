@@ -127,7 +127,7 @@ const char *fleet_labels(struct vmt_fleet *f, const char *guest)
 
 /* ---- the worker: the uploader's thread, the requests' hand-back ------- */
 
-static void fleet_job(struct vmt_worker_job *j, void *userdata)
+static void fleet_job(struct vmt_worker_job *j, unsigned thread, void *userdata)
 {
 	fleet_uploader(userdata);	/* upjob, the only one: until stop */
 }
@@ -240,7 +240,7 @@ int fleet_new(struct vmt_fleet **out, sd_event *e, const struct vmt_config *c,
 	if (natsconn_init() < 0)
 		log_warning("fleet: OpenSSL could not be initialized without its exit handler");
 	warn_no_credentials(&f->conf);
-	r = worker_init(&f->worker, e, &fleet_worker_ops, f);
+	r = worker_init(&f->worker, e, &fleet_worker_ops, 1, f);
 	if (r < 0)
 		goto fail;
 	r = worker_run(&f->worker);

@@ -315,7 +315,7 @@ static void read_dirty(struct vmt_lvmeta *l)
 	}
 }
 
-static void lv_thread(struct vmt_worker_job *j, void *arg)
+static void lv_thread(struct vmt_worker_job *j, unsigned thread, void *arg)
 {
 	struct vmt_lvmeta *l = arg;
 
@@ -511,7 +511,7 @@ int lvmeta_new(struct vmt_lvmeta **out, sd_event *e, const char *uri, bool label
 		r = -errno;
 		goto fail;
 	}
-	r = worker_init(&l->worker, e, &lv_worker_ops, l);
+	r = worker_init(&l->worker, e, &lv_worker_ops, 1, l);
 	if (r < 0)
 		goto fail;
 	*out = l;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -8,35 +9,59 @@
 #include "log.h"
 #include "worker.h"
 
+/* Under lock: the job pick chooses, off the queue; NULL when it is empty. */
+static struct vmt_worker_job *queue_take(struct vmt_worker *w,
+					 struct vmt_worker_job **(*pick)(struct vmt_worker_job **,
+									 void *))
+{
+	struct vmt_worker_job **link, *j;
+
+	if (!w->queue)
+		return NULL;
+	link = pick ? pick(&w->queue, w->userdata) : &w->queue;
+	j = *link;
+	*link = j->next;
+	if (!j->next)
+		w->queue_tail = link;
+	return j;
+}
+
+/* Under lock: j to the loop. The head is stored atomically for
+ * worker_collect()'s peek without the lock. */
+static void done_put(struct vmt_worker *w, struct vmt_worker_job *j)
+{
+	j->next = NULL;
+	__atomic_store_n(w->done_tail, j, __ATOMIC_RELEASE);
+	w->done_tail = &j->next;
+	(void)eventfd_write(w->efd, 1);	/* the counter does not overflow */
+}
+
 static void *worker_main(void *arg)
 {
-	struct vmt_worker *w = arg;
+	struct vmt_worker_thread *t = arg;
+	struct vmt_worker *w = t->w;
 
 	if (w->ops->start)
-		w->ops->start(w->userdata);
+		w->ops->start(t->index, w->userdata);
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		struct vmt_worker_job *j;
 
 		while (!w->queue && !w->stopping)
 			pthread_cond_wait(&w->cond, &w->lock);
-		if (!w->queue)
+		j = queue_take(w, w->ops->pick);
+		if (!j)
 			break;	/* stopping, and the queue is done */
-		j = w->queue;
-		w->queue = j->next;
-		if (!w->queue)
-			w->queue_tail = &w->queue;
 		pthread_mutex_unlock(&w->lock);
 
-		w->ops->run(j, w->userdata);
+		w->ops->run(j, t->index, w->userdata);
 
 		pthread_mutex_lock(&w->lock);
-		j->next = NULL;
-		*w->done_tail = j;
-		w->done_tail = &j->next;
-		(void)eventfd_write(w->efd, 1);	/* the counter does not overflow */
+		done_put(w, j);
 	}
 	pthread_mutex_unlock(&w->lock);
+	if (w->ops->stop)
+		w->ops->stop(t->index, w->userdata);
 	return NULL;
 }
 
@@ -55,7 +80,7 @@ static void worker_reap(struct vmt_worker *w, unsigned max)
 		rest = *tail;
 		*tail = NULL;
 	}
-	w->done = rest;
+	__atomic_store_n(&w->done, rest, __ATOMIC_RELAXED);
 	if (!rest)
 		w->done_tail = &w->done;
 	else
@@ -80,39 +105,98 @@ static int worker_event(sd_event_source *s, int fd, uint32_t revents, void *user
 	return 0;
 }
 
-int worker_init(struct vmt_worker *w, sd_event *e, const struct vmt_worker_ops *ops,
-		void *userdata)
+void worker_collect(struct vmt_worker *w)
 {
-	int r;
+	/* a racy peek: the eventfd brings what it misses */
+	if (w->inited && __atomic_load_n(&w->done, __ATOMIC_ACQUIRE))
+		worker_reap(w, w->ops->batch);
+}
+
+int worker_init(struct vmt_worker *w, sd_event *e, const struct vmt_worker_ops *ops,
+		unsigned nthreads, void *userdata)
+{
+	int r = -ENOMEM;
 
 	memset(w, 0, sizeof(*w));
+	w->efd = -1;
+	if (!nthreads)
+		return -EINVAL;
 	w->ops = ops;
 	w->userdata = userdata;
+	w->nthreads = nthreads;
 	w->queue_tail = &w->queue;
 	w->done_tail = &w->done;
+	w->threads = calloc(nthreads, sizeof(*w->threads));
+	if (!w->threads)
+		goto fail;
 	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->efd < 0)
-		return -errno;
-	r = sd_event_add_io(e, &w->src, w->efd, EPOLLIN, worker_event, w);
-	if (r < 0) {
-		close(w->efd);
-		w->efd = -1;
-		return r;
+	if (w->efd < 0) {
+		r = -errno;
+		goto fail;
 	}
+	r = sd_event_add_io(e, &w->src, w->efd, EPOLLIN, worker_event, w);
+	if (r >= 0 && ops->priority)
+		r = sd_event_source_set_priority(w->src, ops->priority);
+	if (r < 0)
+		goto fail;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->inited = true;
 	return 0;
+fail:
+	w->src = sd_event_source_unref(w->src);
+	if (w->efd >= 0)
+		close(w->efd);
+	free(w->threads);
+	memset(w, 0, sizeof(*w));
+	w->efd = -1;
+	return r;
 }
 
 int worker_run(struct vmt_worker *w)
 {
-	int r = -pthread_create(&w->thread, NULL, worker_main, w);
+	int r = 0;
 
-	if (r < 0)
-		return r;
-	w->started = true;
+	if (!w->inited || w->started)
+		return -EINVAL;
+	for (; w->nrunning < w->nthreads; w->nrunning++) {
+		struct vmt_worker_thread *t = &w->threads[w->nrunning];
+
+		*t = (struct vmt_worker_thread){ .w = w, .index = w->nrunning };
+		r = -pthread_create(&t->id, NULL, worker_main, t);
+		if (r < 0)
+			break;
+	}
+	/* those started are joined by worker_stop(), which then hands back */
+	w->started = w->nrunning > 0;
+	return r;
+}
+
+int worker_run_manual(struct vmt_worker *w)
+{
+	if (!w->inited || w->started)
+		return -EINVAL;
+	w->started = w->manual = true;
 	return 0;
+}
+
+bool worker_step(struct vmt_worker *w,
+		 struct vmt_worker_job **(*pick)(struct vmt_worker_job **queue, void *userdata))
+{
+	struct vmt_worker_job *j;
+
+	if (!w->inited || !w->manual)
+		return false;
+	pthread_mutex_lock(&w->lock);
+	j = queue_take(w, pick ? pick : w->ops->pick);
+	pthread_mutex_unlock(&w->lock);
+	if (!j)
+		return false;
+	w->ops->run(j, 0, w->userdata);
+	pthread_mutex_lock(&w->lock);
+	done_put(w, j);
+	pthread_mutex_unlock(&w->lock);
+	return true;
 }
 
 void worker_submit(struct vmt_worker *w, struct vmt_worker_job *j)
@@ -127,12 +211,9 @@ void worker_submit(struct vmt_worker *w, struct vmt_worker_job *j)
 
 void worker_hand_back(struct vmt_worker *w, struct vmt_worker_job *j)
 {
-	j->next = NULL;
 	pthread_mutex_lock(&w->lock);
-	*w->done_tail = j;
-	w->done_tail = &j->next;
+	done_put(w, j);
 	pthread_mutex_unlock(&w->lock);
-	(void)eventfd_write(w->efd, 1);	/* the counter does not overflow */
 }
 
 static void worker_drop(struct vmt_worker *w, struct vmt_worker_job *list)
@@ -150,24 +231,30 @@ void worker_stop(struct vmt_worker *w)
 {
 	if (!w->inited)
 		return;
-	if (w->started) {
+	if (w->manual) {
+		while (worker_step(w, NULL))
+			;
+		worker_reap(w, 0);
+	} else if (w->started) {
 		pthread_mutex_lock(&w->lock);
 		w->stopping = true;
-		pthread_cond_signal(&w->cond);
+		pthread_cond_broadcast(&w->cond);
 		pthread_mutex_unlock(&w->lock);
-		pthread_join(w->thread, NULL);
+		for (unsigned i = 0; i < w->nrunning; i++)
+			pthread_join(w->threads[i].id, NULL);
 		worker_reap(w, 0);
 	} else {
 		/* never ran (start-up failed, or a hand-back only) */
-		worker_drop(w, w->queue);
 		worker_drop(w, w->done);
 	}
-	w->queue = w->done = NULL;
+	/* what is queued now no thread will run: submitted before any
+	 * started, or by a done callback of the stop's */
+	worker_drop(w, w->queue);
 	w->src = sd_event_source_disable_unref(w->src);
 	close(w->efd);
-	w->efd = -1;
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
-	w->started = false;
-	w->inited = false;
+	free(w->threads);
+	memset(w, 0, sizeof(*w));
+	w->efd = -1;
 }

@@ -141,7 +141,7 @@ static int sample_aux_check(const struct vmt_job *job, const struct vmt_job *fai
 
 #define JOB_OF(j) ((struct vmt_job *)((char *)(j) - offsetof(struct vmt_job, wj)))
 
-static void writer_start(void *userdata)
+static void writer_start(unsigned thread, void *userdata)
 {
 	/* ingestion first: compression (and the zstd workers this thread
 	 * starts, which inherit its nice value) takes what the loop leaves */
@@ -149,7 +149,7 @@ static void writer_start(void *userdata)
 		log_debug("writer thread keeps its priority: %m");
 }
 
-static void writer_job(struct vmt_worker_job *wj, void *userdata)
+static void writer_job(struct vmt_worker_job *wj, unsigned thread, void *userdata)
 {
 	struct vmt_writer *w = userdata;
 	struct vmt_job *job = JOB_OF(wj), *failed_aux = &w->failed_aux;
@@ -215,7 +215,7 @@ int writer_init(struct vmt_writer *w, sd_event *e,
 	memset(w, 0, sizeof(*w));
 	w->done_fn = fn;
 	w->userdata = userdata;
-	return worker_init(&w->worker, e, &writer_ops, w);
+	return worker_init(&w->worker, e, &writer_ops, 1, w);
 }
 
 int writer_run(struct vmt_writer *w)
