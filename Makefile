@@ -172,7 +172,7 @@ $(O)/tests/test_ring $(O)/tests/test_cring $(O)/tests/test_persist $(O)/tests/te
 $(O)/tests/test_tracedat: TEST_INC += -Ictl
 $(O)/tests/test_dumps: TEST_INC += -Idaemon	# VMT_DUMP_POSTED_MAX
 # the compressor's sharing, driven by hand (no thread)
-$(O)/tests/test_cring: $(O)/daemon/compress.o $(O)/daemon/ring-queue.o
+$(O)/tests/test_cring: $(O)/daemon/compress.o $(O)/daemon/ring-queue.o $(O)/daemon/worker.o
 $(O)/tests/test_cring: LDLIBS += $(LIBVMT)
 $(O)/tests/test_worker: TEST_INC += -Idaemon
 $(O)/tests/test_worker: $(O)/daemon/worker.o

@@ -2,12 +2,11 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "compress.h"
 #include "log.h"
@@ -89,33 +88,33 @@ static void compress_one(struct vmt_compressor *c, struct vmt_cworker *w, struct
 	j->crc = j->len > 0 && j->b.h.codec != VMT_FRAME_NONE ? crc32c(0, j->out, (size_t)j->len) : 0;
 }
 
-/* Under lock: the queued batch of the guest served least recently (the
- * oldest of its batches: a ring's come back in order), off the queue; or,
- * for a test, the one queued last. */
-static struct vmt_cjob *queue_take(struct vmt_compressor *c, bool last)
-{
-	struct vmt_cjob **best = NULL, *j;
+#define CJOB(p) ((struct vmt_cjob *)((char *)(p) - offsetof(struct vmt_cjob, wj)))
 
-	for (struct vmt_cjob **p = &c->queue; *p; p = &(*p)->next)
-		if (!best || (last ? true : (*p)->own->served < (*best)->own->served))
+/* The worker's pick, under its lock: the queued batch of the guest served
+ * least recently (the oldest of its batches: a ring's come back in order). */
+static struct vmt_worker_job **pick_served(struct vmt_worker_job **queue, void *userdata)
+{
+	struct vmt_compressor *c = userdata;
+	struct vmt_worker_job **best = queue;
+
+	for (struct vmt_worker_job **p = &(*queue)->next; *p; p = &(*p)->next)
+		if (CJOB(*p)->own->served < CJOB(*best)->own->served)
 			best = p;
-	if (!best)
-		return NULL;
-	j = *best;
-	*best = j->next;
-	if (!j->next)
-		c->queue_tail = best;
-	j->own->served = ++c->tick;
-	return j;
+	CJOB(*best)->own->served = ++c->tick;
+	return best;
 }
 
-/* Under lock: j is done, to the loop. */
-static void done_put(struct vmt_compressor *c, struct vmt_cjob *j)
+/* For a test: the batch queued last, as a second thread may finish a later
+ * batch first. */
+static struct vmt_worker_job **pick_last(struct vmt_worker_job **queue, void *userdata)
 {
-	j->next = NULL;
-	*c->done_tail = j;
-	c->done_tail = &j->next;
-	(void)eventfd_write(c->efd, 1);	/* the counter does not overflow */
+	struct vmt_compressor *c = userdata;
+	struct vmt_worker_job **last = queue;
+
+	while ((*last)->next)
+		last = &(*last)->next;
+	CJOB(*last)->own->served = ++c->tick;
+	return last;
 }
 
 static void ctx_free_all(struct vmt_cworker *w)
@@ -126,78 +125,47 @@ static void ctx_free_all(struct vmt_cworker *w)
 	}
 }
 
-/* Under lock: w's CPU time into the sum status shows. */
-static void cpu_account(struct vmt_compressor *c, struct vmt_cworker *w)
+static void compress_start(unsigned thread, void *userdata)
 {
-	uint64_t sum = 0;
-
-	w->cpu_ns = thread_cpu_ns();
-	for (uint32_t i = 0; i < c->nthreads; i++)
-		sum += c->workers[i].cpu_ns;
-	c->st.cpu_ns = sum;
-}
-
-static void *compress_main(void *arg)
-{
-	struct vmt_cworker *w = arg;
-	struct vmt_compressor *c = w->c;
-
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), COMPRESS_NICE) < 0)
 		log_debug("compressor thread keeps its priority: %m");
-	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		struct vmt_cjob *j;
+}
 
-		while (!c->queue && !c->stopping)
-			pthread_cond_wait(&c->cond, &c->lock);
-		j = queue_take(c, false);
-		if (!j)
-			break;
-		pthread_mutex_unlock(&c->lock);
+static void compress_run(struct vmt_worker_job *wj, unsigned thread, void *userdata)
+{
+	struct vmt_compressor *c = userdata;
+	struct vmt_cworker *w = &c->workers[thread];
 
-		compress_one(c, w, j);
+	compress_one(c, w, CJOB(wj));
+	/* a manual run's thread is the caller's: not the compressor's time */
+	if (!c->manual)
+		__atomic_store_n(&w->cpu_ns, thread_cpu_ns(), __ATOMIC_RELAXED);
+}
 
-		pthread_mutex_lock(&c->lock);
-		cpu_account(c, w);
-		done_put(c, j);
-	}
-	pthread_mutex_unlock(&c->lock);
-	ctx_free_all(w);
-	return NULL;
+static void compress_thread_stop(unsigned thread, void *userdata)
+{
+	struct vmt_compressor *c = userdata;
+
+	ctx_free_all(&c->workers[thread]);
 }
 
 int compressor_run_manual(struct vmt_compressor *c)
 {
-	if (!c->inited)
-		return -EINVAL;
-	c->started = c->manual = 1;
-	return 0;
-}
+	int r = c->inited ? worker_run_manual(&c->worker) : -EINVAL;
 
-static bool manual_step(struct vmt_compressor *c, bool last)
-{
-	struct vmt_cjob *j;
-
-	pthread_mutex_lock(&c->lock);
-	j = c->manual ? queue_take(c, last) : NULL;
-	pthread_mutex_unlock(&c->lock);
-	if (!j)
-		return false;
-	compress_one(c, &c->workers[0], j);
-	pthread_mutex_lock(&c->lock);
-	done_put(c, j);
-	pthread_mutex_unlock(&c->lock);
-	return true;
+	if (r >= 0)
+		c->started = c->manual = 1;
+	return r;
 }
 
 bool compressor_step(struct vmt_compressor *c)
 {
-	return manual_step(c, false);
+	return worker_step(&c->worker, NULL);
 }
 
 bool compressor_step_last(struct vmt_compressor *c)
 {
-	return manual_step(c, true);
+	return worker_step(&c->worker, pick_last);
 }
 
 uint32_t compressor_share(const struct vmt_compressor *c)
@@ -205,8 +173,9 @@ uint32_t compressor_share(const struct vmt_compressor *c)
 	return VMT_MAX(c->njobs / (c->nowners + 1), 1u);
 }
 
-/* Under lock (the worker reads served): key's entry, taken if need be;
- * there is one free while a job is, as each entry in use holds a job. */
+/* key's entry, taken if need be; there is one free while a job is, as
+ * each entry in use holds a job. A spare one's served is no pick's: none
+ * of its jobs is queued, and the job submitted next publishes the reset. */
 static struct vmt_cowner *owner_get(struct vmt_compressor *c, const void *key, bool take)
 {
 	struct vmt_cowner *spare = NULL;
@@ -226,12 +195,10 @@ static struct vmt_cowner *owner_get(struct vmt_compressor *c, const void *key, b
 
 static void owner_put(struct vmt_compressor *c, struct vmt_cowner *o)
 {
-	pthread_mutex_lock(&c->lock);
 	if (--o->inflight == 0) {
 		o->key = NULL;
 		c->nowners--;
 	}
-	pthread_mutex_unlock(&c->lock);
 }
 
 /* A job is back on the loop: its frame into its ring, if the ring is still there. */
@@ -305,42 +272,39 @@ static void parked_drain(struct vmt_compressor *c)
 	}
 }
 
-static void compress_reap(struct vmt_compressor *c)
+/* On the loop: a job is back from a worker, in the order they finished;
+ * its ring's frames are taken in the order they were begun. */
+static void compress_done(struct vmt_worker_job *wj, void *userdata)
 {
-	struct vmt_cjob *list;
+	struct vmt_compressor *c = userdata;
+	struct vmt_cjob *j = CJOB(wj);
+	uint64_t sum = 0;
 
-	if (!c->done)	/* a racy peek: the eventfd brings what it misses */
-		return;
-	pthread_mutex_lock(&c->lock);
-	list = c->done;
-	c->done = NULL;
-	c->done_tail = &c->done;
-	pthread_mutex_unlock(&c->lock);
-	while (list) {
-		struct vmt_cjob *next = list->next;
-
-		list->state = VMT_CJOB_PARKED;
-		list->next = c->parked;
-		c->parked = list;
-		list = next;
-	}
+	for (uint32_t i = 0; i < c->nthreads; i++)
+		sum += __atomic_load_n(&c->workers[i].cpu_ns, __ATOMIC_RELAXED);
+	c->st.cpu_ns = sum;
+	j->state = VMT_CJOB_PARKED;
+	j->next = c->parked;
+	c->parked = j;
 	parked_drain(c);
 }
+
+static const struct vmt_worker_ops compress_ops = {
+	.start = compress_start,
+	.run = compress_run,
+	.stop = compress_thread_stop,
+	.done = compress_done,
+	/* no drop: a job is submitted only once the threads run */
+	.pick = pick_served,
+	/* frames back before more pages are read: the fill overtakes a
+	 * frame that waits */
+	.priority = SD_EVENT_PRIORITY_IMPORTANT,
+};
 
 void compressor_collect(struct vmt_compressor *c)
 {
 	if (c && c->started)
-		compress_reap(c);
-}
-
-static int compress_event(sd_event_source *s, int fd, uint32_t revents, void *userdata)
-{
-	uint64_t v;
-
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		log_warning_errno(-errno, "compressor eventfd: %m");
-	compress_reap(userdata);
-	return 0;
+		worker_collect(&c->worker);
 }
 
 uint32_t compressor_threads_auto(long ncpus)
@@ -370,11 +334,8 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, uint3
 	int r = -ENOMEM;
 
 	memset(c, 0, sizeof(*c));
-	c->efd = -1;
 	if (!nthreads || nthreads > VMT_COMPRESS_THREADS_MAX || !njobs)
 		return -EINVAL;
-	c->queue_tail = &c->queue;
-	c->done_tail = &c->done;
 	ring_queue_init(&c->waiting);
 	c->max_raw = max_raw;
 	c->jobs = calloc(njobs, sizeof(*c->jobs));
@@ -395,74 +356,35 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, uint3
 		c->free = j;
 	}
 	for (uint32_t i = 0; i < nthreads; i++) {
-		c->workers[i].c = c;
 		/* address space: a batch of 4 KiB pages touches 256 KiB of it */
 		c->workers[i].in = malloc(max_raw ? max_raw : 1);
 		if (!c->workers[i].in)
 			goto fail;
 	}
-	c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (c->efd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	r = sd_event_add_io(e, &c->src, c->efd, EPOLLIN, compress_event, c);
-	/* frames back before more pages are read: the fill overtakes a
-	 * frame that waits */
-	if (r >= 0)
-		r = sd_event_source_set_priority(c->src, SD_EVENT_PRIORITY_IMPORTANT);
+	r = worker_init(&c->worker, e, &compress_ops, nthreads, c);
 	if (r < 0)
 		goto fail;
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
 	c->inited = 1;
 	return 0;
 fail:
-	c->src = sd_event_source_unref(c->src);
 	compressor_free_mem(c);
-	if (c->efd >= 0)
-		close(c->efd);
 	memset(c, 0, sizeof(*c));
 	return r;
 }
 
-static void threads_stop(struct vmt_compressor *c)
-{
-	pthread_mutex_lock(&c->lock);
-	c->stopping = 1;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-	for (uint32_t i = 0; i < c->nrunning; i++)
-		pthread_join(c->workers[i].thread, NULL);
-	c->nrunning = 0;
-}
-
 int compressor_run(struct vmt_compressor *c)
 {
-	int r = 0;
+	/* threads that did start are joined by compressor_stop() */
+	int r = c->inited ? worker_run(&c->worker) : -EINVAL;
 
-	if (!c->inited)
-		return -EINVAL;
-	for (; c->nrunning < c->nthreads; c->nrunning++) {
-		r = -pthread_create(&c->workers[c->nrunning].thread, NULL, compress_main,
-				    &c->workers[c->nrunning]);
-		if (r < 0)
-			break;
-	}
-	if (r < 0) {
-		threads_stop(c);
-		c->stopping = 0;
-		return r;
-	}
-	c->started = 1;
-	return 0;
+	if (r >= 0)
+		c->started = 1;
+	return r;
 }
 
 void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_ring *r,
 		     uint32_t codec, int level)
 {
-	bool queued = false;
-
 	/* no worker yet (start-up): the pages stay raw until there is one;
 	 * codec NONE (a reload to off) stores a compressed ring's batches as
 	 * they are, through the workers too */
@@ -497,21 +419,11 @@ void compressor_poke(struct vmt_compressor *c, const void *owner, struct vmt_rin
 		j->level = level;
 		j->schema = codec == VMT_FRAME_TCODE ? schema_ref(r->schema) : NULL;
 		j->len = 0;
-		pthread_mutex_lock(&c->lock);
 		if (!o)
 			o = owner_get(c, owner, true);
 		o->inflight++;
 		j->own = o;
-		j->next = NULL;
-		*c->queue_tail = j;
-		c->queue_tail = &j->next;
-		pthread_mutex_unlock(&c->lock);
-		queued = true;
-	}
-	if (queued && !c->manual) {
-		pthread_mutex_lock(&c->lock);
-		pthread_cond_signal(&c->cond);
-		pthread_mutex_unlock(&c->lock);
+		worker_submit(&c->worker, &j->wj);
 	}
 }
 
@@ -531,18 +443,12 @@ void compressor_stop(struct vmt_compressor *c)
 {
 	if (!c->inited)
 		return;
-	if (c->manual) {
-		while (compressor_step(c))
-			;
-		c->started = 0;
-	} else if (c->started) {
-		threads_stop(c);
-		c->started = 0;
-	}
-	compress_reap(c);
+	/* the jobs coming back now queue no more batches */
+	c->stopping = 1;
+	/* a manual run's queue on this thread; the threads' finished, joined;
+	 * either way every job back through compress_done */
+	worker_stop(&c->worker);
 	ring_queue_clear(&c->waiting);
-	c->src = sd_event_source_unref(c->src);
-	close(c->efd);
 	compressor_free_mem(c);
 	/* the guests are freed after this: compressor_forget finds no job */
 	memset(c, 0, sizeof(*c));

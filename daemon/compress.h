@@ -3,9 +3,10 @@
  * compress: the workers that turn a compressed ring's raw pages into
  * frames, off the event loop.
  *
- * nthreads threads, at the event loop's priority, each with one
- * compression context per codec made on first use and kept and a buffer
- * a batch is copied into; a fixed set of jobs whose output buffers are
+ * nthreads threads (a worker, worker.h: its pick is the fair share below,
+ * its hand-back ahead of the loop's other inputs), at the event loop's
+ * priority, each with one compression context per codec made on first use
+ * and kept and a buffer a batch is copied into; a fixed set of jobs whose output buffers are
  * allocated once: memory does not grow with the guests. A batch holds no
  * page (ring.h): the worker copies its pages out, checks that the fill did
  * not overwrite them meanwhile (else it is skipped, counted), and
@@ -26,25 +27,27 @@
 #ifndef VMT_COMPRESS_H
 #define VMT_COMPRESS_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
 #include "frame.h"
 #include "ring.h"
+#include "worker.h"
 
 /* A guest with batches in flight: at most njobs of them at once. */
 struct vmt_cowner {
-	const void *key;	/* NULL: unused */
+	const void *key;	/* NULL: unused (loop) */
 	uint32_t inflight;	/* jobs it holds (loop) */
-	uint64_t served;	/* the worker's tick when it last took one of its batches */
+	uint64_t served;	/* the tick when a worker last took one of its batches (the pick;
+				 * reset by the loop only while none of its jobs is out) */
 };
 
 enum vmt_cjob_state { VMT_CJOB_FREE, VMT_CJOB_OUT, VMT_CJOB_PARKED };
 
 struct vmt_cjob {
-	struct vmt_cjob *next;
+	struct vmt_worker_job wj;	/* the worker's, while OUT */
+	struct vmt_cjob *next;	/* the free or the parked list (loop) */
 	struct vmt_cowner *own;
 	struct vmt_ring *ring;	/* NULL once the ring is gone (compressor_forget) */
 	enum vmt_cjob_state state;	/* OUT: queued or on a worker; PARKED: back, an earlier
@@ -59,20 +62,19 @@ struct vmt_cjob {
 	uint32_t crc;		/* the payload's CRC32C (not for codec NONE) */
 };
 
-/* A worker thread's own: contexts, the copy of its batch, its CPU time. */
+/* A worker thread's own (by the worker's thread index): contexts, the copy
+ * of its batch, its CPU time. */
 struct vmt_cworker {
-	struct vmt_compressor *c;
-	pthread_t thread;
 	struct vmt_frame_ctx *ctx[VMT_FRAME_NCODECS];	/* by codec */
 	int levels[VMT_FRAME_NCODECS];	/* by codec: the level ctx[] was made with */
 	uint8_t *in;		/* max_raw bytes */
-	uint64_t cpu_ns;	/* under the lock */
+	uint64_t cpu_ns;	/* its thread's, after its last batch (atomic) */
 };
 
 struct vmt_compress_stats {
 	uint64_t frames;	/* frames made */
 	uint64_t bytes_in, bytes_out;
-	uint64_t cpu_ns;	/* the worker threads' CPU time, summed */
+	uint64_t cpu_ns;	/* the worker threads' CPU time, summed (as of the last batch back) */
 	uint64_t busy;		/* batches due that found every job taken */
 	uint64_t errors;	/* batches that could not be compressed (left raw) */
 	uint64_t skipped;	/* batches whose pages the fill overwrote before a worker copied them */
@@ -84,26 +86,20 @@ struct vmt_compress_stats {
 #define VMT_COMPRESS_THREADS_MAX 16u
 
 struct vmt_compressor {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct vmt_cjob *queue, **queue_tail;
-	struct vmt_cjob *done, **done_tail;
+	struct vmt_worker worker;	/* nthreads threads; its pick is the fair share */
 	struct vmt_cjob *free;	/* jobs not in use (loop only) */
 	struct vmt_cjob *parked;	/* back before an earlier batch of their ring (loop only) */
 	struct vmt_ring_queue waiting;	/* rings that found no job free (loop only) */
 	struct vmt_cjob *jobs;
 	uint32_t njobs;
 	struct vmt_cowner *owners;	/* njobs: one per guest with jobs in flight */
-	uint32_t nowners;	/* of them in use */
-	uint64_t tick;		/* the workers': batches taken */
+	uint32_t nowners;	/* of them in use (loop) */
+	uint64_t tick;		/* batches taken (the pick, under the worker's lock) */
 	struct vmt_cworker *workers;
 	uint32_t nthreads;	/* workers (a manual run uses the first, on the caller's thread) */
-	uint32_t nrunning;	/* threads started */
 	size_t max_raw;
-	int efd;
-	sd_event_source *src;
 	int stopping, started, inited, manual;
-	struct vmt_compress_stats st;	/* loop's copy; cpu_ns written by the workers under lock */
+	struct vmt_compress_stats st;	/* the loop's */
 };
 
 /* njobs jobs for batches of at most max_raw bytes, nthreads workers

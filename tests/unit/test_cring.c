@@ -482,6 +482,49 @@ START_TEST(batches_back_out_of_order_are_taken_in_order)
 }
 END_TEST
 
+/* The workers take the queued batch of the guest served least recently,
+ * not the oldest: R's three batches are queued before B's one, and B's is
+ * the second taken. */
+START_TEST(the_guest_served_least_recently_goes_first)
+{
+	static struct vmt_ring B;
+	struct vmt_compressor c;
+	sd_event *e = NULL;
+	uint64_t k = 0, kb = 0;
+	uint8_t p[PS];
+
+	ck_assert_int_ge(sd_event_new(&e), 0);
+	ck_assert_int_eq(ring_init_compressed(&B, NPAGES, &L), 0);
+	ck_assert_int_eq(compressor_init(&c, e, 16, 1, VMT_RING_BATCH_MAX_BYTES), 0);
+	ck_assert_int_eq(compressor_run_manual(&c), 0);
+	while (R.count < 4 * R.batch)	/* three batches due */
+		push(k++, false);
+	compressor_poke(&c, &R, &R, VMT_FRAME_ZSTD, 1);
+	while (B.count < 2 * B.batch) {
+		make(p, kb++);
+		ck_assert_int_eq(ring_push(&B, p), 1);
+	}
+	compressor_poke(&c, &B, &B, VMT_FRAME_ZSTD, 1);
+	ck_assert_uint_eq(jobs_out(&c), 4);
+	ck_assert(compressor_step(&c));
+	compressor_collect(&c);
+	ck_assert_uint_eq(R.c.frames_made, 1);
+	ck_assert_uint_eq(B.c.frames_made, 0);
+	ck_assert(compressor_step(&c));
+	compressor_collect(&c);
+	ck_assert_uint_eq(R.c.frames_made, 1);
+	ck_assert_uint_eq(B.c.frames_made, 1);
+	while (compressor_step(&c))
+		compressor_collect(&c);
+	ck_assert_uint_eq(R.c.frames_made, 3);
+	compressor_stop(&c);
+	check_window(&R);
+	check_window(&B);
+	ring_free(&B);
+	sd_event_unref(e);
+}
+END_TEST
+
 /*
  * Four workers and four guests, the fill racing the workers' copies (run
  * under ASan): first each batch waited for (its frame is made), then flat
@@ -554,6 +597,7 @@ int main(void)
 	tcase_add_test(t, twenty_flat_out_guests_do_not_push_anothers_pages_raw);
 	tcase_add_test(t, a_guest_faster_than_the_compressor_loses_nothing_silently);
 	tcase_add_test(t, batches_back_out_of_order_are_taken_in_order);
+	tcase_add_test(t, the_guest_served_least_recently_goes_first);
 	tcase_add_test(t, several_workers_race_the_fill);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
