@@ -3,7 +3,8 @@
  * guest-window: a guest's window held where it is for a sample
  * (guest_hold_window). The pages of the window (up to the agent's FLUSHED,
  * or all) are held in the rings (ring_hold) and the frames (frames_hold)
- * and described as iovecs and frames in the writer's job, the page or
+ * and described as iovecs and frames in the writer's job (whose release
+ * lets go of the holds: the writer knows no ring), the page or
  * frame straddling the window's start cut in a copy; what the guest knows
  * of the sample (its aux, tasks, page size, counters, clock points) goes
  * into the sample's header. No page is copied. Which dump and when is the
@@ -168,11 +169,35 @@ static int frame_cut(const struct vmt_guest *g, struct vmt_job *job, uint32_t c,
 	return 0;
 }
 
+/* ---- the holds ---------------------------------------------------------- */
+
+/* What a sample's job reads the window through, held in the rings until
+ * the writer is done: released on the loop by job_free(), as the job's
+ * release (the writer knows no ring). */
+struct window_holds {
+	uint32_t n;
+	struct cpu_holds {
+		struct vmt_ring_hold raw;	/* ring_hold */
+		struct vmt_frames_hold frames;	/* frames_hold */
+	} cpu[];
+};
+
+static void window_release(void *arg)
+{
+	struct window_holds *wh = arg;
+
+	for (uint32_t c = 0; c < wh->n; c++) {
+		ring_release(&wh->cpu[c].raw);
+		frames_release(&wh->cpu[c].frames);
+	}
+	free(wh);
+}
+
 /* CPU c's frames in the sample: the cut one, then the held ones, into out. */
 static int freeze_frames(const struct vmt_guest *g, struct vmt_job *job, uint32_t c,
-			 const struct cpu_window *w, uint64_t t_start, struct vmt_sample_frame *out)
+			 const struct vmt_frames_hold *fh, const struct cpu_window *w,
+			 uint64_t t_start, struct vmt_sample_frame *out)
 {
-	const struct vmt_frames_hold *fh = &job->fholds[c];
 	struct vmt_sample_cpu *sc = &job->sample.cpus[c];
 	uint32_t n = 0;
 
@@ -205,10 +230,10 @@ static int freeze_frames(const struct vmt_guest *g, struct vmt_job *job, uint32_
  * The page straddling t_start is replaced by a cut copy in job->cut.
  */
 static uint32_t freeze_cpu(const struct vmt_guest *g, struct vmt_job *job, uint32_t c,
-			   uint32_t first, uint32_t end, uint64_t t_start, struct vmt_iovec *iov)
+			   const struct vmt_ring_hold *h, uint32_t first, uint32_t end,
+			   uint64_t t_start, struct vmt_iovec *iov)
 {
 	const struct vmt_ring *r = &g->rings[c];
-	const struct vmt_ring_hold *h = &job->holds[c];
 	struct vmt_sample_cpu *sc = &job->sample.cpus[c];
 	uint32_t ps = g->layout.page_size;
 	struct vmt_page_info cut_info;
@@ -285,19 +310,26 @@ static int freeze_hold(struct vmt_guest *g, struct vmt_job *job, const struct cp
 {
 	size_t niov = 0, nfr = 0;
 	uint32_t n = g->nrings;
+	struct window_holds *wh = calloc(1, sizeof(*wh) + n * sizeof(wh->cpu[0]));
 
-	job->holds = calloc(n, sizeof(*job->holds));
-	job->fholds = calloc(n, sizeof(*job->fholds));
-	job->partial = calloc(n, sizeof(*job->partial));
-	if (!job->holds || !job->fholds || !job->partial)
+	if (!wh)
 		return -ENOMEM;
-	job->sample.ncpus = n;	/* job_free releases the holds taken */
+	/* from here, job_free releases the holds taken */
+	wh->n = n;
+	job->release = window_release;
+	job->release_arg = wh;
+	job->partial = calloc(n, sizeof(*job->partial));
+	if (!job->partial)
+		return -ENOMEM;
+	job->sample.ncpus = n;
 	for (uint32_t c = 0; c < n; c++) {
-		if (ring_hold(&g->rings[c], w[c].first, w[c].end, &job->holds[c]) < 0 ||
-		    frames_hold(&g->rings[c].fr, w[c].ff, w[c].fe, &job->fholds[c]) < 0)
+		struct cpu_holds *h = &wh->cpu[c];
+
+		if (ring_hold(&g->rings[c], w[c].first, w[c].end, &h->raw) < 0 ||
+		    frames_hold(&g->rings[c].fr, w[c].ff, w[c].fe, &h->frames) < 0)
 			return -ENOMEM;
-		niov += job->holds[c].nruns + 1;
-		nfr += job->fholds[c].n + 1;
+		niov += h->raw.nruns + 1;
+		nfr += h->frames.n + 1;
 	}
 	job->iovs = calloc(niov, sizeof(*job->iovs));
 	job->frames = calloc(nfr, sizeof(*job->frames));
@@ -306,10 +338,13 @@ static int freeze_hold(struct vmt_guest *g, struct vmt_job *job, const struct cp
 		return -ENOMEM;
 	niov = nfr = 0;
 	for (uint32_t c = 0; c < n; c++) {
-		if (freeze_frames(g, job, c, &w[c], t_start, &job->frames[nfr]) < 0)
+		const struct cpu_holds *h = &wh->cpu[c];
+
+		if (freeze_frames(g, job, c, &h->frames, &w[c], t_start, &job->frames[nfr]) < 0)
 			return -ENOMEM;
-		nfr += job->fholds[c].n + 1;
-		niov += freeze_cpu(g, job, c, w[c].first, w[c].end, t_start, &job->iovs[niov]);
+		nfr += h->frames.n + 1;
+		niov += freeze_cpu(g, job, c, &h->raw, w[c].first, w[c].end, t_start,
+				   &job->iovs[niov]);
 	}
 	return 0;
 }

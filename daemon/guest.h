@@ -201,7 +201,8 @@ struct vmt_job;
  * frame straddling the start cut in a copy), with what the guest knows of
  * the sample (name, aux, tasks, page size, counters, clock points). *raw:
  * the bytes of raw pages held. -ENOENT: nothing recorded yet; -ENOMEM.
- * The job's holds are released by job_free() either way.
+ * The holds go with the job either way: its release, which job_free()
+ * calls on the loop, lets go of them.
  */
 int guest_hold_window(struct vmt_guest *g, const struct vmt_window_req *rq, struct vmt_job *job,
 		      uint64_t *raw);

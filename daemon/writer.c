@@ -14,7 +14,6 @@
 #include "afile.h"
 #include "aux.h"
 #include "log.h"
-#include "ring.h"
 #include "util.h"
 #include "writer.h"
 
@@ -22,14 +21,10 @@ void job_free(struct vmt_job *job)
 {
 	if (!job)
 		return;
-	for (uint32_t c = 0; job->holds && c < job->sample.ncpus; c++)
-		ring_release(&job->holds[c]);
-	free(job->holds);
-	for (uint32_t c = 0; job->fholds && c < job->sample.ncpus; c++)
-		frames_release(&job->fholds[c]);
+	if (job->release)
+		job->release(job->release_arg);
 	for (uint32_t c = 0; job->partial && c < job->sample.ncpus; c++)
 		free(job->partial[c]);
-	free(job->fholds);
 	free(job->frames);
 	free(job->partial);
 	free(job->cut);

@@ -22,10 +22,6 @@
 #include "vfile.h"
 #include "worker.h"
 
-/* held pages a sample's job points at (ring.h); job_free() releases them */
-struct vmt_ring_hold;
-struct vmt_frames_hold;
-
 enum vmt_job_kind { VMT_JOB_SAMPLE, VMT_JOB_AUX, VMT_JOB_RETENTION };
 
 struct vmt_job {
@@ -34,18 +30,19 @@ struct vmt_job {
 	char name[256];		/* file name in dir */
 	int zstd_level;
 	int zstd_workers;
-	/* VMT_JOB_SAMPLE: cpus[].iov point at the pages held in the rings
-	 * (holds, one per CPU), and at cut, a copy of each CPU's first page
-	 * when --window cut it; the holds are released in the event loop */
+	/* VMT_JOB_SAMPLE: cpus[].iov (in iovs) point at pages their maker
+	 * holds where they are (a window's, in the rings), or at cut, a copy
+	 * of each CPU's first page when --window cut it; cpus[].frames (in
+	 * frames) at held frames, or after the frame --window cut, decoded,
+	 * in partial[cpu]. job_free() calls release(release_arg), on the
+	 * loop: the maker lets go of what it holds (NULL: nothing held). */
 	struct vmt_sample sample;
-	struct vmt_ring_hold *holds;
-	uint8_t *cut;
 	struct vmt_iovec *iovs;
-	/* and cpus[].frames: a compressed ring's frames held where they are
-	 * (fholds), after the frame --window cut, decoded, in partial */
-	struct vmt_frames_hold *fholds;
-	struct vmt_sample_frame *frames;	/* per CPU: fholds[c].n + 1 */
-	uint8_t **partial;
+	struct vmt_sample_frame *frames;
+	uint8_t *cut;
+	uint8_t **partial;	/* per CPU, or NULL */
+	void (*release)(void *arg);
+	void *release_arg;
 	struct vmt_aux aux;	/* VMT_JOB_AUX */
 	uint64_t dump_id;	/* which dump request it belongs to, 0 for none */
 	/* retention, run after a sample (and alone as VMT_JOB_RETENTION) */
@@ -86,7 +83,8 @@ int writer_run(struct vmt_writer *w);
 void writer_submit(struct vmt_writer *w, struct vmt_job *job);
 /* Finish the queued jobs, hand them back, join the thread. */
 void writer_stop(struct vmt_writer *w);
-/* In the event loop only: it releases the pages the job holds. */
+/* In the event loop only: the job's release (what its maker holds), then
+ * what the job owns. */
 void job_free(struct vmt_job *job);
 
 #endif
