@@ -109,9 +109,11 @@ int compressor_init(struct vmt_compressor *c, sd_event *e, uint32_t njobs, uint3
 /* The workers a host of ncpus CPUs gets when the configuration says auto:
  * one for two CPUs, one more per two, at most 4. */
 uint32_t compressor_threads_auto(long ncpus);
-/* Start the workers (after the daemon dropped its privileges). */
+/* Start the workers (after the daemon dropped its privileges); -errno if
+ * one could not be (those started are joined by compressor_stop()). */
 int compressor_run(struct vmt_compressor *c);
-/* Finish what is queued, hand it back, join. */
+/* Finish what is queued (a manual run's on this thread), take it back
+ * into the rings, join. */
 void compressor_stop(struct vmt_compressor *c);
 /* Compress r's batches with codec at level while they are due, a job is
  * free and owner (r's guest) holds less than its share. */
