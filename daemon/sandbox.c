@@ -12,7 +12,7 @@
 #include "sandbox.h"
 
 /* What vmtraced does once it is set up: its event loop, the writer thread
- * and zstd's workers, files under state_dir and tracefs, channels and the
+ * and zstd's workers, its children's exits, files under state_dir and tracefs, channels and the
  * control socket, BPF maps and (at a reload) programs, journald, NSS. */
 static const char *const allowed[] = {
 	/* memory, threads, time, signals */
@@ -24,6 +24,8 @@ static const char *const allowed[] = {
 	"getpriority", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
 	"tgkill", "restart_syscall", "prctl", "arch_prctl", "uname", "prlimit64", "getrlimit",
 	"getrandom", "sysinfo", "umask", "capget",
+	/* its own children: the host helper and an upgrade's keeper are reaped */
+	"wait4", "waitid",
 	/* files */
 	"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "lseek",
 	"open", "openat", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "ioctl",
@@ -42,7 +44,7 @@ static const char *const allowed[] = {
 	"bpf", "perf_event_open",
 #if defined(__SANITIZE_ADDRESS__)
 	/* LeakSanitizer stops the world at exit with ptrace from a clone */
-	"ptrace", "wait4", "waitpid", "kill", "process_vm_readv", "sched_getparam",
+	"ptrace", "kill", "process_vm_readv", "sched_getparam",
 #endif
 };
 
