@@ -36,6 +36,13 @@
 #define SIZE_MAX_FETCH (64ull << 30)	/* an object larger is refused */
 #define CHUNK_WAIT_MS 10000
 
+/* where objects come from */
+struct fetch_ctx {
+	natsConnection *nc;
+	jsCtx *js;
+	const char *bucket;
+};
+
 struct fetch_meta {
 	char nuid[32];
 	char digest[64];	/* after "SHA-256=" */
@@ -129,9 +136,10 @@ static int meta_check(const char *meta, const char *name, const char *host, cons
 }
 
 /* The chunks of m into fd, each checked before it is written. */
-static int fetch_chunks(jsCtx *js, const char *bucket, const struct fetch_meta *m, int fd,
+static int fetch_chunks(const struct fetch_ctx *fx, const struct fetch_meta *m, int fd,
 			char *why, size_t wn)
 {
+	const char *bucket = fx->bucket;
 	char stream[80], subj[160], want[64];
 	natsSubscription *sub = NULL;
 	natsMsg *msg = NULL;
@@ -152,7 +160,7 @@ static int fetch_chunks(jsCtx *js, const char *bucket, const struct fetch_meta *
 	jsSubOptions_Init(&so);
 	so.Ordered = true;
 	so.Stream = stream;
-	if (m->chunks && js_SubscribeSync(&sub, js, subj, NULL, &so, &jerr) != NATS_OK) {
+	if (m->chunks && js_SubscribeSync(&sub, fx->js, subj, NULL, &so, &jerr) != NATS_OK) {
 		r = -EIO;
 		snprintf(why, wn, "cannot read its chunks");
 		goto out;
@@ -197,16 +205,18 @@ static int fetch_chunks(jsCtx *js, const char *bucket, const struct fetch_meta *
 	}
 out:
 	natsMsg_Destroy(msg);
-	natsSubscription_Destroy(sub);
+	/* the ordered consumer's heartbeats still come: natsconn.h says why */
+	natsconn_subs_end(fx->nc, &sub, 1, 5000);
 	EVP_MD_CTX_free(md);
 	return r;
 }
 
 /* Object name (HOST/GUEST/FILE, checked) into file under gfd; 0, or -errno
  * with a message printed and nothing left behind. */
-static int fetch_one(jsCtx *js, const char *bucket, const char *name, const char *host,
-		     int gfd, const char *file, const char *shown)
+static int fetch_one(const struct fetch_ctx *fx, const char *name, const char *host, int gfd,
+		     const char *file, const char *shown)
 {
+	const char *bucket = fx->bucket;
 	char stream[80], subj[700], enc[600], meta[META_MAX + 1], tmp[160], why[256] = "";
 	struct fetch_meta m;
 	natsMsg *msg = NULL;
@@ -216,7 +226,7 @@ static int fetch_one(jsCtx *js, const char *bucket, const char *name, const char
 	snprintf(stream, sizeof(stream), "OBJ_%s", bucket);
 	b64url(enc, sizeof(enc), (const uint8_t *)name, strlen(name));
 	snprintf(subj, sizeof(subj), "$O.%s.M.%s", bucket, enc);
-	if (js_GetLastMsg(&msg, js, stream, subj, NULL, &jerr) != NATS_OK) {
+	if (js_GetLastMsg(&msg, fx->js, stream, subj, NULL, &jerr) != NATS_OK) {
 		fprintf(stderr, "fetch: %s: not in bucket %s\n", name, bucket);
 		return -ENOENT;
 	}
@@ -244,7 +254,7 @@ static int fetch_one(jsCtx *js, const char *bucket, const char *name, const char
 		fprintf(stderr, "fetch: %s: %s: %s\n", name, tmp, strerror(errno));
 		return r;
 	}
-	r = fetch_chunks(js, bucket, &m, fd, why, sizeof(why));
+	r = fetch_chunks(fx, &m, fd, why, sizeof(why));
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno, snprintf(why, sizeof(why), "fsync: %s", strerror(errno));
 	if (close(fd) < 0 && r == 0)
@@ -293,7 +303,7 @@ static bool object_name_split(const char *name, char *host, char *guest, char *f
 }
 
 /* One object and, for a sample, its aux file; the number of failures. */
-static int fetch_named(jsCtx *js, const char *bucket, int dfd, const char *dir, const char *name)
+static int fetch_named(const struct fetch_ctx *fx, int dfd, const char *dir, const char *name)
 {
 	char host[VMT_FLEET_TOKEN_MAX + 1], guest[VMT_NAME_MAX], file[VMT_NAME_MAX + 64];
 	char shown[4400], an[64], aname[600];
@@ -322,7 +332,7 @@ static int fetch_named(jsCtx *js, const char *bucket, int dfd, const char *dir, 
 			return 1;
 		}
 		printf("%s (there already)\n", shown);
-	} else if (fetch_one(js, bucket, name, host, gfd, file, shown) < 0) {
+	} else if (fetch_one(fx, name, host, gfd, file, shown) < 0) {
 		if (made)
 			unlinkat(dfd, guest, AT_REMOVEDIR);	/* only if empty */
 		close(gfd);
@@ -335,7 +345,7 @@ static int fetch_named(jsCtx *js, const char *bucket, int dfd, const char *dir, 
 		snprintf(aname, sizeof(aname), "%s/%s/%s", host, guest, an);
 		snprintf(shown, sizeof(shown), "%s/%s/%s", dir, guest, an);
 		if (faccessat(gfd, an, F_OK, AT_SYMLINK_NOFOLLOW) != 0 &&
-		    fetch_one(js, bucket, aname, host, gfd, an, shown) < 0)
+		    fetch_one(fx, aname, host, gfd, an, shown) < 0)
 			bad++;
 	}
 	if (fd >= 0)
@@ -392,8 +402,11 @@ int fleet_fetch(int argc, char **argv)
 		config_free(&c);
 		return 1;
 	}
-	for (int i = optind; i < argc; i++)
-		bad += fetch_named(js, c.fleet.bucket, dfd, dir, argv[i]);
+	for (int i = optind; i < argc; i++) {
+		const struct fetch_ctx fx = { nc, js, c.fleet.bucket };
+
+		bad += fetch_named(&fx, dfd, dir, argv[i]);
+	}
 	jsCtx_Destroy(js);
 	natsConnection_Destroy(nc);
 	close(dfd);

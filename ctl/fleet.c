@@ -197,7 +197,7 @@ static int fleet_dump(int argc, char **argv)
 			break;
 	}
 out:
-	natsSubscription_Destroy(sub);
+	natsconn_subs_end(nc, &sub, 1, 2000);	/* more answers may come: natsconn.h */
 	natsInbox_Destroy(inbox);
 	natsConnection_Destroy(nc);
 	config_free(&c);

@@ -58,10 +58,14 @@ static void on_reconnected(natsConnection *nc, void *closure)
 /* ---- the uploader thread ---------------------------------------------- */
 
 /* Every subscription gone (the connection closed, or we stop). */
-static void subs_drop(struct vmt_fleet *f)
+static void subs_drop(struct vmt_fleet *f, natsConnection *nc)
 {
-	for (uint32_t i = 0; i < f->nhave; i++)
-		natsSubscription_Destroy(f->have[i].sub);
+	natsSubscription *end[MAX_SUBS];
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < f->nhave && n < MAX_SUBS; i++)
+		end[n++] = f->have[i].sub;
+	natsconn_subs_end(nc, end, n, 2000);	/* natsconn.h: not while one is read */
 	f->nhave = 0;
 	f->have_gen = 0;	/* all to make again */
 	pthread_mutex_lock(&f->lock);
@@ -85,7 +89,8 @@ static bool in_want(char (*want)[256], uint32_t n, const char *s)
 void fleet_subs_apply(struct vmt_fleet *f, natsConnection *nc)
 {
 	char (*want)[256] = f->want_copy;
-	uint32_t nwant, k = 0;
+	natsSubscription *end[MAX_SUBS];
+	uint32_t nwant, k = 0, nend = 0;
 	uint64_t gen;
 
 	if (natsConnection_Status(nc) == NATS_CONN_STATUS_CLOSED)
@@ -100,14 +105,13 @@ void fleet_subs_apply(struct vmt_fleet *f, natsConnection *nc)
 	memcpy(want, f->want, nwant * sizeof(want[0]));
 	pthread_mutex_unlock(&f->lock);
 	for (uint32_t i = 0; i < f->nhave; i++) {
-		if (in_want(want, nwant, f->have[i].subject)) {
+		if (in_want(want, nwant, f->have[i].subject))
 			f->have[k++] = f->have[i];
-			continue;
-		}
-		natsSubscription_Unsubscribe(f->have[i].sub);
-		natsSubscription_Destroy(f->have[i].sub);
+		else
+			end[nend++] = f->have[i].sub;
 	}
 	f->nhave = k;
+	natsconn_subs_end(nc, end, nend, 2000);	/* natsconn.h: not while one is read */
 	for (uint32_t i = 0; i < nwant; i++) {
 		bool have = false;
 		natsSubscription *sub = NULL;
@@ -175,7 +179,7 @@ static void uploader_drop(struct vmt_fleet *f, struct uploader *u)
 	f->st.connected = false;
 	snprintf(f->st.state, sizeof(f->st.state), "connecting");
 	pthread_mutex_unlock(&f->lock);
-	subs_drop(f);
+	subs_drop(f, u->nc);
 	jsCtx_Destroy(u->js);
 	u->js = NULL;
 	natsConnection_Destroy(u->nc);
@@ -322,7 +326,7 @@ void fleet_uploader(void *arg)
 	pthread_mutex_lock(&f->lock);
 	f->nc = NULL;
 	pthread_mutex_unlock(&f->lock);
-	subs_drop(f);
+	subs_drop(f, u.nc);
 	jsCtx_Destroy(u.js);
 	natsConnection_Destroy(u.nc);
 }

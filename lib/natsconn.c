@@ -104,3 +104,19 @@ int natsconn_close(int64_t timeout_ms)
 {
 	return nats_CloseAndWait(timeout_ms) == NATS_OK ? 0 : -ETIMEDOUT;
 }
+
+void natsconn_subs_end(natsConnection *nc, natsSubscription **subs, size_t n, int64_t flush_ms)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < n; i++)
+		if (subs[i] && natsSubscription_Unsubscribe(subs[i]) == NATS_OK)
+			any = true;
+	/* the PONG comes after every message the server sent before it */
+	if (any && nc && natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED)
+		natsConnection_FlushTimeout(nc, flush_ms);
+	for (size_t i = 0; i < n; i++) {
+		natsSubscription_Destroy(subs[i]);
+		subs[i] = NULL;
+	}
+}

@@ -49,5 +49,16 @@ const char *natsconn_state(natsStatus s, const char *last_error);
  * they did not finish.
  */
 int natsconn_close(int64_t timeout_ms);
+/*
+ * Subscriptions of nc ended and freed, n of them (NULLs skipped), safely
+ * while messages still arrive. libnats 3.4.1's read loop looks a message's
+ * subscription up, lets the connection's lock go and then locks the
+ * subscription: one destroyed in that gap is used after it is freed (a
+ * SIGSEGV in natsConn_processMsg; nats.c issue 637, fixed upstream after
+ * 3.4.1). So every one is unsubscribed first, then a round trip (at most
+ * flush_ms) lets the read loop finish whatever it had already taken, and
+ * only then are they destroyed. nc may be closed: its read loop is gone.
+ */
+void natsconn_subs_end(natsConnection *nc, natsSubscription **subs, size_t n, int64_t flush_ms);
 
 #endif
