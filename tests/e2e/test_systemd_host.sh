@@ -567,8 +567,15 @@ lv_row() { vm vmtracectl status | awk -v d="$1" '$1 == d { print $2; exit }'; }
 LVDOM=vmtlv
 why="" nolv=""
 pid=$(mainpid)
-vm sh -c 'virsh -q -c qemu:///system version >/dev/null' 2>"$WORK/lv.err" ||
+# bounded inside the machine: a libvirtd that never answers (CI, 2026-12-06:
+# vmexec's 1800 s ran out, then the machine answered nothing more) costs
+# 3 minutes, and says what libvirtd and the console said
+if ! vm sh -c 'timeout 180 virsh -q -c qemu:///system version >/dev/null' 2>"$WORK/lv.err"; then
 	nolv="no libvirtd answering in the machine: $(head -2 "$WORK/lv.err" | tr '\n' ' ')"
+	vm sh -c 'timeout 30 systemctl status --no-pager -n 15 libvirtd.service libvirtd.socket' 2>&1 |
+		sed 's/^/  libvirtd: /' >&2
+	tail -15 "$M/console.log" 2>/dev/null | sed 's/^/  console: /' >&2
+fi
 # stock: no conffile of libvirt's changed, no file under /etc/libvirt newer
 # than vmtraced's installation (checked before the domain is defined: its
 # definition is libvirt's to write there); vmtraced's discovery: as shipped
