@@ -3,7 +3,7 @@
 # with a summary of every RESULT line. A MISS is reported, not a failure:
 # the exit code is non-zero only when a benchmark could not run.
 #
-# Usage: VMT_BUILD=build/plain bench/run.sh [codec|ingest|window|dump|memory|trigger|upgrade|detect|align|soak]...
+# Usage: VMT_BUILD=build/plain bench/run.sh [codec|ingest|window|dump|memory|trigger|upgrade|detect|align|guest|soak]...
 #   soak is not in the default set: `make soak` runs it (SOAK_SECONDS, default 600)
 #   BENCH_QUICK=1   short runs (about a minute in all) instead of ~8 minutes
 # See bench/README.md for what each one measures.
@@ -14,7 +14,7 @@ export VMT_BUILD=$B VMT_SRCDIR=$PWD
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 PKGS=(libsystemd libtracefs libtraceevent libzstd liblz4 yaml-0.1)
-kinds=${*:-codec ingest window dump memory trigger upgrade detect align}
+kinds=${*:-codec ingest window dump memory trigger upgrade detect align guest}
 
 for f in vmtraced vmtracectl libvmt.a; do
 	if [ ! -e "$B/$f" ]; then
@@ -46,7 +46,7 @@ t0=$(date +%s)
 echo "vmtraced benchmarks: $B, $(nproc) CPUs, $(uname -r)${BENCH_QUICK:+, BENCH_QUICK=$BENCH_QUICK}"
 for k in $kinds; do
 	case $k in
-	codec|ingest|window|dump|memory|trigger|upgrade|detect|align|soak) ;;
+	codec|ingest|window|dump|memory|trigger|upgrade|detect|align|guest|soak) ;;
 	*) echo "bench: unknown benchmark '$k'" >&2; exit 2 ;;
 	esac
 	echo
@@ -55,9 +55,10 @@ for k in $kinds; do
 	if [ "$k" = detect ]; then
 		# the BPF detectors' cost: a script of its own (root, skeleton)
 		VMT_BUILD=$B sh "$(dirname "$0")/detect.sh" ${BENCH_QUICK:+3} 2>&1 | tee -a "$log"
-	elif [ "$k" = align ]; then
-		# guest against host time: a real guest under QEMU (root)
-		VMT_BUILD=$B bash "$(dirname "$0")/align.sh" 2>&1 | tee -a "$log"
+	elif [ "$k" = align ] || [ "$k" = guest ]; then
+		# a real guest under QEMU (root): its time against the host's, or
+		# what recording costs it
+		VMT_BUILD=$B bash "$(dirname "$0")/$k.sh" 2>&1 | tee -a "$log"
 	elif [ "$k" = window ] && [ -e "$B/corpus/guest-6.1-busy" ] && [ -z "${VMT_CORPUS:-}${VMT_BENCH_CORPUS:-}" ]; then
 		# the window on both corpora (its RESULT lines name the busy one)
 		{ "$B/bench/vmtb-window" && "$B/bench/vmtb-window" --corpus guest-6.1-busy; } 2>&1 | tee -a "$log"

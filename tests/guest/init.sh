@@ -19,6 +19,8 @@
 #   VMT-AGENT-EXIT rc=N                 the agent exited
 #   VMT-AGENT-CPU utime=T stime=T       the agent's CPU ticks, if it still runs
 #   VMT-STATS cpuN entries: ...         per_cpu/cpuN/stats at the end
+#   VMT-BENCH phase=P round=R ...       one phase of vmt.bench (bench/guest.sh)
+#   VMT-BENCH-END agent_ticks=T hz=100  vmt.bench done, the agent stopped
 #   VMT-TIMEOUT                         vmt.timeout expired
 #   VMT-END                             about to power off
 #
@@ -53,6 +55,17 @@
 #   vmt.poweroff=SECONDS     that long after tracing is on, stop the agent
 #                            (SIGTERM: it says BYE) and power off, as a clean
 #                            shutdown does
+#   vmt.bench=ROUNDS,SECONDS once tracing is on, ROUNDS rounds of three
+#                            phases of /bin/stress-ng --cpu N --fork N for
+#                            SECONDS each (N = vCPUs; boot.sh -x stress-ng,
+#                            vmt.load=none): "off" (no event enabled, the
+#                            agent stopped), "ftrace" (the events enabled,
+#                            nobody reading: the agent SIGSTOPped) and
+#                            "agent" (it streams). A round runs them in
+#                            order, the next in reverse, so a drift of the
+#                            host's speed weighs on each alike. Each phase
+#                            says VMT-BENCH with stress-ng's bogo ops and
+#                            the ticks of the agent and of every CPU
 PATH=/bin:/sbin
 export PATH
 mount -t proc proc /proc
@@ -67,6 +80,7 @@ read UP IDLE </proc/uptime
 echo "VMT-INIT uptime=$UP kernel=$(uname -r)"
 
 LOAD=forkloop TIMEOUT=600 AGENTARGS="" TRON=0 TRIG="" PANIC="" QUIET="" KILLAG="" POWEROFF="" BOOTPANIC=""
+BENCH=""
 STRESS="--cpu 1 --fork 1 --hdd 1 --hdd-bytes 8M"
 for a in $(cat /proc/cmdline); do
 	case "$a" in
@@ -80,6 +94,7 @@ for a in $(cat /proc/cmdline); do
 	vmt.killagent=*) KILLAG=${a#*=} ;;
 	vmt.bootpanic=*) BOOTPANIC=${a#*=} ;;
 	vmt.poweroff=*) POWEROFF=${a#*=} ;;
+	vmt.bench=*) BENCH=${a#*=} ;;
 	vmt.stress=*) STRESS=$(echo "${a#*=}" | tr , ' ') ;;
 	esac
 done
@@ -212,6 +227,37 @@ if [ -n "$POWEROFF" ]; then
 		read UP IDLE </proc/uptime
 		echo "VMT-POWEROFF uptime=$UP"
 		kill -TERM $AG
+	) &
+fi
+# vmt.bench: ticks of the agent (all its threads) and of every CPU (busy, all)
+agent_ticks() { awk '{print $14 + $15}' /proc/$AG/stat; }
+cpu_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t}' /proc/stat; }
+bench_phase() {	# off|ftrace|agent ROUND SECONDS
+	case $1 in
+	off) kill -STOP $AG; echo 0 > $T/tracing_on; echo > $T/set_event ;;
+	ftrace) kill -STOP $AG; cat /tmp/bench.events > $T/set_event; echo 1 > $T/tracing_on ;;
+	agent) cat /tmp/bench.events > $T/set_event; echo 1 > $T/tracing_on; kill -CONT $AG ;;
+	esac
+	a0=$(agent_ticks); c0=$(cpu_ticks)
+	m=$(cd /tmp && /bin/stress-ng --temp-path /tmp --cpu $NCPU --fork $NCPU --timeout "$3" \
+		--metrics-brief 2>&1 | awk '$4 == "cpu" || $4 == "fork" { printf " %s=%s %s_secs=%s", $4, $5, $4, $6 }')
+	a1=$(agent_ticks); c1=$(cpu_ticks)
+	echo "VMT-BENCH phase=$1 round=$2$m agent_ticks=$((a1 - a0)) busy_ticks=$((${c1% *} - ${c0% *})) all_ticks=$((${c1#* } - ${c0#* })) hz=100"
+}
+if [ -n "$BENCH" ]; then
+	(
+		after_stream 2
+		cp $T/set_event /tmp/bench.events
+		r=1
+		while [ $r -le "${BENCH%,*}" ]; do
+			order="off ftrace agent"
+			[ $((r % 2)) = 0 ] && order="agent ftrace off"
+			for p in $order; do bench_phase $p $r "${BENCH#*,}"; done
+			r=$((r + 1))
+		done
+		# stopped for good: what it moved and what it spent are final
+		kill -STOP $AG
+		echo "VMT-BENCH-END agent_ticks=$(agent_ticks) hz=100"
 	) &
 fi
 wait $AG
