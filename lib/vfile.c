@@ -24,7 +24,7 @@
 #define ZSTD_BLOCK_MAX (128u * 1024)
 
 /* A job of zstd's worker threads, in bytes (zctx_get). */
-#define VFILE_ZSTD_JOB (512u * 1024)
+#define VFILE_ZSTD_JOB (1024u * 1024)
 
 static uint64_t zstd_raw_bound(uint64_t stored)
 {
@@ -101,8 +101,9 @@ static int zctx_get(struct vmt_vfile_writer *w, ZSTD_CCtx **out)
 					ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, 0);
 				/* its buffers are about seven jobs: 12 MiB at the
 				 * default job (four windows, 2 MiB at level 1), 3.4
-				 * MiB at 512 KiB, the least; the same ratio and speed
-				 * on the corpus (bench/README.md, memory) */
+				 * MiB at 512 KiB, the least, but a 256 MiB window
+				 * then took 1.2-1.3 s against 0.8-0.9; at 1 MiB
+				 * about 7 MiB and 0.97-0.99 s (bench/README.md) */
 				else
 					ZSTD_CCtx_setParameter(c, ZSTD_c_jobSize, VFILE_ZSTD_JOB);
 			}
