@@ -15,12 +15,17 @@
 #include "pump.h"
 #include "util.h"
 
-/* With no full page ready, look again this often: poll() on trace_pipe_raw
- * only wakes at buffer_percent (half full by default), which at a high rate
- * leaves little room before the ring overwrites: BUSY_POLL_MS while pages
- * come fast, IDLE_POLL_MS otherwise (fewer wake-ups at a low rate). */
+/* With no full page ready, look again when a pipeful should be: poll() on
+ * trace_pipe_raw only wakes at buffer_percent (half full by default), so
+ * the pump sets its own deadline from the rate it has seen. A wake-up costs
+ * the same for one page as for sixteen, and under a slow stream most of
+ * the agent's CPU went to waking every 100 ms for a page or two. Never
+ * sooner than BUSY_POLL_MS (a stream faster than a pipeful in that time
+ * keeps the pump looping without a wait), never later than IDLE_POLL_MAX_MS
+ * nor the partial-page interval: a full page leaves the guest as soon as a
+ * partial one would, so a guest that dies still leaves its last second. */
 #define BUSY_POLL_MS 10
-#define IDLE_POLL_MS 100
+#define IDLE_POLL_MAX_MS 1000
 /* A port whose host end is closed reports POLLHUP without waiting */
 #define HUP_POLL_MS 100
 /* Without a buffer_size_kb to go by, a flush drains at most this much */
@@ -37,6 +42,8 @@ struct vmt_pump {
 	struct vmt_cpu_stats stats;	/* at the last cut, under set->lock */
 	bool failed;		/* stopped consuming after an error */
 	uint64_t partial_due_ns;	/* CLOCK_MONOTONIC: the next timed partial page */
+	uint64_t waited_ns;	/* CLOCK_MONOTONIC: when the last wait began */
+	uint64_t rate;		/* bytes per second, smoothed over the waits */
 	uint8_t *page;		/* the partial page read at a flush */
 	pthread_t thread;
 	bool running;
@@ -189,11 +196,35 @@ static ssize_t pump_move(struct vmt_pump *c)
 	return r < 0 ? r : n;
 }
 
+/* How long to wait for the next pipeful, in ms, from the rate moved
+ * over the waits before (a quarter of each new reading: a burst does not
+ * shorten the waits at once, but a half-full buffer wakes poll() anyway). */
+static int pump_timeout(struct vmt_pump *c, uint64_t round, uint64_t now)
+{
+	uint64_t cap = IDLE_POLL_MAX_MS, ms;
+	uint64_t flush_ms = c->set->flush_interval_ns / 1000000;
+
+	if (c->waited_ns && now > c->waited_ns) {
+		uint64_t r = round * 1000000000ull / (now - c->waited_ns);
+		c->rate = c->rate ? (3 * c->rate + r) / 4 : r;
+	}
+	c->waited_ns = now;
+	if (flush_ms && flush_ms < cap)
+		cap = flush_ms;
+	if (c->partial_due_ns > now && (c->partial_due_ns - now) / 1000000 < cap)
+		cap = (c->partial_due_ns - now) / 1000000 + 1;
+	ms = c->rate ? c->chunk * 1000ull / c->rate : cap;
+	if (ms > cap)
+		ms = cap;
+	return ms < BUSY_POLL_MS ? BUSY_POLL_MS : (int)ms;
+}
+
 /* Waits for pages, a flush or quit, without spinning. */
-static void pump_idle(struct vmt_pump *c, bool busy)
+static void pump_idle(struct vmt_pump *c, uint64_t round)
 {
 	struct pollfd p[2] = { { c->trace_fd, POLLIN, 0 }, { c->wake_fd, POLLIN, 0 } };
-	int n = c->failed ? poll(&p[1], 1, -1) : poll(p, 2, busy ? BUSY_POLL_MS : IDLE_POLL_MS);
+	int n = c->failed ? poll(&p[1], 1, -1)
+			  : poll(p, 2, pump_timeout(c, round, now_monotonic_ns()));
 
 	if (n < 0 && errno != EINTR)
 		log_debug("cpu%u: poll: %m", c->cpu);
@@ -319,10 +350,11 @@ static void *pump_main(void *arg)
 		}
 		if (!c->failed) {
 			ssize_t n = pump_move(c);
-			if (n > 0) {
+			if (n > 0)
 				round += (uint64_t)n;
+			/* less than a pipeful: no other full page was ready */
+			if (n >= (ssize_t)c->chunk)
 				continue;
-			}
 			if (n == -ECANCELED)
 				break;
 			if (n < 0)
@@ -330,9 +362,8 @@ static void *pump_main(void *arg)
 		}
 		if (!c->failed && s->flush_interval_ns)
 			pump_partial(c, round);
-		/* a pipeful or more since the last wait: at least ~160 pages/s */
 		if (!pump_should_stop(c, seen))
-			pump_idle(c, round >= c->chunk);
+			pump_idle(c, round);
 		round = 0;
 	}
 	return NULL;
