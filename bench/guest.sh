@@ -75,7 +75,7 @@ received() { vmt_ctl metrics | awk '/^vmtraced_guest_received_bytes_total\{.*gue
 # what vmtraced had received when each phase's line came out: a phase's
 # bytes are those since the line before (the agent's pages reach the host
 # within its wake-up interval, a second at most, of a phase 5 s or more)
-deadline=$(($(date +%s) + total * 3 + 120))
+deadline=$(($(date +%s) + $(vmt_scale $((total * 3 + 120)))))
 prev=$(received)
 for ((k = 1; k <= ROUNDS * 3; k++)); do
 	until [ "$(grep -ac '^VMT-BENCH phase' "$W/run/console.log")" -ge $k ]; do
