@@ -30,6 +30,11 @@
  * -w: seconds to wait for the hello's answer (default 60); -t: seconds for
  * the whole request (default 1800): both only catch hangs, and both are
  * stretched by VMT_TEST_TIMEOUT_SCALE.
+ * A machine that stops answering is lost: the client that finds it so (the
+ * hello unanswered, QEMU gone) writes why to DIR/lost, and every later
+ * client fails at once with that reason instead of waiting out its own -w
+ * (vm.sh up removes it). A command past -t does not lose the machine: the
+ * next hello ends it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -121,11 +126,31 @@ struct session {
 	char *arg;		/* the argument being received */
 };
 
+/*
+ * Commands killed by a hello, not yet reaped: one stuck in the kernel (D
+ * state) dies only when it leaves it, and the server must answer the
+ * hello meanwhile. Reaped as they end; a zombie past the table's room is
+ * left to init when the server ends.
+ */
+static pid_t killed[64];
+
+static void reap_killed(void)
+{
+	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++)
+		if (killed[i] > 0 && waitpid(killed[i], NULL, WNOHANG) != 0)
+			killed[i] = 0;
+}
+
 static void session_reset(struct session *s)
 {
 	if (s->pid > 0) {
 		kill(-s->pid, SIGKILL);
-		waitpid(s->pid, NULL, 0);
+		if (waitpid(s->pid, NULL, WNOHANG) == 0)
+			for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++)
+				if (killed[i] <= 0) {
+					killed[i] = s->pid;
+					break;
+				}
 	}
 	if (s->out >= 0) close(s->out);
 	if (s->err >= 0) close(s->err);
@@ -238,8 +263,9 @@ static int serve(const char *path)
 		int status;
 
 		/* after both pipes closed, the command may still run: look again soon */
-		if (poll(pf, 3, s.pid > 0 && s.out < 0 && s.err < 0 ? 50 : -1) < 0 && errno != EINTR)
+		if (poll(pf, 3, s.pid > 0 && s.out < 0 && s.err < 0 ? 50 : 1000) < 0 && errno != EINTR)
 			return 1;
+		reap_killed();
 		for (int i = 1; i <= 2; i++) {
 			int *fd = i == 1 ? &s.out : &s.err;
 			char data[MAXPAY];
@@ -328,6 +354,20 @@ static int fail(const char *what)
 	return 255;
 }
 
+static char lost_path[4096];	/* DIR/lost */
+
+/* fail(), and the machine is lost: later clients need not wait to know */
+static int lost(const char *what)
+{
+	int fd = open(lost_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd >= 0) {
+		write_all(fd, what, strlen(what));
+		close(fd);
+	}
+	return fail(what);
+}
+
 /* Read more from the machine; 0, -ETIMEDOUT, -ESRCH (QEMU gone) or -errno. */
 static int client_fill(struct client *c, double until)
 {
@@ -386,9 +426,9 @@ static int client_hello(struct client *c, double wait)
 		int r = client_fill(c, again < until ? again : until);
 
 		if (r == -ESRCH)
-			return fail("the machine is not running");
+			return lost("the machine is not running");
 		if (r == -ETIMEDOUT && now() >= until)
-			return fail("no answer from the machine's command server");
+			return lost("no answer from the machine's command server");
 		if (r < 0 && r != -ETIMEDOUT)
 			return fail(strerror(-r));
 	}
@@ -415,7 +455,7 @@ static int client_results(struct client *c)
 		int r = client_fill(c, c->deadline);
 
 		if (r == -ESRCH)
-			return fail("the machine stopped");
+			return lost("the machine stopped");
 		if (r == -ETIMEDOUT)
 			return fail("timed out waiting for the command to end (-t)");
 		if (r < 0)
@@ -452,6 +492,16 @@ static int client_main(int argc, char **argv, int put)
 		optind++;
 	if (optind >= argc)
 		return fail("no command");
+	snprintf(lost_path, sizeof(lost_path), "%s/lost", dir);
+	if ((f = fopen(lost_path, "r"))) {
+		char why[256] = "", m[320];
+
+		if (!fgets(why, sizeof(why), f))
+			why[0] = 0;
+		fclose(f);
+		snprintf(m, sizeof(m), "the machine was lost earlier: %s", why);
+		return fail(m);
+	}
 	snprintf(path, sizeof(path), "%s/qemu.pid", dir);
 	if ((f = fopen(path, "r"))) {
 		if (fscanf(f, "%d", &c->qemu) != 1)
