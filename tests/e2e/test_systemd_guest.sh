@@ -59,7 +59,6 @@ cleanup() {
 	[ -n "${VMT_KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
-vm() { "$VM" run "$M" -- "$@"; }
 ctl() { "$B/vmtracectl" -s "$D/control.sock" "$@"; }
 # the guest's record in `vmtracectl --json status`, and one field of it
 grec() { ctl --json status 2>/dev/null | grep -o '{[^{}]*"guest": "'$G'"[^{}]*}'; }

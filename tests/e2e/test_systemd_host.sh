@@ -88,7 +88,6 @@ cleanup() {
 	[ -n "${VMT_KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
-vm() { "$VM" run "$M" -- "$@"; }
 
 # ---- install -------------------------------------------------------------
 # the lowest version installed first, the highest (if another) the upgrade's

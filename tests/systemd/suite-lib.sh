@@ -6,6 +6,24 @@
 # What the image holds besides the packages' dependencies (vm.sh up
 # --image-packages): one list, so that both suites boot one image.
 IMAGE_PKGS=libvirt-daemon-system,qemu-system-x86
+# vm CMD [ARG]...: CMD as root in the machine ($VM run, $M: the suite's).
+# A command gets VM_CMD_TIMEOUT seconds (stretched by the scale), not
+# vmexec's 1800. A machine that stops answering is lost (vm.sh writes
+# $M/lost): the first call that finds it so prints why and what `vm.sh
+# diag` sees (the vCPUs, the kernel's blocked tasks, the console), once;
+# every later call fails at once, so the suite's remaining cases fail in
+# seconds rather than each waiting out a deadline (tests/run-tests.sh runs
+# such a suite once more).
+vm() {
+	local rc
+	"$VM" run "$M" -t "${VM_CMD_TIMEOUT:-600}" -- "$@"
+	rc=$?
+	if [ $rc = 255 ] && [ -e "$M/lost" ] && mkdir "$M/lost.told" 2>/dev/null; then
+		{ echo "  the machine is lost: $(cat "$M/lost"), in: $(echo "$*" | cut -c1-160)"
+		  timeout 60 "$VM" diag "$M" 2>&1 | sed 's/^/  diag: /'; } >&2
+	fi
+	return $rc
+}
 checks=0 failures=0
 # each line says how long its case took (since the line before)
 t_suite=$(date +%s) t_case=$t_suite

@@ -23,16 +23,26 @@
 #       transport: socket), as tests/guest/boot.sh -t socket makes them.
 #       --reboot: a reboot in the machine restarts it (by default QEMU
 #       ends, as it does on a panic); `run` answers again once it is up.
-#   vm.sh run DIR -- CMD [ARG]...
+#   vm.sh run DIR [-t SECS] -- CMD [ARG]...
 #       Run CMD as root in the machine (stdin /dev/null, cwd /); its
 #       stdout and stderr come back on ours, its exit status is ours
 #       (255: the channel failed). Like ssh, it returns when CMD has exited
 #       and its stdout/stderr are closed (a background child holding them
-#       keeps it waiting: redirect its output).
+#       keeps it waiting: redirect its output). -t: give up after SECS
+#       (default 1800, stretched by VMT_TEST_TIMEOUT_SCALE). A machine that
+#       stops answering is lost: DIR/lost says why, and every later run
+#       fails at once (255) with that reason.
 #   vm.sh cp DIR HOSTFILE GUESTPATH
 #       Copy a file into the machine (mode 0644, owned by root).
 #   vm.sh down DIR
 #       Power the machine off; kill QEMU if it has not ended in 60 s.
+#   vm.sh diag DIR
+#       What a machine that stopped answering is doing, from outside:
+#       QEMU's state and each vCPU's instruction pointer (its kernel symbol:
+#       the kernel boots without KASLR; the image's folder keeps the
+#       kernel's own text symbols, read once from /proc/kallsyms), then
+#       SysRq w and l by the emulated keyboard (the kernel's blocked tasks
+#       and each CPU's backtrace) and the console's last lines.
 #
 # The image (build/systemd-images/KEY/, or $VM_CACHE) is built once per
 # key: this script, vmexec.c, the Debian release, the base package list,
@@ -68,10 +78,12 @@ MASK="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.t
  modprobe@drm.service modprobe@configfs.service kmod-static-nodes.service systemd-pstore.service
  sys-fs-fuse-connections.mount sys-kernel-config.mount sys-kernel-debug.mount dev-hugepages.mount
  dev-mqueue.mount"
-CMDLINE="root=/dev/vda rw console=ttyS0 quiet loglevel=3 panic=-1 fsck.mode=skip mitigations=off
- systemd.show_status=0 net.ifnames=0"
+# loglevel=4: the kernel's errors on the console (a hung task, an RCU
+# stall); sysrq_always_enabled and nokaslr for `diag`.
+CMDLINE="root=/dev/vda rw console=ttyS0 quiet loglevel=4 panic=-1 fsck.mode=skip mitigations=off
+ systemd.show_status=0 net.ifnames=0 sysrq_always_enabled nokaslr"
 
-usage() { sed -n '6,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '6,44p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "vm.sh: $*" >&2; exit 1; }
 log() { echo "vm.sh: $*" >&2; }
 
@@ -258,7 +270,7 @@ cmd_up() {
 	alive "$dir" && die "$dir: a machine is running there already"
 	img=$(image_build ${debs[@]+"${debs[@]}"} ${more[@]+"${more[@]}"})
 	VMEXEC=$(vmexec_build)
-	rm -f "$dir/chan.in" "$dir/chan.out" "$dir/monitor" "$dir/qemu.pid"
+	rm -rf "$dir/chan.in" "$dir/chan.out" "$dir/monitor" "$dir/qemu.pid" "$dir/lost" "$dir/lost.told"
 	mkfifo "$dir/chan.in" "$dir/chan.out"
 	: >"$dir/console.log"
 	if [ -n "$tports" ]; then
@@ -280,17 +292,24 @@ cmd_up() {
 		-device virtserialport,chardev=vmsh,name=vmsh ${ports[@]+"${ports[@]}"} \
 		</dev/null >"$dir/qemu.log" 2>&1 &
 	echo $! >"$dir/qemu.pid"
-	if ! up_finish "$dir" ${debs[@]+"${debs[@]}"}; then
+	if ! up_finish "$dir" "$img" ${debs[@]+"${debs[@]}"}; then
 		tail -15 "$dir/console.log" | sed 's/^/vm.sh: console: /' >&2
 		[ "${VM_KEEP:-0}" = 1 ] || cmd_down "$dir" 2>/dev/null
 		exit 1
 	fi
 }
 
-up_finish() {	# dir deb...
-	local dir=$1 d paths=()
-	shift
+up_finish() {	# dir img deb...
+	local dir=$1 img=$2 d paths=()
+	shift 2
 	wait_running "$dir" 300 || { log "the machine did not come up"; return 1; }
+	# the kernel's text symbols, for diag (nokaslr: the same every boot;
+	# Debian's System.map is a stub)
+	if [ ! -s "$img/kallsyms" ] &&
+		"$VMEXEC" run "$dir" -- sh -c 'grep -v "\[" /proc/kallsyms | grep " [tT] " | sort' >"$img/kallsyms.$$" 2>/dev/null; then
+		mv "$img/kallsyms.$$" "$img/kallsyms"
+	fi
+	rm -f "$img/kallsyms.$$"
 	[ $# -gt 0 ] || return 0
 	"$VMEXEC" run "$dir" -- mkdir -p /var/tmp/vm-debs >&2 || return 1
 	for d in "$@"; do
@@ -315,10 +334,69 @@ cmd_down() {
 	rm -f "$dir/qemu.pid" "$dir/chan.in" "$dir/chan.out" "$dir/chan.lock" "$dir/monitor"
 }
 
+# HMP commands to QEMU's monitor, their answers on stdout
+monitor() {	# dir cmd...
+	python3 - "$@" <<-'EOF'
+	import socket, sys, time
+	s = socket.socket(socket.AF_UNIX)
+	s.settimeout(10)
+	s.connect(sys.argv[1] + "/monitor")
+	def answer():
+	    b = b""
+	    while not b.endswith(b"(qemu) "):
+	        d = s.recv(65536)
+	        if not d:
+	            break
+	        b += d
+	    return b.decode(errors="replace")
+	answer()	# the banner
+	for c in sys.argv[2:]:
+	    s.sendall(c.encode() + b"\n")
+	    # the monitor echoes the command (with its line editor's escapes) first
+	    a = answer().replace("\r", "").rsplit("(qemu) ", 1)[0]
+	    print(a.split("\n", 1)[1] if "\n" in a else "", end="")
+	EOF
+}
+
+cmd_diag() {
+	local dir=${1:?usage: vm.sh diag DIR} img map n0 n i
+	alive "$dir" || { echo "QEMU is not running"; tail -40 "$dir/console.log" 2>/dev/null; return 0; }
+	monitor "$dir" "info status" 2>&1
+	# the image this machine booted, for its kernel's symbols
+	img=$(tr '\0' '\n' <"/proc/$(cat "$dir/qemu.pid")/cmdline" | sed -n 's|/vmlinuz$||p' | head -1)
+	map=$img/kallsyms
+	monitor "$dir" "info registers -a" 2>&1 | awk -v map="$map" '
+		BEGIN { if ((getline l < map) > 0) { do { split(l, f, " "); a[++n] = f[1]; s[n] = f[3] } while ((getline l < map) > 0) } }
+		function sym(x,   lo, hi, mid, k) {
+			if (!n) return ""
+			x = sprintf("%016s", tolower(x)); gsub(/ /, "0", x)
+			lo = 1; hi = n
+			while (lo < hi) { mid = int((lo + hi + 1) / 2); if (a[mid] <= x) lo = mid; else hi = mid - 1 }
+			return a[lo] <= x ? " (" s[lo] ")" : ""
+		}
+		/^CPU#/ { cpu = $0 }
+		/^RIP=/ { rip = substr($1, 5); print "vCPU " cpu ": RIP " rip sym(rip) " " $0 }'
+	n0=$(wc -c <"$dir/console.log")
+	monitor "$dir" "sendkey alt-sysrq-w" "sendkey alt-sysrq-l" >/dev/null 2>&1
+	# until the console has been quiet for a second (10 s at most)
+	for ((i = 0; i < 20; i++)); do
+		n=$(wc -c <"$dir/console.log")
+		sleep 0.5
+		[ "$i" -gt 2 ] && [ "$(wc -c <"$dir/console.log")" = "$n" ] && break
+	done
+	[ "$(wc -c <"$dir/console.log")" = "$n0" ] && echo "SysRq: the kernel printed nothing (it takes no interrupts)"
+	echo "the console's last lines:"
+	tail -c +$((n0 > 20000 ? n0 - 20000 : 1)) "$dir/console.log" | tail -120
+}
+
 case ${1:-} in
 up) shift; cmd_up "$@" ;;
+diag) shift; cmd_diag "$@" ;;
 run)
-	[ $# -ge 4 ] && [ "$3" = -- ] || die "usage: vm.sh run DIR -- CMD [ARG]..."
+	if [ "${3:-}" = -t ] && [ $# -ge 6 ] && [ "$5" = -- ]; then
+		exec "$(vmexec_build)" run -t "$4" "$2" -- "${@:6}"
+	fi
+	[ $# -ge 4 ] && [ "$3" = -- ] || die "usage: vm.sh run DIR [-t SECS] -- CMD [ARG]..."
 	exec "$(vmexec_build)" run "$2" -- "${@:4}" ;;
 cp)
 	[ $# = 4 ] || die "usage: vm.sh cp DIR HOSTFILE GUESTPATH"
