@@ -67,6 +67,9 @@ uint32_t tcode_page_size(const struct vmt_tcode *t);
 /* Never the same for two schemas of one process (a context's cache key). */
 uint64_t tcode_serial(const struct vmt_tcode *t);
 
+/* A context encodes or decodes, never both: each direction resets between
+ * runs only the column state it used itself (frame.c keeps the compressor's
+ * and each reading thread's apart). */
 int tcode_ctx_new(struct vmt_tcode_ctx **out, const struct vmt_tcode *t);
 void tcode_ctx_free(struct vmt_tcode_ctx *c);
 
