@@ -367,7 +367,7 @@ cmd_diag() {
 	map=$img/kallsyms
 	monitor "$dir" "info registers -a" 2>&1 | awk -v map="$map" '
 		BEGIN { if ((getline l < map) > 0) { do { split(l, f, " "); a[++n] = f[1]; s[n] = f[3] } while ((getline l < map) > 0) } }
-		function sym(x,   lo, hi, mid, k) {
+		function sym(x,   lo, hi, mid) {
 			if (!n) return ""
 			x = sprintf("%016s", tolower(x)); gsub(/ /, "0", x)
 			lo = 1; hi = n
@@ -393,11 +393,11 @@ case ${1:-} in
 up) shift; cmd_up "$@" ;;
 diag) shift; cmd_diag "$@" ;;
 run)
-	if [ "${3:-}" = -t ] && [ $# -ge 6 ] && [ "$5" = -- ]; then
-		exec "$(vmexec_build)" run -t "$4" "$2" -- "${@:6}"
-	fi
-	[ $# -ge 4 ] && [ "$3" = -- ] || die "usage: vm.sh run DIR [-t SECS] -- CMD [ARG]..."
-	exec "$(vmexec_build)" run "$2" -- "${@:4}" ;;
+	dir=${2:-} opts=()
+	shift $(($# < 2 ? $# : 2))
+	[ "${1:-}" = -t ] && [ $# -ge 2 ] && { opts=(-t "$2"); shift 2; }
+	[ -n "$dir" ] && [ "${1:-}" = -- ] && [ $# -ge 2 ] || die "usage: vm.sh run DIR [-t SECS] -- CMD [ARG]..."
+	exec "$(vmexec_build)" run ${opts[@]+"${opts[@]}"} "$dir" -- "${@:2}" ;;
 cp)
 	[ $# = 4 ] || die "usage: vm.sh cp DIR HOSTFILE GUESTPATH"
 	exec "$(vmexec_build)" put "$2" "$4" <"$3" ;;

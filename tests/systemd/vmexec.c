@@ -134,11 +134,17 @@ struct session {
  */
 static pid_t killed[64];
 
-static void reap_killed(void)
+/* Reaps those that ended; returns how many are left */
+static int reap_killed(void)
 {
-	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++)
+	int left = 0;
+
+	for (size_t i = 0; i < sizeof(killed) / sizeof(killed[0]); i++) {
 		if (killed[i] > 0 && waitpid(killed[i], NULL, WNOHANG) != 0)
 			killed[i] = 0;
+		left += killed[i] > 0;
+	}
+	return left;
 }
 
 static void session_reset(struct session *s)
@@ -262,10 +268,11 @@ static int serve(const char *path)
 		struct pollfd pf[3] = { { port, POLLIN, 0 }, { s.out, POLLIN, 0 }, { s.err, POLLIN, 0 } };
 		int status;
 
-		/* after both pipes closed, the command may still run: look again soon */
-		if (poll(pf, 3, s.pid > 0 && s.out < 0 && s.err < 0 ? 50 : 1000) < 0 && errno != EINTR)
+		/* after both pipes closed, the command may still run: look again
+		 * soon; a killed one not yet reaped, once a second */
+		if (poll(pf, 3, s.pid > 0 && s.out < 0 && s.err < 0 ? 50 : reap_killed() ? 1000 : -1) < 0 &&
+		    errno != EINTR)
 			return 1;
-		reap_killed();
 		for (int i = 1; i <= 2; i++) {
 			int *fd = i == 1 ? &s.out : &s.err;
 			char data[MAXPAY];
