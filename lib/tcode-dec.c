@@ -67,6 +67,19 @@ static inline bool get_bytes(struct vmt_tcode_ctx *c, uint32_t id, uint8_t *out,
 	return true;
 }
 
+/* A record's time delta from its four byte planes, one check for all. */
+static inline bool get_delta(struct vmt_tcode_ctx *c, uint32_t *delta)
+{
+	struct rd *r = &c->r[S_DELTA];
+
+	if ((r[0].pos >= r[0].len) | (r[1].pos >= r[1].len) | (r[2].pos >= r[2].len) |
+	    (r[3].pos >= r[3].len))
+		return false;
+	*delta = r[0].p[r[0].pos++] | (uint32_t)r[1].p[r[1].pos++] << 8 |
+		 (uint32_t)r[2].p[r[2].pos++] << 16 | (uint32_t)r[3].p[r[3].pos++] << 24;
+	return true;
+}
+
 static bool dec_comm(struct vmt_tcode_ctx *c, uint8_t *out)
 {
 	uint64_t i;
@@ -81,6 +94,23 @@ static bool dec_comm(struct vmt_tcode_ctx *c, uint8_t *out)
 		return false;
 	if (c->ncomm < COMM_MAX)
 		memcpy(c->comms[c->ncomm++], out, COMM_LEN);
+	return true;
+}
+
+/* An integer told against its column's last value (OP_D*): size and sign
+ * are constants where it is called, so int_put() and int_trunc() fold
+ * (always_inline: with seven callers gcc would not inline it, and each
+ * field would pay a call and both switches). */
+static inline __attribute__((always_inline)) bool
+dec_delta(struct vmt_tcode_ctx *c, const struct seg *s, uint8_t *p, uint8_t size, bool sign)
+{
+	uint64_t z, v;
+
+	if (!get_varint(c, NFIXED + s->col, &z))
+		return false;
+	v = c->prev[s->col] + unzigzag(z);
+	int_put(p + s->off, size, v);
+	c->prev[s->col] = int_trunc(v, size, sign);
 	return true;
 }
 
@@ -104,13 +134,20 @@ static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p
 	}
 	for (uint16_t i = 0; i < pl->nseg; i++) {
 		const struct seg *s = &pl->segs[i];
-		uint64_t z;
+		bool ok = true;
 
 		if (pred && s->pred)
 			continue;
-		switch (s->kind) {
-		case SEG_INT: {
-			uint64_t v;
+		switch (s->op) {
+		case OP_D8U: ok = dec_delta(c, s, p, 1, false); break;
+		case OP_D8S: ok = dec_delta(c, s, p, 1, true); break;
+		case OP_D16U: ok = dec_delta(c, s, p, 2, false); break;
+		case OP_D16S: ok = dec_delta(c, s, p, 2, true); break;
+		case OP_D32U: ok = dec_delta(c, s, p, 4, false); break;
+		case OP_D32S: ok = dec_delta(c, s, p, 4, true); break;
+		case OP_D64: ok = dec_delta(c, s, p, 8, false); break;
+		case OP_INT: {
+			uint64_t z, v;
 
 			if (!get_varint(c, NFIXED + s->col, &z))
 				return false;
@@ -120,15 +157,15 @@ static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p
 			int_seen(c, pl, s, p, int_trunc(v, s->size, s->sign));
 			break;
 		}
-		case SEG_COMM:
-			if (!dec_comm(c, p + s->off))
-				return false;
+		case OP_COMM:
+			ok = dec_comm(c, p + s->off);
 			break;
 		default:
-			if (!get_bytes(c, S_FRAW, p + s->off, s->len))
-				return false;
+			ok = get_bytes(c, S_FRAW, p + s->off, s->len);
 			break;
 		}
+		if (!ok)
+			return false;
 	}
 	if (!get_bytes(c, S_DTAIL, p + pl->fixed, len - pl->fixed))
 		return false;
@@ -167,7 +204,7 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 		uint64_t arr = 0, size, id = 0;
 		uint32_t delta = 0;
 		const struct plan *pl = NULL;
-		uint8_t sym, type, b;
+		uint8_t sym, type;
 		bool ok, has_id;
 
 		if (!get_u8(c, S_TYPE, &sym) || sym > 32)
@@ -182,11 +219,8 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 			type = (uint8_t)(sym - 1);
 			has_id = false;
 		}
-		for (int j = 0; j < 4; j++) {
-			if (!get_u8(c, S_DELTA + j, &b))
-				return false;
-			delta |= (uint32_t)b << 8 * j;
-		}
+		if (!get_delta(c, &delta))
+			return false;
 		if (delta >= 1u << 27)
 			return false;
 		if ((type == 0 || type >= TYPE_PADDING) && (!get_varint(c, S_ARR, &arr) ||

@@ -44,6 +44,24 @@ static inline int put_u8(struct vmt_tcode_ctx *c, uint32_t id, uint8_t v)
 	return 0;
 }
 
+/* A record's time delta into its four byte planes: one check for all
+ * while they have room. */
+static inline int put_delta(struct vmt_tcode_ctx *c, uint32_t delta)
+{
+	struct vmt_buf *s = &c->s[S_DELTA];
+
+	if ((s[0].len >= s[0].cap) | (s[1].len >= s[1].cap) | (s[2].len >= s[2].cap) |
+	    (s[3].len >= s[3].cap)) {
+		for (int k = 0; k < 4; k++)
+			if (put_u8(c, S_DELTA + k, (uint8_t)(delta >> 8 * k)) < 0)
+				return -ENOMEM;
+		return 0;
+	}
+	for (int k = 0; k < 4; k++)
+		s[k].data[s[k].len++] = (uint8_t)(delta >> 8 * k);
+	return 0;
+}
+
 static inline int put_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t v)
 {
 	uint8_t *d = strm_room(c, id, 10), *o = d;
@@ -98,6 +116,18 @@ static int enc_comm(struct vmt_tcode_ctx *c, const uint8_t *s)
 	return 0;
 }
 
+/* An integer told against its column's last value (OP_D*), as the
+ * decoder's dec_delta(): size and sign are constants where it is called. */
+static inline __attribute__((always_inline)) int
+enc_delta(struct vmt_tcode_ctx *c, const struct seg *s, const uint8_t *p, uint8_t size, bool sign)
+{
+	uint64_t v = int_get(p + s->off, size, sign);
+	int r = put_varint(c, NFIXED + s->col, zigzag(v - c->prev[s->col]));
+
+	c->prev[s->col] = v;
+	return r;
+}
+
 /* A data record's payload; its id (the first two bytes, when there are
  * two) is already in S_ID and pl its plan, or NULL. */
 static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8_t *p,
@@ -128,15 +158,22 @@ static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8
 
 		if (pred && s->pred)
 			continue;
-		switch (s->kind) {
-		case SEG_INT: {
+		switch (s->op) {
+		case OP_D8U: r = enc_delta(c, s, p, 1, false); break;
+		case OP_D8S: r = enc_delta(c, s, p, 1, true); break;
+		case OP_D16U: r = enc_delta(c, s, p, 2, false); break;
+		case OP_D16S: r = enc_delta(c, s, p, 2, true); break;
+		case OP_D32U: r = enc_delta(c, s, p, 4, false); break;
+		case OP_D32S: r = enc_delta(c, s, p, 4, true); break;
+		case OP_D64: r = enc_delta(c, s, p, 8, false); break;
+		case OP_INT: {
 			uint64_t v = int_get(p + s->off, s->size, s->sign);
 
 			r = put_varint(c, NFIXED + s->col, zigzag(v - int_base(c, pl, s, p)));
 			int_seen(c, pl, s, p, v);
 			break;
 		}
-		case SEG_COMM:
+		case OP_COMM:
 			r = enc_comm(c, p + s->off);
 			break;
 		default:
@@ -182,10 +219,7 @@ static int enc_header(struct vmt_tcode_ctx *c, const uint8_t *rec, uint32_t type
 	} else if (put_u8(c, S_TYPE, sym) < 0) {
 		return -ENOMEM;
 	}
-	for (int k = 0; k < 4; k++)
-		if (put_u8(c, S_DELTA + k, (uint8_t)(delta >> 8 * k)) < 0)
-			return -ENOMEM;
-	return 0;
+	return put_delta(c, delta);
 }
 
 static bool all_zero(const uint8_t *p, size_t n)

@@ -47,8 +47,19 @@ enum {
 
 enum seg_kind { SEG_INT, SEG_COMM, SEG_RAW };
 
+/* What the coders do with a segment, set once its plan is complete
+ * (plan_ops()): an integer told against its column's previous value has
+ * an op of its own for each size and sign, so the hot loops branch once
+ * on the op instead of on size, sign, rel and acc for every field. */
+enum seg_op {
+	OP_RAW, OP_COMM,
+	OP_INT,		/* any other integer: int_base() and int_seen() */
+	OP_D8U, OP_D8S, OP_D16U, OP_D16S, OP_D32U, OP_D32S, OP_D64,
+};
+
 struct seg {
 	uint8_t kind;
+	uint8_t op;		/* enum seg_op */
 	uint8_t size;		/* SEG_INT: 1, 2, 4, 8 */
 	uint8_t sign;		/* SEG_INT: sign-extended before the difference */
 	uint8_t pred;		/* a sched_switch prev_* field */

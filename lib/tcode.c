@@ -198,6 +198,28 @@ static void plan_soft(struct plan *p, const struct field *fs, uint32_t n)
 	}
 }
 
+/* Each segment's op, once rel, acc and pred are known (tcode-int.h). */
+static void plan_ops(struct plan *p)
+{
+	static const uint8_t delta_op[9][2] = {
+		[1] = { OP_D8U, OP_D8S }, [2] = { OP_D16U, OP_D16S },
+		[4] = { OP_D32U, OP_D32S }, [8] = { OP_D64, OP_D64 },
+	};
+
+	for (uint16_t i = 0; i < p->nseg; i++) {
+		struct seg *s = &p->segs[i];
+
+		if (s->kind == SEG_COMM)
+			s->op = OP_COMM;
+		else if (s->kind != SEG_INT)
+			s->op = OP_RAW;
+		else if (s->rel || s->acc)
+			s->op = OP_INT;
+		else
+			s->op = delta_op[s->size][s->sign ? 1 : 0];
+	}
+}
+
 static int plan_add_seg(struct plan *p, uint32_t *room, struct seg s)
 {
 	if (p->nseg == *room) {
@@ -288,6 +310,7 @@ static int plan_from_format(struct build *b, const char *text, size_t len, uint3
 	if (!strcmp(name, "sched_stat_runtime"))
 		plan_runtime(&p, fs, n);
 	plan_soft(&p, fs, n);
+	plan_ops(&p);
 	b->t->plans[b->t->nplans++] = p;
 	return 0;
 fail:
