@@ -41,17 +41,25 @@ static inline bool rd_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t
 static inline bool get_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t *v)
 {
 	struct rd *r = &c->r[id];
+	size_t pos = 0;
 
-	return rd_varint(r->p, r->len, &r->pos, v);
+	if (r->cur < r->end && *r->cur < 0x80) {	/* most are one byte */
+		*v = *r->cur++;
+		return true;
+	}
+	if (!rd_varint(r->cur, (size_t)(r->end - r->cur), &pos, v))
+		return false;
+	r->cur += pos;
+	return true;
 }
 
 static inline bool get_u8(struct vmt_tcode_ctx *c, uint32_t id, uint8_t *out)
 {
 	struct rd *r = &c->r[id];	/* a fixed stream */
 
-	if (r->pos >= r->len)
+	if (r->cur >= r->end)
 		return false;
-	*out = r->p[r->pos++];
+	*out = *r->cur++;
 	return true;
 }
 
@@ -59,11 +67,12 @@ static inline bool get_bytes(struct vmt_tcode_ctx *c, uint32_t id, uint8_t *out,
 {
 	struct rd *r = &c->r[id];
 
-	if (r->len - r->pos < n)
+	if (!n)		/* an absent stream's cur is NULL: no NULL + 0 */
+		return true;
+	if ((size_t)(r->end - r->cur) < n)
 		return false;
-	if (n)
-		memcpy(out, r->p + r->pos, n);
-	r->pos += n;
+	memcpy(out, r->cur, n);
+	r->cur += n;
 	return true;
 }
 
@@ -72,11 +81,11 @@ static inline bool get_delta(struct vmt_tcode_ctx *c, uint32_t *delta)
 {
 	struct rd *r = &c->r[S_DELTA];
 
-	if ((r[0].pos >= r[0].len) | (r[1].pos >= r[1].len) | (r[2].pos >= r[2].len) |
-	    (r[3].pos >= r[3].len))
+	if ((r[0].cur >= r[0].end) | (r[1].cur >= r[1].end) | (r[2].cur >= r[2].end) |
+	    (r[3].cur >= r[3].end))
 		return false;
-	*delta = r[0].p[r[0].pos++] | (uint32_t)r[1].p[r[1].pos++] << 8 |
-		 (uint32_t)r[2].p[r[2].pos++] << 16 | (uint32_t)r[3].p[r[3].pos++] << 24;
+	*delta = *r[0].cur++ | (uint32_t)*r[1].cur++ << 8 | (uint32_t)*r[2].cur++ << 16 |
+		 (uint32_t)*r[3].cur++ << 24;
 	return true;
 }
 
@@ -286,7 +295,7 @@ static bool dec_table(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, si
 		rd_varint(in, len, &pos, &id);
 		rd_varint(in, len, &pos, &sl);
 		if (check) {
-			if (c->r[id].pos != c->r[id].len)
+			if (c->r[id].cur != c->r[id].end)
 				return false;
 			continue;
 		}
@@ -295,8 +304,8 @@ static bool dec_table(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, si
 			return false;
 		last = id;
 		r = &c->r[id];
-		r->p = in + off;
-		r->len = sl;
+		r->cur = in + off;
+		r->end = in + off + sl;
 		off += sl;
 		if (id >= NFIXED)
 			c->prev[id - NFIXED] = 0;

@@ -96,9 +96,8 @@ struct vmt_tcode {
 	uint32_t hmask;
 };
 
-struct rd {
-	const uint8_t *p;
-	size_t len, pos;
+struct rd {		/* a stream being read: cur up to end (both NULL: absent) */
+	const uint8_t *cur, *end;
 };
 
 struct vmt_tcode_ctx {
