@@ -43,10 +43,6 @@ static inline bool get_varint(struct vmt_tcode_ctx *c, uint32_t id, uint64_t *v)
 	struct rd *r = &c->r[id];
 	size_t pos = 0;
 
-	if (r->cur < r->end && *r->cur < 0x80) {	/* most are one byte */
-		*v = *r->cur++;
-		return true;
-	}
 	if (!rd_varint(r->cur, (size_t)(r->end - r->cur), &pos, v))
 		return false;
 	r->cur += pos;
@@ -108,7 +104,7 @@ static bool dec_comm(struct vmt_tcode_ctx *c, uint8_t *out)
 
 /* An integer told against its column's last value (OP_D*): size and sign
  * are constants where it is called, so int_put() and int_trunc() fold
- * (always_inline: with seven callers gcc would not inline it, and each
+ * (always_inline: with a caller per op gcc would not inline it, and each
  * field would pay a call and both switches). */
 static inline __attribute__((always_inline)) bool
 dec_delta(struct vmt_tcode_ctx *c, const struct seg *s, uint8_t *p, uint8_t size, bool sign)
@@ -148,13 +144,9 @@ static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p
 		if (pred && s->pred)
 			continue;
 		switch (s->op) {
-		case OP_D8U: ok = dec_delta(c, s, p, 1, false); break;
-		case OP_D8S: ok = dec_delta(c, s, p, 1, true); break;
-		case OP_D16U: ok = dec_delta(c, s, p, 2, false); break;
-		case OP_D16S: ok = dec_delta(c, s, p, 2, true); break;
-		case OP_D32U: ok = dec_delta(c, s, p, 4, false); break;
-		case OP_D32S: ok = dec_delta(c, s, p, 4, true); break;
-		case OP_D64: ok = dec_delta(c, s, p, 8, false); break;
+#define DEC_CASE(op, size, sign) case op: ok = dec_delta(c, s, p, size, sign); break;
+		TCODE_DELTA_OPS(DEC_CASE)
+#undef DEC_CASE
 		case OP_INT: {
 			uint64_t z, v;
 

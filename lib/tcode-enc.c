@@ -159,13 +159,9 @@ static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8
 		if (pred && s->pred)
 			continue;
 		switch (s->op) {
-		case OP_D8U: r = enc_delta(c, s, p, 1, false); break;
-		case OP_D8S: r = enc_delta(c, s, p, 1, true); break;
-		case OP_D16U: r = enc_delta(c, s, p, 2, false); break;
-		case OP_D16S: r = enc_delta(c, s, p, 2, true); break;
-		case OP_D32U: r = enc_delta(c, s, p, 4, false); break;
-		case OP_D32S: r = enc_delta(c, s, p, 4, true); break;
-		case OP_D64: r = enc_delta(c, s, p, 8, false); break;
+#define ENC_CASE(op, size, sign) case op: r = enc_delta(c, s, p, size, sign); break;
+		TCODE_DELTA_OPS(ENC_CASE)
+#undef ENC_CASE
 		case OP_INT: {
 			uint64_t v = int_get(p + s->off, s->size, s->sign);
 

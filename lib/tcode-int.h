@@ -50,12 +50,19 @@ enum seg_kind { SEG_INT, SEG_COMM, SEG_RAW };
 /* What the coders do with a segment, set once its plan is complete
  * (plan_ops()): an integer told against its column's previous value has
  * an op of its own for each size and sign, so the hot loops branch once
- * on the op instead of on size, sign, rel and acc for every field. */
+ * on the op instead of on size, sign, rel and acc for every field.
+ * X(op, size, sign): the one list the enum and both coders' cases are
+ * made from. */
+#define TCODE_DELTA_OPS(X) \
+	X(OP_D8U, 1, false) X(OP_D8S, 1, true) X(OP_D16U, 2, false) X(OP_D16S, 2, true) \
+	X(OP_D32U, 4, false) X(OP_D32S, 4, true) X(OP_D64, 8, false)
+#define TCODE_OP_ENUM(op, size, sign) op,
 enum seg_op {
 	OP_RAW, OP_COMM,
 	OP_INT,		/* any other integer: int_base() and int_seen() */
-	OP_D8U, OP_D8S, OP_D16U, OP_D16S, OP_D32U, OP_D32S, OP_D64,
+	TCODE_DELTA_OPS(TCODE_OP_ENUM)
 };
+#undef TCODE_OP_ENUM
 
 struct seg {
 	uint8_t kind;
