@@ -266,12 +266,15 @@ static int serve(const char *path)
 	signal(SIGPIPE, SIG_IGN);
 	for (;;) {
 		struct pollfd pf[3] = { { port, POLLIN, 0 }, { s.out, POLLIN, 0 }, { s.err, POLLIN, 0 } };
-		int status;
+		int status, killed_left = reap_killed(), timeout = -1;
 
 		/* after both pipes closed, the command may still run: look again
 		 * soon; a killed one not yet reaped, once a second */
-		if (poll(pf, 3, s.pid > 0 && s.out < 0 && s.err < 0 ? 50 : reap_killed() ? 1000 : -1) < 0 &&
-		    errno != EINTR)
+		if (s.pid > 0 && s.out < 0 && s.err < 0)
+			timeout = 50;
+		else if (killed_left)
+			timeout = 1000;
+		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
 			return 1;
 		for (int i = 1; i <= 2; i++) {
 			int *fd = i == 1 ? &s.out : &s.err;
