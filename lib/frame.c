@@ -142,12 +142,13 @@ int frame_ctx_schema(struct vmt_frame_ctx *c, const struct vmt_tcode *t)
 	return 0;
 }
 
-/* Pages transcoded, the streams zstd-coded behind the schema id and the pages' CRC. */
+/* Pages transcoded, the streams zstd-coded behind the schema id and the pages' CRC,
+ * the stored ones after the zstd frame as they are. */
 static ssize_t tcode_compress(struct vmt_frame_ctx *c, const uint8_t *src, size_t raw, uint8_t *out,
 			      size_t cap)
 {
 	uint32_t ps;
-	size_t r;
+	size_t r, stored;
 
 	if (!c->tc)
 		return -ENOKEY;
@@ -157,15 +158,21 @@ static ssize_t tcode_compress(struct vmt_frame_ctx *c, const uint8_t *src, size_
 	c->enc.len = 0;
 	if (tcode_encode(c->tc, src, (uint32_t)(raw / ps), &c->enc, NULL) < 0)
 		return -ENOMEM;
+	stored = tcode_stored_tail(c->tc);
 	put_le64(out, tcode_id(c->t));
 	put_le32(out + 8, crc32c(0, src, raw));
 	r = ZSTD_compress2(c->z, out + VMT_FRAME_TCODE_HDR, cap - VMT_FRAME_TCODE_HDR, c->enc.data,
-			   c->enc.len);
+			   c->enc.len - stored);
 	if (ZSTD_isError(r))
 		return ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall ? -ENOSPC : -EIO;
-	if (raw > (VMT_FRAME_TCODE_HDR + r) * (size_t)VMT_FRAME_TCODE_RATIO_MAX)
+	r += VMT_FRAME_TCODE_HDR;
+	if (stored > cap - r)
+		return -ENOSPC;
+	memcpy(out + r, c->enc.data + c->enc.len - stored, stored);
+	r += stored;
+	if (raw > r * (size_t)VMT_FRAME_TCODE_RATIO_MAX)
 		return -ENOSPC;	/* more than a reader budgets for */
-	return (ssize_t)(VMT_FRAME_TCODE_HDR + r);
+	return (ssize_t)r;
 }
 
 size_t frame_bound(uint32_t codec, size_t raw)
@@ -268,7 +275,7 @@ static int tcode_decode_payload(const struct vmt_tcode *t, const uint8_t *payloa
 {
 	uint32_t ps = tcode_page_size(t);
 	const uint8_t *z = payload + VMT_FRAME_TCODE_HDR;
-	size_t zlen = len - VMT_FRAME_TCODE_HDR, fs, r;
+	size_t zlen = len - VMT_FRAME_TCODE_HDR, fs, r, stored;
 	unsigned long long cs;
 	ZSTD_DCtx *d;
 
@@ -278,35 +285,39 @@ static int tcode_decode_payload(const struct vmt_tcode *t, const uint8_t *payloa
 	}
 	cs = ZSTD_getFrameContentSize(z, zlen);
 	fs = ZSTD_findFrameCompressedSize(z, zlen);
+	/* the stored bytes after the zstd frame join its content */
 	if (cs == ZSTD_CONTENTSIZE_ERROR || cs == ZSTD_CONTENTSIZE_UNKNOWN || ZSTD_isError(fs) ||
-	    fs != zlen || cs > tcode_max_enc(raw)) {
-		snprintf(why, why_len, "tcode: not one zstd frame of at most %zu bytes with its content size",
-			 tcode_max_enc(raw));
+	    fs > zlen || cs > tcode_max_enc(raw) || zlen - fs > tcode_max_enc(raw) - cs) {
+		snprintf(why, why_len, "tcode: not one zstd frame and stored bytes of at most %zu bytes "
+			 "with its content size", tcode_max_enc(raw));
 		return -EBADMSG;
 	}
+	stored = zlen - fs;
 	if (tdec.serial != tcode_serial(t) || !tdec.tc) {
 		tdec_free();
 		if (tcode_ctx_new(&tdec.tc, t) < 0)
 			return -ENOMEM;
 		tdec.serial = tcode_serial(t);
 	}
-	if (tdec.cap < cs) {
-		uint8_t *nb = realloc(tdec.buf, cs ? cs : 1);
+	if (tdec.cap < cs + stored) {
+		uint8_t *nb = realloc(tdec.buf, cs + stored ? cs + stored : 1);
 
 		if (!nb)
 			return -ENOMEM;
 		tdec.buf = nb;
-		tdec.cap = cs;
+		tdec.cap = cs + stored;
 	}
 	d = dctx();
 	if (!d)
 		return -ENOMEM;
-	r = ZSTD_decompressDCtx(d, tdec.buf, cs, z, zlen);
+	r = ZSTD_decompressDCtx(d, tdec.buf, cs, z, fs);
 	if (ZSTD_isError(r) || r != cs) {
 		snprintf(why, why_len, "tcode: zstd: %s", ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short");
 		return -EBADMSG;
 	}
-	if (tcode_decode(tdec.tc, tdec.buf, cs, out, (uint32_t)(raw / ps)) < 0) {
+	if (stored)
+		memcpy(tdec.buf + cs, z + fs, stored);
+	if (tcode_decode(tdec.tc, tdec.buf, cs + stored, out, (uint32_t)(raw / ps)) < 0) {
 		snprintf(why, why_len, "tcode: the streams do not decode to %zu pages", raw / ps);
 		return -EBADMSG;
 	}

@@ -111,7 +111,7 @@ dec_delta(struct vmt_tcode_ctx *c, const struct seg *s, uint8_t *p, uint8_t size
 {
 	uint64_t z, v;
 
-	if (!get_varint(c, NFIXED + s->col, &z))
+	if (!get_varint(c, s->strms[c->v], &z))
 		return false;
 	v = c->prev[s->col] + unzigzag(z);
 	int_put(p + s->off, size, v);
@@ -143,14 +143,14 @@ static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p
 
 		if (pred && s->pred)
 			continue;
-		switch (s->op) {
+		switch (s->ops[c->v]) {
 #define DEC_CASE(op, size, sign) case op: ok = dec_delta(c, s, p, size, sign); break;
 		TCODE_DELTA_OPS(DEC_CASE)
 #undef DEC_CASE
 		case OP_INT: {
 			uint64_t z, v;
 
-			if (!get_varint(c, NFIXED + s->col, &z))
+			if (!get_varint(c, s->strms[c->v], &z))
 				return false;
 			v = int_base(c, pl, s, p) + unzigzag(z);
 			int_put(p + s->off, s->size, v);
@@ -170,12 +170,38 @@ static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p
 	}
 	if (!get_bytes(c, S_DTAIL, p + pl->fixed, len - pl->fixed))
 		return false;
+	anchor_seen(c, pl);
 	if (pl->sw) {
 		memcpy(c->sw_comm, p + pl->next_comm, COMM_LEN);
 		c->sw_pid = get_le32(p + pl->next_pid);
 		c->sw_prio = get_le32(p + pl->next_prio);
 		c->sw_valid = true;
 	}
+	return true;
+}
+
+/* A data record's event: version 1 its id; version 2 1 + its plan's index,
+ * or 0 and an id the schema does not know. *pl: its plan, or NULL. */
+static inline bool get_event(struct vmt_tcode_ctx *c, uint64_t *id, const struct plan **pl)
+{
+	uint64_t x;
+
+	if (!get_varint(c, S_ID, &x))
+		return false;
+	if (!c->v) {
+		*id = x;
+		*pl = x <= 0xffff ? tcode_plan_find(c->t, (uint16_t)x) : NULL;
+		return x <= 0xffff;
+	}
+	if (!x) {
+		*pl = NULL;
+		return get_varint(c, S_ID, id) && *id <= 0xffff;
+	}
+	/* only the plan its id finds, as the encoder wrote it */
+	if (x > c->t->nplans || !c->t->plans[x - 1].first)
+		return false;
+	*pl = &c->t->plans[x - 1];
+	*id = (*pl)->id;
 	return true;
 }
 
@@ -189,6 +215,7 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 	if (!get_varint(c, S_PTS, &z) || !get_varint(c, S_PCOMMIT, &word))
 		return false;
 	*prev_ts += unzigzag(z);
+	c->ts = *prev_ts;
 	put_le64(page + l->ts_offset, *prev_ts);
 	if (l->commit_size == 8)
 		put_le64(page + l->commit_offset, word);
@@ -211,8 +238,7 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 		if (!get_u8(c, S_TYPE, &sym) || sym > 32)
 			return false;
 		if (!sym) {	/* a data record of its id's last type_len */
-			if (!get_varint(c, S_ID, &id) || id > 0xffff ||
-			    !(pl = tcode_plan_find(c->t, (uint16_t)id)) || !c->last_type[pl - c->t->plans])
+			if (!get_event(c, &id, &pl) || !pl || !c->last_type[pl - c->t->plans])
 				return false;
 			type = (uint8_t)(c->last_type[pl - c->t->plans] - 1);
 			has_id = true;
@@ -227,6 +253,7 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 		if ((type == 0 || type >= TYPE_PADDING) && (!get_varint(c, S_ARR, &arr) ||
 							    arr > UINT32_MAX))
 			return false;
+		ts_step(c, type, delta, arr);
 		if (type == TYPE_PADDING)
 			size = 4 + arr;
 		else if (type >= TYPE_TIME_EXTEND)
@@ -241,11 +268,8 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 		if (type == 0 || type >= TYPE_PADDING)
 			put_le32(d + pos + 4, (uint32_t)arr);
 		if (type < TYPE_PADDING && size - data_at(type) >= 2) {
-			if (!has_id) {
-				if (!get_varint(c, S_ID, &id) || id > 0xffff)
-					return false;
-				pl = tcode_plan_find(c->t, (uint16_t)id);
-			}
+			if (!has_id && !get_event(c, &id, &pl))
+				return false;
 			if (pl)
 				c->last_type[pl - c->t->plans] = (uint8_t)(1 + type);
 			put_le16(d + pos + data_at(type), (uint16_t)id);
@@ -271,17 +295,26 @@ static bool dec_page(struct vmt_tcode_ctx *c, uint8_t *page, uint64_t *prev_ts)
 }
 
 /* The stream table: each (id, length) checked, readers set; the streams end
- * the input exactly. With check, instead: every stream read to its end. */
+ * the input exactly, the stored ones last (version 2). With check, instead:
+ * every stream read to its end. */
 static bool dec_table(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, size_t pos,
 		      uint64_t ns, bool check)
 {
-	size_t off = pos;
-	uint64_t id, sl, last = 0;
+	size_t off = pos, soff, data;
+	uint64_t id, sl, last = 0, kept = 0;
 
-	for (uint64_t i = 0; i < ns; i++)	/* where the data starts */
-		if (!rd_varint(in, len, &off, &id) || !rd_varint(in, len, &off, &sl))
+	for (uint64_t i = 0; i < ns; i++) {	/* where the data starts, where the stored */
+		if (!rd_varint(in, len, &off, &id) || !rd_varint(in, len, &off, &sl) || sl > len)
 			return false;
+		if (!stream_stored(c->v, (uint32_t)VMT_MIN(id, UINT32_MAX)))
+			kept += sl;	/* no overflow: ns <= nstreams, each <= len */
+	}
+	if (kept > len - off)
+		return false;
+	data = off;
+	soff = off + kept;
 	for (uint64_t i = 0; i < ns; i++) {
+		size_t *at;
 		struct rd *r;
 
 		rd_varint(in, len, &pos, &id);
@@ -292,17 +325,16 @@ static bool dec_table(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, si
 			continue;
 		}
 		/* increasing ids, so none twice; no empty stream */
-		if (id >= c->nstreams || (i && id <= last) || !sl || sl > len - off)
+		at = stream_stored(c->v, (uint32_t)VMT_MIN(id, UINT32_MAX)) ? &soff : &off;
+		if (id >= c->nstreams || (i && id <= last) || !sl || sl > len - *at)
 			return false;
 		last = id;
 		r = &c->r[id];
-		r->cur = in + off;
-		r->end = in + off + sl;
-		off += sl;
-		if (id >= NFIXED)
-			c->prev[id - NFIXED] = 0;
+		r->cur = in + *at;
+		r->end = in + *at + sl;
+		*at += sl;
 	}
-	return check || off == len;
+	return check || (off == data + kept && soff == len);
 }
 
 int tcode_decode(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, uint8_t *pages,
@@ -312,18 +344,16 @@ int tcode_decode(struct vmt_tcode_ctx *c, const uint8_t *in, size_t len, uint8_t
 	size_t pos = 3;
 	bool ok = true;
 
-	if (len < 3 || in[0] != 'T' || in[1] != 'C' || in[2] != VMT_TCODE_VERSION)
+	if (len < 3 || in[0] != 'T' || in[1] != 'C' || !in[2] || in[2] > VMT_TCODE_VERSION)
 		return -EBADMSG;
+	c->v = (uint8_t)(in[2] - 1);
 	if (!rd_varint(in, len, &pos, &n) || n != npages || !npages || npages > VMT_FRAME_MAX_PAGES ||
 	    !rd_varint(in, len, &pos, &ns) || ns > c->nstreams)
 		return -EBADMSG;
 	memset(c->r, 0, c->nstreams * sizeof(*c->r));	/* absent ones read as empty */
 	if (!dec_table(c, in, len, pos, ns, false))
 		return -EBADMSG;
-	c->ncomm = 0;
-	c->sw_valid = false;
-	c->acc_gen++;
-	memset(c->last_type, 0, c->t->nplans);
+	run_state_reset(c);
 	for (uint32_t i = 0; i < npages && ok; i++)
 		ok = dec_page(c, pages + (size_t)i * c->t->l.page_size, &prev_ts);
 	return ok && dec_table(c, in, len, pos, ns, true) ? 0 : -EBADMSG;

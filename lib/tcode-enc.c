@@ -122,7 +122,7 @@ static inline __attribute__((always_inline)) int
 enc_delta(struct vmt_tcode_ctx *c, const struct seg *s, const uint8_t *p, uint8_t size, bool sign)
 {
 	uint64_t v = int_get(p + s->off, size, sign);
-	int r = put_varint(c, NFIXED + s->col, zigzag(v - c->prev[s->col]));
+	int r = put_varint(c, s->strms[1], zigzag(v - c->prev[s->col]));
 
 	c->prev[s->col] = v;
 	return r;
@@ -158,14 +158,14 @@ static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8
 
 		if (pred && s->pred)
 			continue;
-		switch (s->op) {
+		switch (s->ops[1]) {
 #define ENC_CASE(op, size, sign) case op: r = enc_delta(c, s, p, size, sign); break;
 		TCODE_DELTA_OPS(ENC_CASE)
 #undef ENC_CASE
 		case OP_INT: {
 			uint64_t v = int_get(p + s->off, s->size, s->sign);
 
-			r = put_varint(c, NFIXED + s->col, zigzag(v - int_base(c, pl, s, p)));
+			r = put_varint(c, s->strms[1], zigzag(v - int_base(c, pl, s, p)));
 			int_seen(c, pl, s, p, v);
 			break;
 		}
@@ -179,6 +179,7 @@ static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8
 	}
 	if (r < 0 || put_bytes(c, S_DTAIL, p + pl->fixed, len - pl->fixed) < 0)
 		return -ENOMEM;
+	anchor_seen(c, pl);
 	if (pl->sw) {
 		memcpy(c->sw_comm, p + pl->next_comm, COMM_LEN);
 		c->sw_pid = get_le32(p + pl->next_pid);
@@ -190,8 +191,9 @@ static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8
 
 /*
  * A record's header: its type (0 when a data record has the type_len its
- * id had last time: then only the id tells it), its id, its time delta in
- * byte planes. *pl: a data record's plan, or NULL.
+ * id had last time: then only the id tells it), its event (1 + the index
+ * of its plan, or 0 and the id the schema does not know), its time delta
+ * in byte planes. *pl: a data record's plan, or NULL.
  */
 static int enc_header(struct vmt_tcode_ctx *c, const uint8_t *rec, uint32_t type, uint32_t delta,
 		      uint32_t size, const struct plan **pl)
@@ -210,7 +212,9 @@ static int enc_header(struct vmt_tcode_ctx *c, const uint8_t *rec, uint32_t type
 				sym = 0;
 			*last = (uint8_t)(1 + type);
 		}
-		if (put_u8(c, S_TYPE, sym) < 0 || put_varint(c, S_ID, id) < 0)
+		if (put_u8(c, S_TYPE, sym) < 0 ||
+		    put_varint(c, S_ID, *pl ? (uint64_t)(*pl - c->t->plans) + 1 : 0) < 0 ||
+		    (!*pl && put_varint(c, S_ID, id) < 0))
 			return -ENOMEM;
 	} else if (put_u8(c, S_TYPE, sym) < 0) {
 		return -ENOMEM;
@@ -243,6 +247,7 @@ static int enc_page(struct vmt_tcode_ctx *c, const uint8_t *page, uint64_t *prev
 	if (put_varint(c, S_PTS, zigzag(ts - *prev_ts)) < 0 || put_varint(c, S_PCOMMIT, word) < 0)
 		return -ENOMEM;
 	*prev_ts = ts;
+	c->ts = ts;
 	for (uint32_t i = 0; i < c->t->nhdr_other; i++)
 		if (put_bytes(c, S_HDRRAW, page + c->t->hdr_other[i], 1) < 0)
 			return -ENOMEM;
@@ -274,6 +279,7 @@ static int enc_page(struct vmt_tcode_ctx *c, const uint8_t *page, uint64_t *prev
 			if (pos + size > commit)
 				break;
 		}
+		ts_step(c, type, delta, arr);
 		r = enc_header(c, d + pos, type, delta, (uint32_t)size, &pl);
 		if (r < 0)
 			return r;
@@ -316,17 +322,11 @@ static void run_used(struct vmt_tcode_ctx *c)
 static void run_reset(struct vmt_tcode_ctx *c)
 {
 	run_used(c);
-	for (uint32_t i = 0; i < c->nused; i++) {
+	for (uint32_t i = 0; i < c->nused; i++)
 		c->s[c->used[i]].len = 0;
-		if (c->used[i] >= NFIXED)
-			c->prev[c->used[i] - NFIXED] = 0;
-	}
 	c->nused = 0;
-	c->acc_gen++;
-	memset(c->last_type, 0, c->t->nplans);
-	c->ncomm = 0;
+	run_state_reset(c);
 	memset(c->chash, 0, sizeof(c->chash));
-	c->sw_valid = false;
 }
 
 static int buf_varint(struct vmt_buf *b, uint64_t v)
@@ -349,6 +349,7 @@ int tcode_encode(struct vmt_tcode_ctx *c, const uint8_t *pages, uint32_t npages,
 	uint64_t prev_ts = 0;
 	int r = 0;
 
+	c->stored = 0;
 	if (!npages || npages > VMT_FRAME_MAX_PAGES)
 		return -EINVAL;
 	run_reset(c);
@@ -365,8 +366,17 @@ int tcode_encode(struct vmt_tcode_ctx *c, const uint8_t *pages, uint32_t npages,
 	for (uint32_t i = 0; i < c->nused && r >= 0; i++)
 		if ((r = buf_varint(out, c->used[i])) >= 0)
 			r = buf_varint(out, c->s[c->used[i]].len);
-	for (uint32_t i = 0; i < c->nused && r >= 0; i++)
-		r = buf_append(out, c->s[c->used[i]].data, c->s[c->used[i]].len);
+	/* the streams' bytes in the table's order, those stored last */
+	c->stored = 0;
+	for (int last = 0; last < 2; last++)
+		for (uint32_t i = 0; i < c->nused && r >= 0; i++) {
+			struct vmt_buf *sb = &c->s[c->used[i]];
+
+			if (stream_stored(1, c->used[i]) != last)
+				continue;
+			r = buf_append(out, sb->data, sb->len);
+			c->stored += last ? sb->len : 0;
+		}
 	if (r >= 0 && st) {
 		st->pages += mine.pages;
 		st->records += mine.records;
@@ -380,3 +390,8 @@ out:
 	return r < 0 ? r : 0;
 }
 
+
+size_t tcode_stored_tail(const struct vmt_tcode_ctx *c)
+{
+	return c->stored;
+}

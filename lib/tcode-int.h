@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tcode.h"
 #include "util.h"
@@ -29,13 +30,15 @@ enum {
 	S_TAILMODE,	/* 0: the rest of the page is zeros; 1: raw in S_TAIL */
 	S_TAIL,
 	S_TYPE,		/* 0: a data record of its id's last type_len; else 1 + type_len */
-	S_DELTA,	/* time_delta of each record: 4 byte planes, low first */
+	S_DELTA,	/* time_delta of each record: 4 byte planes, low first (version 2:
+			 * the two low ones stored, stream_stored()) */
 	S_DELTA1,
 	S_DELTA2,
 	S_DELTA3,
 	S_ARR,		/* array[0] of padding, time and long records */
 	S_PADRAW,	/* a discarded event's bytes */
-	S_ID,		/* common_type of data records */
+	S_ID,		/* a data record's event: version 1 its common_type; version 2
+			 * 1 + its plan's index, or 0 and the common_type */
 	S_DRAW,		/* data records the schema does not explain */
 	S_DTAIL,	/* bytes past an event's fixed fields (dynamic data, alignment) */
 	S_FRAW,		/* fixed bytes that are no integer nor task name */
@@ -64,25 +67,42 @@ enum seg_op {
 };
 #undef TCODE_OP_ENUM
 
+/* What an OP_INT field is told against besides its column's last value. */
+enum seg_rel {
+	REL_NONE,
+	REL_SOFT,	/* the field at rel_off of the same record (softexpires from expires) */
+	REL_TS,		/* version 2: the record's time since the last sched_switch or
+			 * sched_stat_runtime of the run (sched_stat_runtime's runtime) */
+	REL_CLOCK,	/* version 2: the record's time plus the last such field's offset
+			 * from its record's time (hrtimer_expire_entry's now) */
+};
+
+/* Format versions a context reads: index 0 is version 1, 1 version 2. */
+#define TCODE_NVERS 2
+
 struct seg {
 	uint8_t kind;
-	uint8_t op;		/* enum seg_op */
+	uint8_t ops[TCODE_NVERS];	/* enum seg_op, by version */
 	uint8_t size;		/* SEG_INT: 1, 2, 4, 8 */
 	uint8_t sign;		/* SEG_INT: sign-extended before the difference */
 	uint8_t pred;		/* a sched_switch prev_* field */
-	uint8_t rel;		/* SEG_INT: the difference from the field at rel_off of the
-				 * same record (hrtimer's softexpires from expires) */
+	uint8_t rel;		/* SEG_INT: enum seg_rel */
 	uint8_t acc;		/* SEG_INT: sched_stat_runtime's vruntime, see struct plan */
 	uint16_t rel_off;
 	uint16_t off, len;
-	uint32_t col;		/* SEG_INT: its stream is NFIXED + col */
+	uint32_t col;		/* SEG_INT: its last value is prev[col] */
+	/* SEG_INT: the stream it is written to, by version: NFIXED + col, but in
+	 * version 2 common_preempt_count goes with common_flags */
+	uint32_t strms[TCODE_NVERS];
 };
 
 struct plan {
 	uint16_t id;
+	bool first;		/* the plan tcode_plan_find() gives for its id */
 	uint16_t fixed;		/* bytes the segments cover, from 0 */
 	uint16_t nseg;
 	bool sw;		/* sched_switch, predicted */
+	bool rt;		/* sched_stat_runtime, its vruntime followed */
 	uint16_t next_comm, next_pid, next_prio, prev_comm, prev_pid, prev_prio;
 	/* sched_stat_runtime: a task's vruntime grows by its runtime (nice 0),
 	 * so it is predicted as the task's last one plus this runtime */
@@ -114,8 +134,10 @@ struct vmt_tcode_ctx {
 	struct vmt_buf *s;	/* a stream each (util.h's growable buffer) */
 	uint32_t *used;
 	uint32_t nused;
+	size_t stored;		/* bytes at the end of the last run's output for no entropy coder */
 	/* decoder */
 	struct rd *r;
+	uint8_t v;		/* the run's version, less one */
 	/* both */
 	uint64_t *prev;		/* per column */
 	uint8_t *last_type;	/* per plan: 1 + the type_len its last record had */
@@ -126,6 +148,10 @@ struct vmt_tcode_ctx {
 	uint64_t acc_slot_gen[ACC_SLOTS];
 	uint32_t acc_pid[ACC_SLOTS];
 	uint64_t acc_val[ACC_SLOTS];
+	uint64_t ts;		/* the record's time, as its page and deltas give it */
+	uint64_t anchor;	/* REL_TS */
+	uint64_t clk_off;	/* REL_CLOCK */
+	bool anchor_valid, clk_valid;
 	bool sw_valid;
 	uint8_t sw_comm[COMM_LEN];
 	uint32_t sw_pid, sw_prio;
@@ -208,8 +234,12 @@ static inline uint32_t acc_find(struct vmt_tcode_ctx *c, uint32_t pid, bool *fou
 static inline uint64_t int_base(struct vmt_tcode_ctx *c, const struct plan *pl,
 				const struct seg *s, const uint8_t *p)
 {
-	if (s->rel)
+	if (s->rel == REL_SOFT)
 		return int_get(p + s->rel_off, s->size, s->sign);
+	if (s->rel == REL_TS && c->anchor_valid)
+		return c->ts - c->anchor;
+	if (s->rel == REL_CLOCK && c->clk_valid)
+		return c->ts + c->clk_off;
 	if (s->acc) {
 		bool found;
 		uint32_t h = acc_find(c, get_le32(p + pl->acc_key), &found);
@@ -224,6 +254,10 @@ static inline void int_seen(struct vmt_tcode_ctx *c, const struct plan *pl, cons
 			    const uint8_t *p, uint64_t v)
 {
 	c->prev[s->col] = v;
+	if (s->rel == REL_CLOCK) {
+		c->clk_off = v - c->ts;
+		c->clk_valid = true;
+	}
 	if (s->acc) {
 		bool found;
 		uint32_t h = acc_find(c, get_le32(p + pl->acc_key), &found);
@@ -239,6 +273,48 @@ static inline void int_seen(struct vmt_tcode_ctx *c, const struct plan *pl, cons
 static inline uint32_t data_at(uint32_t type)
 {
 	return type ? 4 : 8;
+}
+
+/* Version 2's time-delta planes 0 and 1 are noise in nanoseconds: they end
+ * the output, stored, kept away from the entropy coder's tables. */
+static inline bool stream_stored(uint8_t v, uint32_t id)
+{
+	return v && (id == S_DELTA || id == S_DELTA1);
+}
+
+/* A record's time as both coders follow it (the page's time, then each
+ * record's delta; a time extend adds, an absolute stamp sets). */
+static inline void ts_step(struct vmt_tcode_ctx *c, uint32_t type, uint32_t delta, uint64_t arr)
+{
+	if (type == TYPE_TIME_EXTEND)
+		c->ts += arr << 27 | delta;
+	else if (type == TYPE_TIME_STAMP)
+		c->ts = arr << 27 | delta;
+	else if (type != TYPE_PADDING)
+		c->ts += delta;
+}
+
+/* After a data record of plan pl: REL_TS counts from a switch or a
+ * runtime. */
+static inline void anchor_seen(struct vmt_tcode_ctx *c, const struct plan *pl)
+{
+	if (pl->sw || pl->rt) {
+		c->anchor = c->ts;
+		c->anchor_valid = true;
+	}
+}
+
+/* The state both coders start a run with. */
+static inline void run_state_reset(struct vmt_tcode_ctx *c)
+{
+	memset(c->prev, 0, (c->t->ncols ? c->t->ncols : 1) * sizeof(*c->prev));
+	c->acc_gen++;
+	memset(c->last_type, 0, c->t->nplans);
+	c->ncomm = 0;
+	c->sw_valid = false;
+	c->anchor_valid = false;
+	c->clk_valid = false;
+	c->ts = 0;
 }
 
 #endif

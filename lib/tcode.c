@@ -173,6 +173,7 @@ static void plan_runtime(struct plan *p, const struct field *fs, uint32_t n)
 	    !seg_at(p, rt->off, SEG_INT) || !(s = seg_at(p, vr->off, SEG_INT)))
 		return;
 	s->acc = 1;
+	p->rt = true;
 	p->acc_key = (uint16_t)pid->off;
 	p->acc_add = (uint16_t)rt->off;
 }
@@ -187,36 +188,67 @@ static void plan_soft(struct plan *p, const struct field *fs, uint32_t n)
 		for (uint32_t k = 0; k < n && !f; k++)
 			if (fs[k].off == s->off)
 				f = &fs[k];
-		if (s->kind != SEG_INT || s->acc || s->pred || !f || strncmp(f->name, "soft", 4))
+		if (s->kind != SEG_INT || s->rel || s->acc || s->pred || !f ||
+		    strncmp(f->name, "soft", 4))
 			continue;
 		base = field_named(fs, n, f->name + 4);
 		if (base && base->off < s->off && base->size == s->size &&
 		    seg_at(p, base->off, SEG_INT)) {
-			s->rel = 1;
+			s->rel = REL_SOFT;
 			s->rel_off = (uint16_t)base->off;
 		}
 	}
 }
 
-/* Each segment's op, once rel, acc and pred are known (tcode-int.h). */
-static void plan_ops(struct plan *p)
+/* Version 2's predictions from the record's time: sched_stat_runtime's
+ * runtime (the time since the task's last accounting, a switch or a
+ * runtime) and a signed 64-bit "now" (hrtimer_expire_entry's, CLOCK_MONOTONIC
+ * at a near-constant offset from the trace clock). */
+static void plan_time(struct plan *p, const struct field *fs, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct seg *s = seg_at(p, fs[i].off, SEG_INT);
+
+		if (!s || s->rel || s->acc || s->pred || s->size != 8)
+			continue;
+		if (p->rt && !strcmp(fs[i].name, "runtime"))
+			s->rel = REL_TS;
+		else if (s->sign && !strcmp(fs[i].name, "now"))
+			s->rel = REL_CLOCK;
+	}
+}
+
+/* Each segment's op and stream in each version, once rel, acc and pred
+ * are known (tcode-int.h): version 1 knows no REL_TS nor REL_CLOCK. */
+static void plan_ops(struct plan *p, const struct field *fs, uint32_t n)
 {
 	static const uint8_t delta_op[9][2] = {
 		[1] = { OP_D8U, OP_D8S }, [2] = { OP_D16U, OP_D16S },
 		[4] = { OP_D32U, OP_D32S }, [8] = { OP_D64, OP_D64 },
 	};
+	const struct field *fl = field_named(fs, n, "common_flags");
+	const struct field *pc = field_named(fs, n, "common_preempt_count");
+	const struct seg *sfl = fl && fl->size == 1 ? seg_at(p, fl->off, SEG_INT) : NULL;
 
 	for (uint16_t i = 0; i < p->nseg; i++) {
 		struct seg *s = &p->segs[i];
 
-		if (s->kind == SEG_COMM)
-			s->op = OP_COMM;
-		else if (s->kind != SEG_INT)
-			s->op = OP_RAW;
-		else if (s->rel || s->acc)
-			s->op = OP_INT;
-		else
-			s->op = delta_op[s->size][s->sign ? 1 : 0];
+		for (unsigned v = 0; v < TCODE_NVERS; v++) {
+			bool rel = s->rel == REL_SOFT || (v && s->rel != REL_NONE);
+
+			if (s->kind == SEG_COMM)
+				s->ops[v] = OP_COMM;
+			else if (s->kind != SEG_INT)
+				s->ops[v] = OP_RAW;
+			else if (rel || s->acc)
+				s->ops[v] = OP_INT;
+			else
+				s->ops[v] = delta_op[s->size][s->sign ? 1 : 0];
+			s->strms[v] = NFIXED + s->col;
+		}
+		/* flags and preempt count together: their pairs repeat */
+		if (sfl && pc && s->kind == SEG_INT && s->off == pc->off && s->size == 1)
+			s->strms[1] = NFIXED + sfl->col;
 	}
 }
 
@@ -310,7 +342,8 @@ static int plan_from_format(struct build *b, const char *text, size_t len, uint3
 	if (!strcmp(name, "sched_stat_runtime"))
 		plan_runtime(&p, fs, n);
 	plan_soft(&p, fs, n);
-	plan_ops(&p);
+	plan_time(&p, fs, n);
+	plan_ops(&p, fs, n);
 	b->t->plans[b->t->nplans++] = p;
 	return 0;
 fail:
@@ -334,6 +367,7 @@ static int index_plans(struct vmt_tcode *t)
 
 		if (tcode_plan_find(t, id))
 			continue;	/* an id twice: the first format wins */
+		t->plans[i].first = true;
 		while (t->slots[h])
 			h = (h + 1) & t->hmask;
 		t->slots[h] = (uint32_t)id << 16 | (i + 1);

@@ -21,7 +21,7 @@
  * Encoded layout (docs/FORMAT.md, 2.6):
  *   "TC" u8 version, varint npages, varint nstreams,
  *   nstreams x (varint stream id, varint length), then the streams' bytes
- *   in that order.
+ *   in that order; in version 2 the stored streams' bytes come last.
  */
 #ifndef VMT_TCODE_H
 #define VMT_TCODE_H
@@ -35,7 +35,7 @@ struct vmt_buf;
 struct vmt_tcode;	/* a schema: read-only once built, shared by threads */
 struct vmt_tcode_ctx;	/* one thread's scratch: streams and column state */
 
-#define VMT_TCODE_VERSION 1
+#define VMT_TCODE_VERSION 2	/* what the encoder writes; the decoder reads 1 and 2 */
 /* Bounds a decoder holds any input to, whatever it says. */
 #define VMT_TCODE_MAX_EVENTS 16384u	/* formats taken into a schema */
 #define VMT_TCODE_MAX_FIELDS 64u	/* per event; more: the rest raw */
@@ -80,6 +80,14 @@ void tcode_ctx_free(struct vmt_tcode_ctx *c);
  */
 int tcode_encode(struct vmt_tcode_ctx *c, const uint8_t *pages, uint32_t npages,
 		 struct vmt_buf *out, struct vmt_tcode_stats *st);
+
+/*
+ * How many bytes at the end of the last tcode_encode()'s output are for no
+ * entropy coder (noise: the time deltas' low planes); the caller compresses
+ * the rest and stores these as they are, and gives the decoder the two
+ * joined again.
+ */
+size_t tcode_stored_tail(const struct vmt_tcode_ctx *c);
 
 /*
  * Decode exactly npages pages into pages (npages * page_size bytes). 0, or

@@ -13,8 +13,9 @@
  *      reads back to them.
  *   1: u8 n, then a transcoding (lib/tcode.h) of 1 + n % 4 pages, which
  *      the target wraps as the compressor does (schema id, CRC, one zstd
- *      frame): mutations reach the transcoder's decoder through the frame
- *      path. When tcode_decode() takes the streams, the CRC is made that
+ *      frame, then its last (n >> 2) * 64 bytes stored as they are, as
+ *      version 2's time planes): mutations reach the transcoder's decoder
+ *      through the frame path. When tcode_decode() takes the streams, the CRC is made that
  *      of its pages and the frame must read to the same pages (and make
  *      a frame again that does); otherwise the frame must be refused.
  *   2: pages (zero-filled to whole ones, 1 to 4): a tcode frame made of
@@ -109,7 +110,7 @@ out:
 static void read_streams(const uint8_t *p, size_t size)
 {
 	uint32_t n;
-	size_t raw, zcap;
+	size_t raw, zcap, stored;
 	uint8_t *pages, *back, *payload;
 	char why[256];
 	size_t z;
@@ -119,8 +120,10 @@ static void read_streams(const uint8_t *p, size_t size)
 		return;
 	n = 1 + p[0] % 4;
 	raw = (size_t)n * PS;
+	stored = (size_t)(p[0] >> 2) * 64;
 	p++;
 	size--;
+	stored = VMT_MIN(stored, size);
 	pages = calloc(1, raw);
 	back = malloc(raw);
 	zcap = VMT_FRAME_TCODE_HDR + ZSTD_compressBound(size);
@@ -131,8 +134,10 @@ static void read_streams(const uint8_t *p, size_t size)
 	FUZZ_CHECK(r == 0 || r == -EBADMSG);
 	put_le64(payload, tcode_id(tc));
 	put_le32(payload + 8, r == 0 ? crc32c(0, pages, raw) : 0);
-	z = ZSTD_compress(payload + VMT_FRAME_TCODE_HDR, zcap - VMT_FRAME_TCODE_HDR, p, size, 1);
-	FUZZ_CHECK(!ZSTD_isError(z));
+	z = ZSTD_compress(payload + VMT_FRAME_TCODE_HDR, zcap - VMT_FRAME_TCODE_HDR, p, size - stored, 1);
+	FUZZ_CHECK(!ZSTD_isError(z) && z + stored <= zcap - VMT_FRAME_TCODE_HDR);
+	memcpy(payload + VMT_FRAME_TCODE_HDR + z, p + size - stored, stored);
+	z += stored;
 	r2 = frame_decode_with(tc, VMT_FRAME_TCODE, payload, VMT_FRAME_TCODE_HDR + z, back, raw, why,
 			       sizeof(why));
 	if (r == 0) {

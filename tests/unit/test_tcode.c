@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "corpus.h"
+#include "frame.h"
 #include "meta.h"
 #include "tcode.h"
 #include "testutil.h"
@@ -76,10 +77,22 @@ static size_t round_trip_with(struct vmt_tcode_ctx *e, struct vmt_tcode_ctx *d,
 	struct vmt_buf out = { 0 };
 	uint8_t *back = malloc((size_t)n * PS);
 	size_t len;
+	struct vmt_tcode_stats mine = { 0 };
 
 	ck_assert_ptr_nonnull(back);
-	ck_assert_int_eq(tcode_encode(e, pages, n, &out, st), 0);
+	ck_assert_int_eq(tcode_encode(e, pages, n, &out, &mine), 0);
+	/* version 2: two bytes a record stored at the end */
+	ck_assert_uint_eq(out.data[2], VMT_TCODE_VERSION);
+	ck_assert_uint_eq(tcode_stored_tail(e), 2 * mine.records);
 	ck_assert_int_eq(tcode_decode(d, out.data, out.len, back, n), 0);
+	if (st) {
+		st->pages += mine.pages;
+		st->records += mine.records;
+		st->events += mine.events;
+		st->events_raw += mine.events_raw;
+		st->tail_raw += mine.tail_raw;
+		st->predicted += mine.predicted;
+	}
 	for (uint32_t i = 0; i < n; i++)
 		ck_assert_msg(!memcmp(back + (size_t)i * PS, pages + (size_t)i * PS, PS),
 			      "page %u of %u differs after the round trip", i, n);
@@ -168,6 +181,26 @@ static uint64_t expected_total(const char *dir)
 
 /* The busy guest's corpus, with its own metadata: syscall events, stress-ng
  * workers, a disk stressor. */
+/* A corpus's metadata and both CPUs' pages, or false when it is not
+ * unpacked. */
+static bool corpus_named_load(const char *name, struct vmt_buf *b, uint8_t *pages[2],
+			      size_t npages[2])
+{
+	const char *dir = test_corpus_dir_named(name);
+	char path[4200];
+
+	if (!dir)
+		return false;
+	snprintf(path, sizeof(path), "%s/meta", dir);
+	ck_assert_int_eq(corpus_load_meta(path, b), 0);
+	for (int c = 0; c < 2; c++) {
+		snprintf(path, sizeof(path), "%s/pages/cpu%d.raw", dir, c);
+		ck_assert_int_eq(corpus_load_pages(path, PS, &pages[c], &npages[c]), 0);
+		ck_assert_uint_gt(npages[c], 500);
+	}
+	return true;
+}
+
 START_TEST(busy_corpus_pages_round_trip)
 {
 	const char *dir = test_corpus_dir_named("guest-6.1-busy");
@@ -178,17 +211,9 @@ START_TEST(busy_corpus_pages_round_trip)
 	uint8_t *pages[2] = { NULL, NULL };
 	size_t npages[2] = { 0, 0 };
 	uint64_t want;
-	char path[4200];
 
-	if (!dir)
+	if (!corpus_named_load("guest-6.1-busy", &b, pages, npages))
 		VMT_SKIP("no guest-6.1-busy corpus (make tests unpacks it)");
-	snprintf(path, sizeof(path), "%s/meta", dir);
-	ck_assert_int_eq(corpus_load_meta(path, &b), 0);
-	for (int c = 0; c < 2; c++) {
-		snprintf(path, sizeof(path), "%s/pages/cpu%d.raw", dir, c);
-		ck_assert_int_eq(corpus_load_pages(path, PS, &pages[c], &npages[c]), 0);
-		ck_assert_uint_gt(npages[c], 1000);
-	}
 	ck_assert_int_eq(tcode_new(&t, b.data, b.len, PS), 0);
 	/* the agent sends the formats of the enabled systems only */
 	ck_assert_uint_gt(tcode_nevents(t), 500);
@@ -207,6 +232,73 @@ START_TEST(busy_corpus_pages_round_trip)
 	buf_free(&b);
 	free(pages[0]);
 	free(pages[1]);
+}
+END_TEST
+
+/*
+ * Frames made by version 1's encoder (before the stored planes, plan
+ * indexes and time predictions; tests/unit/data, 32 pages of a CPU of each
+ * corpus, made with the corpus's whole metadata) still decode to their
+ * pages; one byte more after one is refused. This encoder writes version 2,
+ * its time planes stored behind the zstd frame, and the frames are smaller.
+ */
+START_TEST(version_1_frames_still_read)
+{
+	static const struct {
+		const char *corpus, *file;
+		int cpu;
+	} v1[] = {
+		{ "guest-6.1", "tcode-v1-guest-6.1-cpu1.frame", 1 },
+		{ "guest-6.1-busy", "tcode-v1-guest-6.1-busy-cpu0.frame", 0 },
+	};
+
+	for (size_t k = 0; k < ARRAY_SIZE(v1); k++) {
+		struct vmt_buf b = { 0 };
+		uint8_t *pages[2] = { NULL, NULL }, *back = malloc(32 * PS), *payload, *out;
+		size_t npages[2] = { 0, 0 }, len, cap = frame_bound(VMT_FRAME_TCODE, 32 * PS);
+		_cleanup_free_ char *path = NULL, *data = NULL;
+		struct vmt_frame_ctx *fc = frame_ctx_new(VMT_FRAME_TCODE, 1, 32 * PS);
+		struct vmt_iovec iov;
+		struct vmt_tcode *t;
+		ssize_t n2;
+		char why[200] = "";
+
+		if (!corpus_named_load(v1[k].corpus, &b, pages, npages))
+			VMT_SKIP("no corpus (make tests unpacks them)");
+		ck_assert_int_eq(tcode_new(&t, b.data, b.len, PS), 0);
+		ck_assert_int_ge(asprintf(&path, "%s/tests/unit/data/%s", test_srcdir(), v1[k].file), 0);
+		ck_assert_int_eq(read_file(path, 1 << 20, &data, &len), 0);
+		payload = malloc(len + 1);
+		ck_assert_ptr_nonnull(payload);
+		memcpy(payload, data, len);
+		ck_assert_uint_eq(frame_tcode_id(payload, len), tcode_id(t));
+		ck_assert_int_eq(frame_decode_with(t, VMT_FRAME_TCODE, payload, len, back, 32 * PS, why,
+						   sizeof(why)), 0);
+		ck_assert_msg(!memcmp(back, pages[v1[k].cpu], 32 * PS), "%s: pages differ", v1[k].file);
+		payload[len] = 0;
+		ck_assert_int_eq(frame_decode_with(t, VMT_FRAME_TCODE, payload, len + 1, back, 32 * PS,
+						   why, sizeof(why)), -EBADMSG);
+		/* the same pages now: version 2, smaller, with a stored tail */
+		out = malloc(cap);
+		ck_assert(fc && out && frame_ctx_schema(fc, t) == 0);
+		iov = (struct vmt_iovec){ pages[v1[k].cpu], 32 * PS };
+		n2 = frame_compress(fc, &iov, 1, out, cap);
+		ck_assert_int_gt(n2, 0);
+		ck_assert_msg((size_t)n2 < len, "%s: version 2 %zd bytes, version 1 %zu", v1[k].file, n2,
+			      len);
+		ck_assert_int_eq(frame_decode_with(t, VMT_FRAME_TCODE, out, (size_t)n2, back, 32 * PS, why,
+						   sizeof(why)), 0);
+		ck_assert(!memcmp(back, pages[v1[k].cpu], 32 * PS));
+		printf("%s: version 1 %zu bytes, version 2 %zd\n", v1[k].file, len, n2);
+		free(out);
+		free(payload);
+		free(back);
+		frame_ctx_free(fc);
+		tcode_free(t);
+		buf_free(&b);
+		free(pages[0]);
+		free(pages[1]);
+	}
 }
 END_TEST
 
@@ -372,6 +464,7 @@ int main(void)
 	TEST_ADD(t, random_and_mutated_pages_round_trip);
 	TEST_ADD(t, hostile_encodings);
 	TEST_ADD(t, odd_formats);
+	TEST_ADD(t, version_1_frames_still_read);
 	tcase_set_timeout(t, 120);
 	suite_add_tcase(s, t);
 	return test_run_suite(s);
