@@ -182,7 +182,8 @@ static bool dec_event(struct vmt_tcode_ctx *c, const struct plan *pl, uint8_t *p
 
 /* A data record's event: version 1 its id; version 2 1 + its plan's index,
  * or 0 and an id the schema does not know. *pl: its plan, or NULL. */
-static inline bool get_event(struct vmt_tcode_ctx *c, uint64_t *id, const struct plan **pl)
+static inline __attribute__((always_inline)) bool
+get_event(struct vmt_tcode_ctx *c, uint64_t *id, const struct plan **pl)
 {
 	uint64_t x;
 
