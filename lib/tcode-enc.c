@@ -122,7 +122,7 @@ static inline __attribute__((always_inline)) int
 enc_delta(struct vmt_tcode_ctx *c, const struct seg *s, const uint8_t *p, uint8_t size, bool sign)
 {
 	uint64_t v = int_get(p + s->off, size, sign);
-	int r = put_varint(c, s->strms[1], zigzag(v - c->prev[s->col]));
+	int r = put_varint(c, s->strms[TCODE_V_ENC], zigzag(v - c->prev[s->col]));
 
 	c->prev[s->col] = v;
 	return r;
@@ -158,14 +158,14 @@ static int enc_event(struct vmt_tcode_ctx *c, const struct plan *pl, const uint8
 
 		if (pred && s->pred)
 			continue;
-		switch (s->ops[1]) {
+		switch (s->ops[TCODE_V_ENC]) {
 #define ENC_CASE(op, size, sign) case op: r = enc_delta(c, s, p, size, sign); break;
 		TCODE_DELTA_OPS(ENC_CASE)
 #undef ENC_CASE
 		case OP_INT: {
 			uint64_t v = int_get(p + s->off, s->size, s->sign);
 
-			r = put_varint(c, s->strms[1], zigzag(v - int_base(c, pl, s, p)));
+			r = put_varint(c, s->strms[TCODE_V_ENC], zigzag(v - int_base(c, pl, s, p)));
 			int_seen(c, pl, s, p, v);
 			break;
 		}
@@ -367,12 +367,11 @@ int tcode_encode(struct vmt_tcode_ctx *c, const uint8_t *pages, uint32_t npages,
 		if ((r = buf_varint(out, c->used[i])) >= 0)
 			r = buf_varint(out, c->s[c->used[i]].len);
 	/* the streams' bytes in the table's order, those stored last */
-	c->stored = 0;
 	for (int last = 0; last < 2; last++)
 		for (uint32_t i = 0; i < c->nused && r >= 0; i++) {
 			struct vmt_buf *sb = &c->s[c->used[i]];
 
-			if (stream_stored(1, c->used[i]) != last)
+			if (stream_stored(TCODE_V_ENC, c->used[i]) != last)
 				continue;
 			r = buf_append(out, sb->data, sb->len);
 			c->stored += last ? sb->len : 0;
@@ -389,7 +388,6 @@ out:
 	run_reset(c);
 	return r < 0 ? r : 0;
 }
-
 
 size_t tcode_stored_tail(const struct vmt_tcode_ctx *c)
 {

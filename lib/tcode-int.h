@@ -77,8 +77,11 @@ enum seg_rel {
 			 * from its record's time (hrtimer_expire_entry's now) */
 };
 
-/* Format versions a context reads: index 0 is version 1, 1 version 2. */
+/* Format versions a context reads: index 0 is version 1, 1 version 2;
+ * the encoder writes the newest. */
 #define TCODE_NVERS 2
+#define TCODE_V_ENC (VMT_TCODE_VERSION - 1)
+_Static_assert(TCODE_V_ENC == TCODE_NVERS - 1, "the encoder writes the newest version");
 
 struct seg {
 	uint8_t kind;
