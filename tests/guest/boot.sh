@@ -25,7 +25,13 @@
 #              shared libraries (repeat for more; e.g. stress-ng for
 #              vmt.load=stress); such an initramfs is CACHE/initramfs-extra.cpio.gz,
 #              so the default one stays as it is
-#   -1         single-threaded TCG (-accel tcg,thread=single)
+#   -M         multi-threaded TCG (a host thread a vCPU). The default is
+#              single-threaded TCG (-accel tcg,thread=single; -1 says it
+#              too): with a thread a vCPU, QEMU 7.2 lets a vCPU run code
+#              another vCPU has just patched (text_poke_bp()'s int3, a
+#              static key switched: tracepoints, sched_clock at boot) and
+#              the guest kernel dies of "Oops: int3" or hangs in its int3
+#              handler, now and then
 #   -R         let the guest reboot inside the same QEMU (no -no-reboot): a
 #              panic with panic=N boots it again, RAM kept (a persistent
 #              ring buffer, reserve_mem=)
@@ -44,8 +50,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=build/guest AGENT=${VMT_AGENT:-build/vmtrace-agent} RUN="" TRANSPORT=pipe
-SMP=2 MEM=512M EVENTS='sched:*,irq:*,timer:*' APPEND="" TIMEOUT=600 ACCEL=tcg WAIT=0 PREP=0 EXTRA=() NOREBOOT=-no-reboot
-while getopts "c:A:r:t:s:m:e:a:T:x:1RwPh" o; do
+SMP=2 MEM=512M EVENTS='sched:*,irq:*,timer:*' APPEND="" TIMEOUT=600 ACCEL=tcg,thread=single WAIT=0 PREP=0 EXTRA=() NOREBOOT=-no-reboot
+while getopts "c:A:r:t:s:m:e:a:T:x:1MRwPh" o; do
 	case $o in
 	c) CACHE=$OPTARG ;;
 	A) AGENT=$OPTARG ;;
@@ -58,6 +64,7 @@ while getopts "c:A:r:t:s:m:e:a:T:x:1RwPh" o; do
 	T) TIMEOUT=$OPTARG ;;
 	x) EXTRA+=("$OPTARG") ;;
 	1) ACCEL=tcg,thread=single ;;
+	M) ACCEL=tcg,thread=multi ;;
 	R) NOREBOOT= ;;
 	w) WAIT=1 ;;
 	P) PREP=1 ;;

@@ -38,6 +38,14 @@ vmt_wait_console() {
 	return 1
 }
 
+# vmt_console_crash RUN: the first line of a guest kernel crash on RUN's
+# console that the test did not cause (its own panics come after a
+# VMT-PANIC line), or nothing; a failure says it beside its own words.
+vmt_console_crash() {
+	sed -n '/VMT-PANIC/q; /Oops: \|BUG: \|Kernel panic/{s/\r//g; s/^\[ *[0-9.]*\] //; p; q}' \
+		"$1/console.log" 2>/dev/null | cut -c1-160
+}
+
 # vmt_daemon DIR GUEST RUN TRANSPORT [RING_SIZE] [EVENTS]: config + start.
 vmt_daemon() {
 	local dir=$1 guest=$2 run=$3 transport=$4 ring=${5:-64MiB}
