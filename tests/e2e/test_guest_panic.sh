@@ -118,8 +118,8 @@ panic() {
 		vmt_cleanup
 		return
 	fi
-	vmt_wait_console "$run" "VMT-PANIC" 120 && vmt_wait_console "$run" "Kernel panic - not syncing" 120 ||
-		{ fail $name "no panic of its own (console: $(tail -3 "$run/console.log" | tr '\n' ' ')$(c=$(vmt_console_crash "$run"); [ -z "$c" ] || echo "; the kernel crashed first: $c"))"; vmt_cleanup; return; }
+	vmt_wait_panic "$run" 120 ||
+		{ fail $name "no panic of its own (console: $(tail -3 "$run/console.log" | tr '\n' ' ')$(vmt_console_crash "$run"))"; vmt_cleanup; return; }
 	t0=$(now_s)
 	s=$(wait_sample "$VMT_DIR" $((TIMEOUT_S + 30))) ||
 		{ fail $name "no sample after the panic (log: $(tail -3 "$VMT_DIR/vmtraced.log"))"; vmt_cleanup; return; }
@@ -197,8 +197,8 @@ panic_noreboot() {
 		vmt_cleanup
 		return
 	fi
-	vmt_wait_console "$run" "VMT-PANIC" 120 && vmt_wait_console "$run" "Kernel panic - not syncing" 120 ||
-		{ fail $name "no panic of its own (console: $(tail -3 "$run/console.log" | tr '\n' ' ')$(c=$(vmt_console_crash "$run"); [ -z "$c" ] || echo "; the kernel crashed first: $c"))"; vmt_cleanup; return; }
+	vmt_wait_panic "$run" 120 ||
+		{ fail $name "no panic of its own (console: $(tail -3 "$run/console.log" | tr '\n' ' ')$(vmt_console_crash "$run"))"; vmt_cleanup; return; }
 	t0=$(now_s)
 	s=$(wait_sample "$VMT_DIR" $((FLUSH_TIMEOUT_S + 30))) ||
 		{ fail $name "no sample after the panic (log: $(tail -3 "$VMT_DIR/vmtraced.log"))"; vmt_cleanup; return; }

@@ -100,8 +100,8 @@ pstore() {
 	vmt_wait_streaming 240 || { fail pstore "no stream (console: $(tail -2 "$run/console.log" | tr '\n' ' '))"; return; }
 	# its own panic: a kernel that died of something else first is no
 	# previous boot to look for
-	vmt_wait_console "$run" "VMT-PANIC" 120 && vmt_wait_console "$run" "Kernel panic - not syncing" 120 ||
-		{ fail pstore "no panic of its own (console: $(grep -a VMT- "$run/console.log" | tail -3 | tr '\n' ' ')$(c=$(vmt_console_crash "$run"); [ -z "$c" ] || echo "; the kernel crashed first: $c"))"; return; }
+	vmt_wait_panic "$run" 120 ||
+		{ fail pstore "no panic of its own (console: $(grep -a VMT- "$run/console.log" | tail -3 | tr '\n' ' ')$(vmt_console_crash "$run"))"; return; }
 	t0=$(now_s)
 	vmt_wait_console "$run" "VMT-BOOTMAP found=1" 240 ||
 		{ fail pstore "the next boot did not find the previous boot's buffer: $(grep -a 'VMT-BOOTMAP\|Ring buffer' "$run/console.log" | tr '\n' ' ')"; return; }

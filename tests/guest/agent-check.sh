@@ -10,7 +10,7 @@
 #                             START with the same list (no enable file written)
 #                    runtime: no trace_event= at boot; START enables
 #                             sched:*,irq:irq_handler_entry (kernel text patched)
-#   -1               single-threaded TCG (boot.sh's default)
+#   -1               single-threaded TCG (the default, as boot.sh's)
 #   -M               multi-threaded TCG (boot.sh -M)
 #   -s SECS          seconds of streaming per session (default 10)
 #   -f SECS          FLUSH every SECS (default 0: one flush at the end)
@@ -31,14 +31,14 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-TRANSPORT=pipe MODE=cmdline SINGLE="" SECS=10 EVERY=0 SESSIONS=1 CACHE=build/guest
+TRANSPORT=pipe MODE=cmdline MULTI="" SECS=10 EVERY=0 SESSIONS=1 CACHE=build/guest
 AGENT=${VMT_AGENT:-build/vmtrace-agent} APPEND="" ABUSE="" BUFKB=0 RESTART=""
 while getopts "t:m:1Ms:f:n:c:A:a:b:xRh" o; do
 	case $o in
 	t) TRANSPORT=$OPTARG ;;
 	m) MODE=$OPTARG ;;
-	1) SINGLE=-1 ;;
-	M) SINGLE=-M ;;
+	1) MULTI="" ;;
+	M) MULTI=-M ;;
 	s) SECS=$OPTARG ;;
 	f) EVERY=$OPTARG ;;
 	n) SESSIONS=$OPTARG ;;
@@ -66,7 +66,7 @@ if [ ! -x "$PEER" ] || [ -n "$(find "$ROOT/tests/tools/agentpeer.c" "$ROOT"/lib/
 		-o "$PEER" "$ROOT/tests/tools/agentpeer.c" "$ROOT"/lib/{proto,util,meta,log,page}.c || exit 1
 fi
 
-OUT=$CACHE/check-$MODE-$TRANSPORT${SINGLE:+-${SINGLE#-}}
+OUT=$CACHE/check-$MODE-$TRANSPORT${MULTI:+-multi}
 RUN=$OUT/run
 PIDFILE=""
 cleanup() { [ -n "$PIDFILE" ] && [ -s "$PIDFILE" ] && kill "$(cat "$PIDFILE")" 2>/dev/null; }
@@ -77,7 +77,7 @@ attempt() {
 	mkdir -p "$RUN"
 	local t0 pid rc
 	t0=$(date +%s.%N)
-	pid=$("$HERE/boot.sh" -c "$CACHE" -A "$AGENT" -r "$RUN" -t "$TRANSPORT" -e "$BOOTEV" $SINGLE \
+	pid=$("$HERE/boot.sh" -c "$CACHE" -A "$AGENT" -r "$RUN" -t "$TRANSPORT" -e "$BOOTEV" $MULTI \
 		-T $((SECS * SESSIONS + 240)) -a "$APPEND") || return 1
 	PIDFILE=$RUN/qemu.pid
 	timeout $((SECS * SESSIONS + 200)) "$PEER" -r "$RUN" -o "$OUT" -t "$TRANSPORT" -s "$SECS" \
@@ -91,7 +91,7 @@ attempt() {
 }
 wait_gone() { for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done; kill -9 "$1" 2>/dev/null; }
 
-echo "== agent-check: mode=$MODE transport=$TRANSPORT$([ "$SINGLE" = -M ] && echo " multi-threaded TCG") secs=$SECS flush=$EVERY sessions=$SESSIONS"
+echo "== agent-check: mode=$MODE transport=$TRANSPORT${MULTI:+ multi-threaded TCG} secs=$SECS flush=$EVERY sessions=$SESSIONS"
 attempt
 rc=$?
 if [ $rc -ne 0 ] && { [ $rc -eq 124 ] || grep -q 'FATAL: no ' "$OUT/peer.log"; }; then

@@ -38,12 +38,22 @@ vmt_wait_console() {
 	return 1
 }
 
-# vmt_console_crash RUN: the first line of a guest kernel crash on RUN's
-# console that the test did not cause (its own panics come after a
-# VMT-PANIC line), or nothing; a failure says it beside its own words.
+# vmt_wait_panic RUN SECONDS: the guest's own panic on RUN's console, its
+# VMT-PANIC line and then the kernel's; a kernel that died of something
+# else first (vmt_console_crash says what) is not waited for as one.
+vmt_wait_panic() {
+	vmt_wait_console "$1" "VMT-PANIC" "$2" && vmt_wait_console "$1" "Kernel panic - not syncing" "$2"
+}
+
+# vmt_console_crash RUN: "; the kernel crashed first: LINE", LINE the first
+# line of a guest kernel crash on RUN's console that the test did not cause
+# (its own panics come after a VMT-PANIC line), or nothing: for a failure
+# to say beside its own words.
 vmt_console_crash() {
-	sed -n '/VMT-PANIC/q; /Oops: \|BUG: \|Kernel panic/{s/\r//g; s/^\[ *[0-9.]*\] //; p; q}' \
-		"$1/console.log" 2>/dev/null | cut -c1-160
+	local c
+	c=$(sed -n '/VMT-PANIC/q; /Oops: \|BUG: \|Kernel panic/{s/\r//g; s/^\[ *[0-9.]*\] //; p; q}' \
+		"$1/console.log" 2>/dev/null | cut -c1-160)
+	[ -z "$c" ] || echo "; the kernel crashed first: $c"
 }
 
 # vmt_daemon DIR GUEST RUN TRANSPORT [RING_SIZE] [EVENTS]: config + start.
