@@ -66,7 +66,7 @@ lost_first() {	# out attempt rc: a first run that failed, lost its machine, no c
 }
 
 run_suite() {	# name binary
-	local name=$1 bin=$2 out=$log/$1.log rc tag tmp left attempt stray
+	local name=$1 bin=$2 out=$log/$1.log rc tag tmp left attempt stray t0=$SECONDS
 	for attempt in 1 2; do
 		tag="$name.$$.$RANDOM"
 		tmp=$log/tmp-$name
@@ -83,6 +83,10 @@ run_suite() {	# name binary
 		echo "$name: $(grep -m1 '^  the machine is lost: ' "$out" | sed 's/^ *//'); run again" >>"$log/retried"
 		rm -rf "$tmp"
 	done
+	# how long each suite took, the slowest listed at the end: make check's
+	# time is kept in view (README) from what a run printed
+	echo "-- $name: $((SECONDS - t0)) s"
+	echo "$((SECONDS - t0)) $name" >>"$log/times"
 	# Check's summary: "NN%: Checks: C, Failures: F, Errors: E"
 	local line c f e s
 	if [ "$rc" != 0 ] && [ -n "$left" ]; then
@@ -154,6 +158,9 @@ fi
 if [ -s "$log/retried" ]; then
 	echo "suites run again after their machine was lost:"
 	sed 's/^/  /' "$log/retried"
+fi
+if [ -s "$log/times" ]; then
+	echo "the slowest suites (s): $(sort -rn "$log/times" | head -12 | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1}'); all $SECONDS s"
 fi
 [ -n "$failed_suites" ] && echo "failed suites:$failed_suites"
 echo "tests: $pass passed, $fail failed, $skip skipped"
