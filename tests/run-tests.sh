@@ -66,7 +66,7 @@ lost_first() {	# out attempt rc: a first run that failed, lost its machine, no c
 }
 
 run_suite() {	# name binary
-	local name=$1 bin=$2 out=$log/$1.log rc tag tmp left attempt stray t0=$SECONDS
+	local name=$1 bin=$2 out=$log/$1.log rc tag tmp left attempt stray t0=$SECONDS took
 	for attempt in 1 2; do
 		tag="$name.$$.$RANDOM"
 		tmp=$log/tmp-$name
@@ -85,8 +85,9 @@ run_suite() {	# name binary
 	done
 	# how long each suite took, the slowest listed at the end: make check's
 	# time is kept in view (README) from what a run printed
-	echo "-- $name: $((SECONDS - t0)) s"
-	echo "$((SECONDS - t0)) $name" >>"$log/times"
+	took=$((SECONDS - t0))
+	echo "-- $name: $took s"
+	echo "$took $name" >>"$log/times"
 	# Check's summary: "NN%: Checks: C, Failures: F, Errors: E"
 	local line c f e s
 	if [ "$rc" != 0 ] && [ -n "$left" ]; then
